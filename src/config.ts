@@ -1,0 +1,59 @@
+import { z } from 'zod'
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+
+/** The environment the server and the CLI read, validated once at start. */
+export const environmentSchema = z.object({
+  PORT: z
+    .string()
+    .regex(/^\d{1,5}$/, 'must be a port number')
+    .transform(Number)
+    .pipe(z.number().int().min(0).max(65_535))
+    .default('3000'),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .optional(),
+  DATA_DIR: z.string().min(1).default('./data'),
+  API_KEY_BRAND: z
+    .string()
+    .regex(/^[a-z][a-z0-9]{0,15}$/, 'must be 1-16 lowercase letters or digits, starting with a letter')
+    .default('svc'),
+  LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+})
+
+export interface Config {
+  readonly port: number
+  readonly host: string
+  readonly databaseUrl: string | undefined
+  readonly dataDir: string
+  readonly apiKeyBrand: string
+  readonly logLevel: (typeof LOG_LEVELS)[number]
+}
+
+export class ConfigError extends Error {}
+
+/** Parses the environment; an empty variable counts as unset. Throws one line naming the variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const present = Object.fromEntries(
+    Object.keys(environmentSchema.shape)
+      .filter((name) => env[name] !== undefined && env[name] !== '')
+      .map((name) => [name, env[name]]),
+  )
+  const parsed = environmentSchema.safeParse(present)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]
+    const name = String(issue?.path[0] ?? 'environment')
+    throw new ConfigError(`invalid ${name}: ${issue?.message ?? 'invalid value'}`)
+  }
+  const value = parsed.data
+  return {
+    port: value.PORT,
+    host: value.HOST,
+    databaseUrl: value.DATABASE_URL,
+    dataDir: value.DATA_DIR,
+    apiKeyBrand: value.API_KEY_BRAND,
+    logLevel: value.LOG_LEVEL,
+  }
+}

@@ -1,0 +1,135 @@
+import { randomUUID } from 'node:crypto'
+import { iso } from '../queries/page.js'
+import type { Sql } from '../store/types.js'
+import { generateSecret, type KeyEnv } from './api-key-secret.js'
+import { KEY_MANAGER_ROLES, MAX_ACTIVE_KEYS, type Plan, type Role } from './plans.js'
+
+/** A refusal the operator can act on; the CLI prints its message as the one-line reason. */
+export class OperatorError extends Error {}
+
+export interface CreateKeyInput {
+  readonly orgId: string
+  readonly actorEmail: string
+  readonly env: KeyEnv
+  readonly name?: string | undefined
+  readonly expiresAt?: Date | undefined
+  readonly brand: string
+}
+
+export interface CreatedKey {
+  readonly id: string
+  readonly key: string
+  readonly prefix: string
+  readonly env: KeyEnv
+  readonly orgId: string
+  readonly name: string | null
+  readonly createdAt: string
+  readonly expiresAt: string | null
+}
+
+/**
+ * Creates a key under the plan and role rules. Runs in the caller's
+ * transaction; the organization row is locked so that two concurrent
+ * creations cannot both pass the plan's limit.
+ */
+export async function createApiKey(sql: Sql, input: CreateKeyInput): Promise<CreatedKey> {
+  const [org] = await sql.query<{ plan: Plan }>('SELECT plan FROM organizations WHERE id = $1 FOR UPDATE', [
+    input.orgId,
+  ])
+  if (!org) throw new OperatorError(`unknown organization: ${input.orgId}`)
+  const [member] = await sql.query<{ role: Role }>(
+    `SELECT m.role FROM memberships m JOIN users u ON u.id = m.user_id
+     WHERE m.org_id = $1 AND lower(u.email) = lower($2)`,
+    [input.orgId, input.actorEmail],
+  )
+  if (!member) throw new OperatorError(`${input.actorEmail} is not a member of organization ${input.orgId}`)
+  if (!KEY_MANAGER_ROLES.has(member.role)) {
+    throw new OperatorError(
+      `${input.actorEmail} is ${member.role} of ${input.orgId}; only an owner or admin may create keys`,
+    )
+  }
+  const limit = MAX_ACTIVE_KEYS[org.plan]
+  if (limit === 0) throw new OperatorError(`the ${org.plan} plan of ${input.orgId} has no API access`)
+  if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) {
+    throw new OperatorError('the expiry must be in the future')
+  }
+  const [active] = await sql.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM api_keys
+     WHERE org_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+    [input.orgId],
+  )
+  if ((active?.n ?? 0) >= limit) {
+    throw new OperatorError(
+      `the ${org.plan} plan allows ${limit} active API keys and ${input.orgId} has ${active?.n}`,
+    )
+  }
+  const [user] = await sql.query<{ id: string }>('SELECT id FROM users WHERE lower(email) = lower($1)', [
+    input.actorEmail,
+  ])
+  const secret = generateSecret(input.brand, input.env)
+  const id = `key_${randomUUID().replaceAll('-', '')}`
+  const [row] = await sql.query<{ createdAt: string; expiresAt: string | null }>(
+    `INSERT INTO api_keys (org_id, id, name, env, key_hash, hint, created_by, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+     RETURNING ${iso('created_at')} AS "createdAt", ${iso('expires_at')} AS "expiresAt"`,
+    [
+      input.orgId,
+      id,
+      input.name ?? null,
+      input.env,
+      secret.hash,
+      secret.hint,
+      user?.id ?? null,
+      input.expiresAt?.toISOString() ?? null,
+    ],
+  )
+  return {
+    id,
+    key: secret.secret,
+    prefix: secret.prefix,
+    env: input.env,
+    orgId: input.orgId,
+    name: input.name ?? null,
+    createdAt: row?.createdAt ?? new Date().toISOString(),
+    expiresAt: row?.expiresAt ?? null,
+  }
+}
+
+export interface KeyListing {
+  readonly id: string
+  readonly name: string | null
+  readonly env: KeyEnv
+  readonly hint: string
+  readonly createdAt: string
+  readonly lastUsedAt: string | null
+  readonly expiresAt: string | null
+  readonly revokedAt: string | null
+  readonly status: 'active' | 'revoked' | 'expired'
+}
+
+export async function listApiKeys(sql: Sql, orgId: string): Promise<KeyListing[]> {
+  const [org] = await sql.query('SELECT 1 FROM organizations WHERE id = $1', [orgId])
+  if (!org) throw new OperatorError(`unknown organization: ${orgId}`)
+  return sql.query<KeyListing>(
+    `SELECT id, name, env, hint, ${iso('created_at')} AS "createdAt", ${iso('last_used_at')} AS "lastUsedAt",
+            ${iso('expires_at')} AS "expiresAt", ${iso('revoked_at')} AS "revokedAt",
+            CASE WHEN revoked_at IS NOT NULL THEN 'revoked'
+                 WHEN expires_at IS NOT NULL AND expires_at <= now() THEN 'expired'
+                 ELSE 'active' END AS status
+     FROM api_keys WHERE org_id = $1 ORDER BY created_at, id`,
+    [orgId],
+  )
+}
+
+export async function revokeApiKey(
+  sql: Sql,
+  keyId: string,
+): Promise<{ id: string; orgId: string; revokedAt: string }> {
+  const [row] = await sql.query<{ id: string; orgId: string; revokedAt: string }>(
+    `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1
+     RETURNING id, org_id AS "orgId", ${iso('revoked_at')} AS "revokedAt"`,
+    [keyId],
+  )
+  if (!row) throw new OperatorError(`unknown API key: ${keyId}`)
+  return row
+}

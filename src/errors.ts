@@ -1,0 +1,110 @@
+/**
+ * The closed set of errors the API returns. Every error body has the same
+ * shape: { error, message, code, details? }.
+ */
+export type ApiErrorCode =
+  | 'invalid_query'
+  | 'missing_api_key'
+  | 'invalid_api_key'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'bad_request'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'header_too_large'
+  | 'internal_error'
+
+export interface ErrorBody {
+  readonly error: string
+  readonly message?: string
+  readonly code?: string
+  readonly details?: unknown
+}
+
+export function statusOf(code: ApiErrorCode): number {
+  switch (code) {
+    case 'invalid_query':
+    case 'bad_request':
+      return 400
+    case 'missing_api_key':
+    case 'invalid_api_key':
+      return 401
+    case 'not_found':
+      return 404
+    case 'method_not_allowed':
+      return 405
+    case 'payload_too_large':
+      return 413
+    case 'unsupported_media_type':
+      return 415
+    case 'header_too_large':
+      return 431
+    case 'internal_error':
+      return 500
+  }
+}
+
+function titleOf(code: ApiErrorCode): string {
+  switch (code) {
+    case 'invalid_query':
+      return 'Invalid query parameters'
+    case 'missing_api_key':
+    case 'invalid_api_key':
+      return 'Unauthorized'
+    case 'not_found':
+      return 'Not Found'
+    case 'method_not_allowed':
+      return 'Method Not Allowed'
+    case 'bad_request':
+      return 'Bad Request'
+    case 'payload_too_large':
+      return 'Payload Too Large'
+    case 'unsupported_media_type':
+      return 'Unsupported Media Type'
+    case 'header_too_large':
+      return 'Request Header Fields Too Large'
+    case 'internal_error':
+      return 'Internal server error'
+  }
+}
+
+export class ApiError extends Error {
+  readonly code: ApiErrorCode
+  readonly details: unknown
+  /** Extra response headers, such as `Allow` or `WWW-Authenticate`. */
+  readonly headers: Readonly<Record<string, string>>
+
+  constructor(code: ApiErrorCode, message: string, details?: unknown, headers: Record<string, string> = {}) {
+    super(message)
+    this.code = code
+    this.details = details
+    this.headers = headers
+  }
+
+  get statusCode(): number {
+    return statusOf(this.code)
+  }
+
+  toBody(): ErrorBody {
+    const body = { error: titleOf(this.code), message: this.message, code: this.code }
+    return this.details === undefined ? body : { ...body, details: this.details }
+  }
+}
+
+export const MISSING_KEY_MESSAGE = 'API key required in Authorization header'
+export const INVALID_KEY_MESSAGE = 'Invalid or expired API key'
+
+export const missingApiKey = () =>
+  new ApiError('missing_api_key', MISSING_KEY_MESSAGE, undefined, {
+    'www-authenticate': 'Bearer realm="openbook"',
+  })
+export const invalidApiKey = () =>
+  new ApiError('invalid_api_key', INVALID_KEY_MESSAGE, undefined, {
+    'www-authenticate': 'Bearer realm="openbook", error="invalid_token"',
+  })
+export const methodNotAllowed = (method: string) =>
+  new ApiError('method_not_allowed', `Method ${method} is not allowed; this API is read-only`, undefined, {
+    allow: 'GET',
+  })
+export const internalError = (requestId: string) =>
+  new ApiError('internal_error', `Internal server error (request id ${requestId})`)

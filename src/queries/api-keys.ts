@@ -1,0 +1,31 @@
+import type { Sql } from '../store/types.js'
+
+export interface AuthenticatedKey {
+  readonly keyId: string
+  readonly orgId: string
+  readonly lastUsedAt: Date | string | null
+}
+
+/**
+ * Looks up an active key by the SHA-256 of its secret and, in the same
+ * statement, names its organization in the transaction-local setting that
+ * row-level security reads. No row: unknown, revoked or expired.
+ */
+export async function authenticateKey(sql: Sql, keyHash: string): Promise<AuthenticatedKey | undefined> {
+  const [key] = await sql.query<AuthenticatedKey>(
+    `SELECT set_config('openbook.org_id', a.org_id, true) AS "orgId", a.key_id AS "keyId",
+            a.last_used_at AS "lastUsedAt"
+     FROM openbook_authenticate($1) a`,
+    [keyHash],
+  )
+  return key
+}
+
+/** Records use of keys; runs as the reader role, which may update only this column. */
+export async function touchKeys(sql: Sql, orgId: string, keyIds: readonly string[]): Promise<void> {
+  await sql.query("SELECT set_config('openbook.org_id', $1, true)", [orgId])
+  await sql.query('UPDATE api_keys SET last_used_at = now() WHERE org_id = $1 AND id = ANY($2::text[])', [
+    orgId,
+    keyIds,
+  ])
+}

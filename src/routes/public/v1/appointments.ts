@@ -1,0 +1,62 @@
+import { z } from 'zod'
+import { listAppointments } from '../../../queries/appointments.js'
+import { dateTimeParam, idParam, limitParam, offsetParam } from '../../../schemas/query.js'
+import { APPOINTMENT_STATUSES, appointmentSchema } from '../../../schemas/resources.js'
+import type { ListRoute } from './list-route.js'
+
+export const appointmentsQuery = z
+  .object({
+    limit: limitParam,
+    offset: offsetParam,
+    status: z
+      .enum(APPOINTMENT_STATUSES, { invalid_type_error: 'status must be one of the statuses, given once' })
+      .optional()
+      .describe('Only appointments in this status'),
+    customerId: idParam('customerId', 'Only appointments of this customer'),
+    staffId: idParam('staffId', 'Only appointments of this staff member'),
+    startDate: dateTimeParam('startDate', 'Inclusive lower bound on the start time'),
+    endDate: dateTimeParam('endDate', 'Inclusive upper bound on the start time'),
+  })
+  .superRefine((query, context) => {
+    if (query.startDate && query.endDate && Date.parse(query.endDate) < Date.parse(query.startDate)) {
+      context.addIssue({ code: 'custom', path: ['endDate'], message: 'endDate must not be before startDate' })
+    }
+  })
+
+export const appointmentsRoute: ListRoute<typeof appointmentsQuery, typeof appointmentSchema> = {
+  operationId: 'listAppointments',
+  path: '/appointments',
+  summary: 'List appointments',
+  description:
+    "Active appointments of the key's organization, latest start first (start descending, then id descending). " +
+    'Filters combine with AND; startDate and endDate bound the start time only, both inclusive.',
+  query: appointmentsQuery,
+  item: appointmentSchema,
+  itemName: 'Appointment',
+  example: {
+    id: 'apt_01HZX9',
+    start: '2026-03-02T10:00:00.000Z',
+    end: '2026-03-02T10:45:00.000Z',
+    orgId: 'org_demo',
+    customerId: 'cus_01HZX3',
+    staffId: 'stf_01',
+    serviceId: 'svc_cut',
+    status: 'confirmed',
+    locationType: 'in_person',
+    priceCents: 4500,
+    currency: 'EUR',
+    note: null,
+    paymentStatus: 'unpaid',
+    amountPaidCents: null,
+    paymentKind: null,
+    paymentId: null,
+    invoiceId: null,
+    requiresPayment: false,
+    confirmedAfterPayment: false,
+    dayKey: '2026-03-02',
+    createdAt: '2026-02-20T08:00:00.000Z',
+    updatedAt: '2026-02-20T08:00:00.000Z',
+  },
+  list: (sql, orgId, { limit, offset, ...filters }, options) =>
+    listAppointments(sql, orgId, { limit, offset }, filters, options),
+}

@@ -1,0 +1,68 @@
+import type { FastifyInstance } from 'fastify'
+import type { z } from 'zod'
+import { ApiError, methodNotAllowed } from '../../../errors.js'
+import type { Page, TenantFilterOptions } from '../../../queries/page.js'
+import { listEnvelope } from '../../../schemas/envelope.js'
+import { jsonSchemaOf } from '../../../schemas/json-schema.js'
+import type { Sql } from '../../../store/types.js'
+
+/** Everything about one list operation: registration and the OpenAPI document both read it. */
+export interface ListRoute<Query extends z.ZodTypeAny, Item extends z.ZodTypeAny> {
+  readonly operationId: string
+  readonly path: string
+  readonly summary: string
+  readonly description: string
+  readonly query: Query
+  readonly item: Item
+  readonly itemName: string
+  readonly example: z.infer<Item>
+  list(
+    sql: Sql,
+    orgId: string,
+    query: z.output<Query>,
+    options?: TenantFilterOptions,
+  ): Promise<Page<z.infer<Item>>>
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a heterogeneous list of routes
+export type AnyListRoute = ListRoute<any, any>
+
+export function invalidQuery(error: z.ZodError): ApiError {
+  const message = error.issues
+    .map((issue) => `${issue.path.join('.') || 'query'}: ${issue.message}`)
+    .join('; ')
+  return new ApiError('invalid_query', message, error.issues)
+}
+
+export const NON_GET_METHODS = ['DELETE', 'OPTIONS', 'PATCH', 'POST', 'PUT'] as const
+
+/** Answers every other method on `url` with 405 before any body is read. */
+export function refuseOtherMethods(app: FastifyInstance, url: string): void {
+  app.route({
+    method: [...NON_GET_METHODS],
+    url,
+    onRequest: async (request) => {
+      throw methodNotAllowed(request.method)
+    },
+    handler: async () => undefined,
+  })
+}
+
+export function registerListRoute(
+  app: FastifyInstance,
+  route: AnyListRoute,
+  options?: TenantFilterOptions,
+): void {
+  app.get(route.path, {
+    // fast-json-stringify serialises from this schema: only declared fields leave the server.
+    schema: { response: { 200: jsonSchemaOf(listEnvelope(route.item)) } },
+    handler: async (request) => {
+      const parsed = route.query.safeParse(request.query)
+      return request.readAsTenant((sql, orgId) => {
+        // Checked after the key, so that a caller without a valid key learns nothing from validation.
+        if (!parsed.success) throw invalidQuery(parsed.error)
+        return route.list(sql, orgId, parsed.data, options)
+      })
+    },
+  })
+}

@@ -1,0 +1,44 @@
+import { mkdirSync } from 'node:fs'
+import { PGlite, type Transaction } from '@electric-sql/pglite'
+import { readerPreamble, type Sql, type Store } from './types.js'
+
+function sqlOf(tx: Transaction | PGlite): Sql {
+  return {
+    async query<Row extends object>(text: string, params: readonly unknown[] = []) {
+      const result = await tx.query<Row>(text, params as unknown[])
+      return result.rows
+    },
+    async exec(text: string) {
+      await tx.exec(text)
+    },
+  }
+}
+
+export interface EmbeddedStore extends Store {
+  readonly db: PGlite
+}
+
+/** PGlite in `dataDir` (or in memory with `memory://`). PGlite runs one transaction at a time. */
+export async function createEmbeddedStore(
+  dataDir: string,
+  statementTimeoutMs = 5_000,
+): Promise<EmbeddedStore> {
+  if (!dataDir.startsWith('memory://')) mkdirSync(dataDir, { recursive: true })
+  const db = await PGlite.create(dataDir)
+
+  function transaction<T>(preamble: string, work: (sql: Sql) => Promise<T>): Promise<T> {
+    return db.transaction(async (tx) => {
+      if (preamble) await tx.exec(preamble)
+      return work(sqlOf(tx))
+    })
+  }
+
+  return {
+    kind: 'embedded',
+    db,
+    read: (work) => transaction(readerPreamble(true, statementTimeoutMs), work),
+    asReader: (work) => transaction(readerPreamble(false, statementTimeoutMs), work),
+    admin: (work) => transaction('', work),
+    close: () => db.close(),
+  }
+}

@@ -1,0 +1,34 @@
+-- Run by `openbook migrate` after the numbered migrations, every time: creates
+-- and maintains the role whose privileges bound every query on the request path.
+DO $$
+BEGIN
+  CREATE ROLE openbook_reader NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE;
+EXCEPTION
+  -- Another database of the same cluster (or a concurrent migrate) made it first.
+  WHEN duplicate_object OR unique_violation THEN NULL;
+END $$;
+
+DO $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'openbook_reader' AND (rolsuper OR rolbypassrls)) THEN
+    RAISE EXCEPTION 'role openbook_reader must not be a superuser or bypass row-level security';
+  END IF;
+END $$;
+
+REVOKE ALL ON ALL TABLES IN SCHEMA public FROM openbook_reader;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM openbook_reader;
+GRANT USAGE ON SCHEMA public TO openbook_reader;
+GRANT SELECT ON customers, appointments, api_keys TO openbook_reader;
+GRANT UPDATE (last_used_at) ON api_keys TO openbook_reader;
+GRANT EXECUTE ON FUNCTION openbook_authenticate(text) TO openbook_reader;
+
+-- Row-level security is forced on the owner too; the owner (the role that runs
+-- migrate and the operator commands) keeps full access through its own policy.
+DO $$
+DECLARE t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['organizations', 'memberships', 'api_keys', 'staff', 'services', 'customers', 'appointments'] LOOP
+    EXECUTE format('DROP POLICY IF EXISTS owner_access ON %I', t);
+    EXECUTE format('CREATE POLICY owner_access ON %I TO %I USING (true) WITH CHECK (true)', t, current_user);
+  END LOOP;
+END $$;

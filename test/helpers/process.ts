@@ -1,0 +1,78 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { createServer } from 'node:net'
+import { fileURLToPath } from 'node:url'
+
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
+    })
+  })
+}
+
+export interface RunningProcess {
+  readonly child: ChildProcess
+  output(): string
+  /** Resolves when the combined output matches, rejects on exit or after `ms`. */
+  waitFor(pattern: RegExp, ms?: number): Promise<string>
+  exited(): Promise<number | null>
+}
+
+/** Environment without the variables that would point a child at the developer's own store. */
+export function cleanEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env }
+  for (const name of ['DATABASE_URL', 'DATA_DIR', 'PORT', 'HOST', 'API_KEY_BRAND', 'LOG_LEVEL'])
+    delete env[name]
+  for (const [name, value] of Object.entries(extra)) if (value !== undefined) env[name] = value
+  return env
+}
+
+export function start(command: string, args: readonly string[], env: NodeJS.ProcessEnv): RunningProcess {
+  const child = spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let text = ''
+  const listeners = new Set<() => void>()
+  const append = (chunk: Buffer) => {
+    text += chunk.toString()
+    for (const listener of listeners) listener()
+  }
+  child.stdout?.on('data', append)
+  child.stderr?.on('data', append)
+  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  return {
+    child,
+    output: () => text,
+    exited: () => exit,
+    waitFor(pattern, ms = 20_000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const match = pattern.exec(text)
+          if (match) {
+            cleanup()
+            resolve(match[0])
+          }
+        }
+        const timer = setTimeout(() => {
+          cleanup()
+          reject(new Error(`timed out waiting for ${pattern}; output:\n${text}`))
+        }, ms)
+        const cleanup = () => {
+          clearTimeout(timer)
+          listeners.delete(check)
+        }
+        listeners.add(check)
+        void exit.then(() => {
+          if (listeners.has(check)) {
+            cleanup()
+            reject(new Error(`exited before ${pattern}; output:\n${text}`))
+          }
+        })
+        check()
+      })
+    },
+  }
+}
