@@ -1,7 +1,13 @@
 import { randomBytes } from 'node:crypto'
 import { Command, CommanderError, InvalidArgumentError } from 'commander'
 import { KEY_ENVS, type KeyEnv } from '../domain/api-key-secret.js'
-import { createApiKey, listApiKeys, OperatorError, revokeApiKey } from '../domain/api-keys.js'
+import {
+  type CreateKeyInput,
+  createApiKey,
+  listApiKeys,
+  OperatorError,
+  revokeApiKey,
+} from '../domain/api-keys.js'
 import { PLANS, type Plan } from '../domain/plans.js'
 import { importNdjson } from '../import/ndjson.js'
 import { iso } from '../queries/page.js'
@@ -27,16 +33,16 @@ function count(name: string) {
   }
 }
 
-function expiryOf(options: { expiresIn?: string; expiresAt?: string }): Date | undefined {
+function expiryOf(options: { expiresIn?: string; expiresAt?: string }): CreateKeyInput['expiry'] {
   if (options.expiresIn && options.expiresAt)
     throw new OperatorError('give --expires-in or --expires-at, not both')
-  if (options.expiresIn) return new Date(Date.now() + parseDuration(options.expiresIn))
+  if (options.expiresIn) return { inMs: parseDuration(options.expiresIn) }
   if (options.expiresAt) {
     const at = new Date(options.expiresAt)
     if (Number.isNaN(at.getTime()) || !/^\d{4}-\d{2}-\d{2}/.test(options.expiresAt)) {
       throw new OperatorError(`bad --expires-at "${options.expiresAt}": use an ISO-8601 date-time`)
     }
-    return at
+    return { at }
   }
   return undefined
 }
@@ -204,7 +210,7 @@ export function buildProgram(context: CliContext): Command {
         json?: boolean
       }) => {
         const env = ensureEnv(options.env)
-        const expiresAt = expiryOf(options)
+        const expiry = expiryOf(options)
         const key = await context.withStore((store) =>
           store.admin((sql) =>
             createApiKey(sql, {
@@ -212,7 +218,7 @@ export function buildProgram(context: CliContext): Command {
               actorEmail: options.as,
               env,
               name: options.name,
-              expiresAt,
+              expiry,
               brand: context.apiKeyBrand,
             }),
           ),

@@ -12,7 +12,8 @@ export interface CreateKeyInput {
   readonly actorEmail: string
   readonly env: KeyEnv
   readonly name?: string | undefined
-  readonly expiresAt?: Date | undefined
+  /** An absolute expiry, or a lifetime counted from the moment the key is written. */
+  readonly expiry?: { readonly at: Date } | { readonly inMs: number } | undefined
   readonly brand: string
 }
 
@@ -50,7 +51,9 @@ export async function createApiKey(sql: Sql, input: CreateKeyInput): Promise<Cre
   }
   const limit = MAX_ACTIVE_KEYS[org.plan]
   if (limit === 0) throw new OperatorError(`the ${org.plan} plan of ${input.orgId} has no API access`)
-  if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) {
+  const expiresAt =
+    input.expiry && ('at' in input.expiry ? input.expiry.at : new Date(Date.now() + input.expiry.inMs))
+  if (expiresAt && expiresAt.getTime() <= Date.now()) {
     throw new OperatorError('the expiry must be in the future')
   }
   const [active] = await sql.query<{ n: number }>(
@@ -80,7 +83,7 @@ export async function createApiKey(sql: Sql, input: CreateKeyInput): Promise<Cre
       secret.hash,
       secret.hint,
       user?.id ?? null,
-      input.expiresAt?.toISOString() ?? null,
+      expiresAt?.toISOString() ?? null,
     ],
   )
   return {

@@ -8,7 +8,7 @@ export interface SyntheticPlan {
   readonly customers: number
   readonly appointments: number
   readonly seed: number
-  /** Appointments start between `from` and `to` (defaults: three years back, three months ahead). */
+  /** The moment "now" for statuses and spreads (default: the start of the current UTC day). */
   readonly now?: Date
 }
 
@@ -172,7 +172,8 @@ export function* organizationRows(
   batchSize = 5_000,
 ): Generator<OrganizationBatch> {
   const random = new Random(plan.seed * 1_000_003 + orgIndex)
-  const nowMs = (plan.now ?? new Date()).getTime()
+  // Anchored to the start of the UTC day, so that the same seed yields the same rows all day long.
+  const nowMs = plan.now?.getTime() ?? Math.floor(Date.now() / DAY) * DAY
   const orgId = `org_${plan.seed}_${String(orgIndex).padStart(4, '0')}`
   const [city, region, country] = random.pick(CITIES)
   const currency = CURRENCY[country] ?? 'EUR'

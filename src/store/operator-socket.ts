@@ -45,7 +45,8 @@ function splitHeader(socket: Socket, onHeader: (header: string, rest: PassThroug
 export async function serveOperatorSocket(dataDir: string, run: CommandRunner): Promise<Server> {
   const path = operatorSocketPath(dataDir)
   if (existsSync(path)) rmSync(path)
-  const server = createServer((socket) => {
+  // Half-open: the client ends its side after sending the input, and still awaits the answer.
+  const server = createServer({ allowHalfOpen: true }, (socket) => {
     socket.on('error', () => socket.destroy())
     splitHeader(socket, (header, stdin) => {
       const send = (message: object) => socket.writable && socket.write(`${JSON.stringify(message)}\n`)

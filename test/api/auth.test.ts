@@ -54,7 +54,7 @@ describe.each(STORE_KINDS)('authentication on %s', (kind) => {
       ['Bearer'],
       ['Bearer '],
       ['Token abc'],
-      ['svc_test_0000000000000000000000000000000000000000000000000000000000000000'],
+      [`svc_test_${'0'.repeat(64)}`],
     ])('malformed header %j: 401, key required', async (header) => {
       const response = await get({ authorization: header })
       expect(response.statusCode).toBe(401)

@@ -8,9 +8,17 @@ export interface CliResult {
 }
 
 /** Runs the real `openbook` binary in a subprocess. */
-export function openbook(args: readonly string[], env: Record<string, string | undefined>, input?: string): Promise<CliResult> {
+export function openbook(
+  args: readonly string[],
+  env: Record<string, string | undefined>,
+  input?: string,
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn('node', ['bin/openbook.js', ...args], { cwd: ROOT, env: cleanEnv(env), stdio: ['pipe', 'pipe', 'pipe'] })
+    const child = spawn('node', ['bin/openbook.js', ...args], {
+      cwd: ROOT,
+      env: cleanEnv(env),
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (chunk: Buffer) => {

@@ -32,7 +32,13 @@ export async function createOrg(store: Store, id: string, plan: Plan = 'professi
 
 export async function createKey(store: Store, org: OrgFixture, env: KeyEnv = 'test', expiresAt?: Date) {
   return store.admin((sql) =>
-    createApiKey(sql, { orgId: org.id, actorEmail: org.ownerEmail, env, brand: BRAND, expiresAt }),
+    createApiKey(sql, {
+      orgId: org.id,
+      actorEmail: org.ownerEmail,
+      env,
+      brand: BRAND,
+      expiry: expiresAt && { at: expiresAt },
+    }),
   )
 }
 
