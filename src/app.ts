@@ -20,7 +20,28 @@ export interface AppOptions {
   readonly tenantFilter?: TenantFilterOptions
   /** A pino destination stream (tests capture log lines with it). */
   readonly logStream?: NodeJS.WritableStream
+  /** Test-only: shorter HTTP deadlines, so that a slow-client test stays short. */
+  readonly httpTimeouts?: HttpTimeouts
 }
+
+export interface HttpTimeouts {
+  /** The request line and headers must arrive within this many milliseconds. */
+  readonly headersMs: number
+  /** The whole request must arrive within this many milliseconds. */
+  readonly requestMs: number
+  /** How often Node checks both deadlines: a slow client is cut at most this much after its deadline. */
+  readonly checkEveryMs: number
+}
+
+/** Production deadlines: a client that dribbles its headers is cut within 6 s. */
+export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = {
+  headersMs: 5_000,
+  requestMs: 10_000,
+  checkEveryMs: 1_000,
+}
+
+/** The API reads no request body; a GET may carry at most this many bytes, which are ignored. */
+export const BODY_LIMIT = 1024
 
 export const DEFAULT_LAST_USED: LastUsedOptions = { resolutionMs: 60_000, flushEveryMs: 5_000 }
 
@@ -28,9 +49,25 @@ const HEADER_TOO_LARGE = JSON.stringify(
   new ApiError('header_too_large', 'Request line and headers must stay under 16 KiB').toBody(),
 )
 const BAD_REQUEST = JSON.stringify(new ApiError('bad_request', 'Malformed HTTP request').toBody())
+const TOO_SLOW = JSON.stringify(new ApiError('bad_request', 'Request not received in time').toBody())
+
+/** A raw response for errors Node's HTTP parser raises before Fastify sees a request. */
+function clientErrorResponse(code: string | undefined): string {
+  const [status, body] =
+    code === 'HPE_HEADER_OVERFLOW'
+      ? ['431 Request Header Fields Too Large', HEADER_TOO_LARGE]
+      : code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? ['400 Bad Request', TOO_SLOW]
+        : ['400 Bad Request', BAD_REQUEST]
+  return (
+    `HTTP/1.1 ${status}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  )
+}
 
 /** Builds the HTTP application: plugins in a fixed order, then routes, then the error handler. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const timeouts = options.httpTimeouts ?? DEFAULT_HTTP_TIMEOUTS
   const app = Fastify({
     logger: {
       level: options.config.logLevel,
@@ -40,29 +77,43 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => `req-${randomUUID()}`,
     requestIdHeader: false,
-    bodyLimit: 1024,
-    // Slow clients cannot hold a connection: whole request within 10 s, idle keep-alive 5 s.
-    requestTimeout: 10_000,
+    bodyLimit: BODY_LIMIT,
+    // Slow clients cannot hold a connection: headers within 5 s, the whole request within 10 s,
+    // both checked every second (Node's default check runs every 30 s); idle keep-alive 5 s.
+    http: { connectionsCheckingInterval: timeouts.checkEveryMs },
+    requestTimeout: timeouts.requestMs,
     connectionTimeout: 15_000,
     keepAliveTimeout: 5_000,
     maxRequestsPerSocket: 10_000,
     return503OnClosing: true,
     routerOptions: { maxParamLength: 200, ignoreTrailingSlash: false },
     clientErrorHandler: (error, socket) => {
-      const tooLarge = (error as NodeJS.ErrnoException).code === 'HPE_HEADER_OVERFLOW'
-      const body = tooLarge ? HEADER_TOO_LARGE : BAD_REQUEST
-      const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request'
-      if (socket.writable) {
-        socket.end(
-          `HTTP/1.1 ${status}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-            `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-        )
+      // Once a request's headers were parsed it belongs to the app, which may have answered it
+      // already (a body still dribbling in when the deadline passes): then just close, never a
+      // second, unsolicited response.
+      const { parser, _httpMessage } = socket as { parser?: { incoming?: unknown }; _httpMessage?: unknown }
+      if (socket.writable && !parser?.incoming && !_httpMessage) {
+        socket.end(clientErrorResponse((error as NodeJS.ErrnoException).code))
       } else {
         socket.destroy(error)
       }
     },
   })
-  app.server.headersTimeout = 5_000
+  app.server.headersTimeout = timeouts.headersMs
+
+  // No route reads a body. A GET may carry a small one (ignored); a larger or chunked one is
+  // refused before it is read, and the connection is closed rather than drained.
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.method !== 'GET' && request.method !== 'HEAD') return
+    const length = request.headers['content-length']
+    if (request.headers['transfer-encoding'] !== undefined || Number(length ?? 0) > BODY_LIMIT) {
+      reply.header('connection', 'close')
+      throw new ApiError(
+        'payload_too_large',
+        `A GET request carries no body (at most ${BODY_LIMIT} bytes, ignored)`,
+      )
+    }
+  })
 
   await app.register(storePlugin, { store: options.store })
   await app.register(requestLog)

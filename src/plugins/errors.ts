@@ -25,13 +25,33 @@ function pathOf(url: string): string {
   return path.length > 200 ? `${path.slice(0, 200)}…` : path
 }
 
+/** Quoted text in driver messages is the offending value or a query literal: never logged. */
+function redact(text: unknown): string | undefined {
+  return typeof text === 'string' ? text.replace(/"[^"]*"|'[^']*'/g, '"…"') : undefined
+}
+
+/**
+ * What an unexpected error may put in a log line: its kind, code and redacted message and stack.
+ * Never a driver's query text, parameters, context or detail, which can hold query values or rows.
+ */
+function loggable(error: FastifyError): Record<string, unknown> {
+  const { code, routine } = error as { code?: unknown; routine?: unknown }
+  return {
+    type: error.name,
+    ...(typeof code === 'string' ? { code } : {}),
+    ...(typeof routine === 'string' ? { routine } : {}),
+    message: redact(error.message),
+    stack: redact(error.stack),
+  }
+}
+
 /** The one place where errors become responses: same shape everywhere, nothing internal in a 5xx. */
 export default fp(
   async (app: FastifyInstance) => {
     app.setErrorHandler((error: FastifyError, request, reply) => {
       const known = error instanceof ApiError ? error : fromFramework(error)
       if (known) return send(reply, known)
-      request.log.error({ err: error }, 'request failed')
+      request.log.error({ err: loggable(error) }, 'request failed')
       return send(reply, internalError(request.id))
     })
 

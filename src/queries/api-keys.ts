@@ -10,15 +10,20 @@ export interface AuthenticatedKey {
  * Looks up an active key by the SHA-256 of its secret and, in the same
  * statement, names its organization in the transaction-local setting that
  * row-level security reads. No row: unknown, revoked or expired.
+ *
+ * openbook_authenticate leaves `openbook.key_hash` set for the rest of the
+ * transaction (a function's SET clause confines only the variables it names),
+ * so the same statement clears it once the key is found.
  */
 export async function authenticateKey(sql: Sql, keyHash: string): Promise<AuthenticatedKey | undefined> {
-  const [key] = await sql.query<AuthenticatedKey>(
+  const [key] = await sql.query<AuthenticatedKey & { cleared: string }>(
     `SELECT set_config('openbook.org_id', a.org_id, true) AS "orgId", a.key_id AS "keyId",
-            a.last_used_at AS "lastUsedAt"
+            a.last_used_at AS "lastUsedAt", set_config('openbook.key_hash', '', true) AS cleared
      FROM openbook_authenticate($1) a`,
     [keyHash],
   )
-  return key
+  if (!key) return undefined
+  return { keyId: key.keyId, orgId: key.orgId, lastUsedAt: key.lastUsedAt }
 }
 
 /** Records use of keys; runs as the reader role, which may update only this column. */

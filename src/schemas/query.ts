@@ -63,11 +63,21 @@ function isCalendarDate(value: string): boolean {
   return year >= 1 && day <= maxDay
 }
 
+/**
+ * Zod's pattern takes any two-digit offset (+99:00); PostgreSQL refuses offsets of 16 hours or
+ * more. Real time zones span -12:00 to +14:00.
+ */
+function hasUsableOffset(value: string): boolean {
+  const offset = /[+-](\d{2}):?(\d{2})$/.exec(value)
+  return !offset || (Number(offset[1]) <= 15 && Number(offset[2]) <= 59)
+}
+
 export function dateTimeParam(name: string, description: string) {
   return z
     .string({ invalid_type_error: `${name} must be an ISO-8601 date-time, given once` })
     .datetime({ offset: true, message: `${name} must be an ISO-8601 date-time with Z or an offset` })
     .refine(isCalendarDate, `${name} is not a calendar date`)
+    .refine(hasUsableOffset, `${name} must have a UTC offset between -15:59 and +15:59`)
     .optional()
     .describe(description)
 }

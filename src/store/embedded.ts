@@ -23,7 +23,8 @@ export async function createEmbeddedStore(
   dataDir: string,
   statementTimeoutMs = 5_000,
 ): Promise<EmbeddedStore> {
-  if (!dataDir.startsWith('memory://')) mkdirSync(dataDir, { recursive: true })
+  // A new DATA_DIR is its owner's alone: it holds key hashes and customers' personal data.
+  if (!dataDir.startsWith('memory://')) mkdirSync(dataDir, { recursive: true, mode: 0o700 })
   const db = await PGlite.create(dataDir)
 
   function transaction<T>(preamble: string, work: (sql: Sql) => Promise<T>): Promise<T> {

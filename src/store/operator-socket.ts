@@ -1,4 +1,4 @@
-import { existsSync, rmSync } from 'node:fs'
+import { chmodSync, existsSync, rmSync } from 'node:fs'
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { resolve } from 'node:path'
 import { PassThrough, type Readable } from 'node:stream'
@@ -42,6 +42,16 @@ function splitHeader(socket: Socket, onHeader: (header: string, rest: PassThroug
   socket.on('data', onData)
 }
 
+/** Sets umask 077 and returns what restores the previous one (a no-op where umask is unavailable). */
+function privateUmask(): () => void {
+  try {
+    const previous = process.umask(0o077)
+    return () => process.umask(previous)
+  } catch {
+    return () => {} // worker threads cannot change the umask; chmod below still applies
+  }
+}
+
 export async function serveOperatorSocket(dataDir: string, run: CommandRunner): Promise<Server> {
   const path = operatorSocketPath(dataDir)
   if (existsSync(path)) rmSync(path)
@@ -74,8 +84,16 @@ export async function serveOperatorSocket(dataDir: string, run: CommandRunner): 
   })
   await new Promise<void>((resolveListen, reject) => {
     server.once('error', reject)
-    server.listen(path, () => resolveListen())
+    // Owner only: whoever can connect runs operator commands (creating API keys among them). The
+    // socket is created under a private umask (bind happens inside listen), then made 0600 anyway.
+    const restore = privateUmask()
+    try {
+      server.listen(path, () => resolveListen())
+    } finally {
+      restore()
+    }
   })
+  chmodSync(path, 0o600)
   return server
 }
 

@@ -1,15 +1,13 @@
-import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
 import { get } from 'node:http'
-import { join } from 'node:path'
+import { connect, createServer, type Server, type Socket } from 'node:net'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
-import { cleanEnv, freePort, ROOT, start } from '../helpers/process.js'
-import { createTestStore, postgresAvailable, type TestStore } from '../helpers/stores.js'
+import { cleanEnv, freePort, start } from '../helpers/process.js'
+import { createTestStore, postgresAvailable, STORE_KINDS, type TestStore } from '../helpers/stores.js'
 
 /** Words that would show a driver, SQL or a stack in a response body. */
 const INTERNALS =
@@ -47,10 +45,66 @@ function httpGet(url: string, headers: Record<string, string>): Promise<{ status
   })
 }
 
+/** Opens and closes a TCP connection: 'connected', or the error code. */
+function tryConnect(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1')
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve('connected')
+    })
+    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'))
+  })
+}
+
 async function adminClient(url: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   return client
+}
+
+/**
+ * A TCP relay in front of PostgreSQL that the test can take down (listener closed, every relayed
+ * connection cut: what the server sees when PostgreSQL stops or restarts) and bring back on the
+ * same port, while the real PostgreSQL keeps serving the other tests.
+ */
+class PostgresOutage {
+  private server: Server | undefined
+  private readonly sockets = new Set<Socket>()
+  port = 0
+
+  constructor(private readonly target: { host: string; port: number }) {}
+
+  async up(): Promise<void> {
+    const server = createServer((client) => {
+      const upstream = connect(this.target.port, this.target.host)
+      for (const socket of [client, upstream]) {
+        this.sockets.add(socket)
+        socket.on('error', () => {})
+        socket.on('close', () => {
+          this.sockets.delete(socket)
+          client.destroy()
+          upstream.destroy()
+        })
+      }
+      client.pipe(upstream)
+      upstream.pipe(client)
+    })
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject)
+      server.listen(this.port, '127.0.0.1', () => resolve())
+    })
+    const address = server.address()
+    this.port = typeof address === 'object' && address ? address.port : 0
+    this.server = server
+  }
+
+  async down(): Promise<void> {
+    const server = this.server
+    this.server = undefined
+    for (const socket of this.sockets) socket.destroy()
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()))
+  }
 }
 
 describe.skipIf(!postgresAvailable())('faults on postgres', () => {
@@ -140,17 +194,77 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
     }
   })
 
-  it('statement timeout: the request path runs with 5 s and a slow statement is cut', async () => {
+  it('statement timeout: every request-path transaction has 5 s, and a slow statement is cut at its bound', async () => {
+    // The production value (every statement of the request path is checked in isolation.test.ts).
     const [setting] = await store.read((sql) =>
       sql.query<{ statement_timeout: string }>('SHOW statement_timeout'),
     )
     expect(setting?.statement_timeout).toBe('5s')
-    const started = Date.now()
-    const error = await store.read((sql) => sql.query('SELECT pg_sleep(10)')).catch((e: unknown) => e)
-    const elapsed = Date.now() - started
-    expect((error as { code?: string }).code).toBe('57014') // query_canceled
-    expect(elapsed).toBeLessThan(6_500)
-  }, 15_000)
+    // The cut, with a 500 ms bound so that the test stays short; the last-used write path too.
+    const quick = createPostgresStore({ connectionString: url, maxConnections: 1, statementTimeoutMs: 500 })
+    try {
+      for (const path of ['read', 'asReader'] as const) {
+        const started = Date.now()
+        const error = await quick[path]((sql) => sql.query('SELECT pg_sleep(10)')).catch((e: unknown) => e)
+        const elapsed = Date.now() - started
+        expect((error as { code?: string }).code, path).toBe('57014') // query_canceled
+        expect(elapsed, path).toBeLessThan(2_000)
+      }
+    } finally {
+      await quick.close()
+    }
+  })
+
+  it('PostgreSQL goes away and comes back: 500s without internals while it is down, 200 again without a restart', async () => {
+    const target = new URL(url)
+    const outage = new PostgresOutage({ host: target.hostname, port: Number(target.port || 5432) })
+    await outage.up()
+    const viaRelay = new URL(url)
+    viaRelay.port = String(outage.port)
+    const idleErrors: Error[] = []
+    const relayed = createPostgresStore({
+      connectionString: viaRelay.toString(),
+      maxConnections: 4,
+      onIdleError: (error) => idleErrors.push(error),
+    })
+    const { app, logs } = await buildTestApp(relayed, { logLevel: 'info' })
+    const get = () =>
+      app.inject({ method: 'GET', url: '/api/public/v1/customers?limit=5', headers: bearer(key) })
+    try {
+      const before = await Promise.all([get(), get(), get()])
+      expect(before.map((r) => r.statusCode)).toEqual([200, 200, 200])
+
+      await outage.down()
+      const during: number[] = []
+      const slowest = { ms: 0 }
+      for (let i = 0; i < 5; i++) {
+        const started = Date.now()
+        const response = await get()
+        slowest.ms = Math.max(slowest.ms, Date.now() - started)
+        during.push(response.statusCode)
+        expectInternalError(response)
+      }
+
+      await outage.up()
+      const after: number[] = []
+      for (let i = 0; i < 5; i++) after.push((await get()).statusCode)
+      console.log(
+        `[faults] PostgreSQL down: ${during.join(' ')} (slowest ${slowest.ms} ms); back: ${after.join(' ')} ` +
+          `(${idleErrors.length} idle-connection errors reported, process alive)`,
+      )
+      expect(during).toEqual([500, 500, 500, 500, 500])
+      expect(slowest.ms).toBeLessThan(6_000) // refused at once here; a silent network waits 5 s at most
+      expect(after.filter((s) => s !== 200).length).toBeLessThanOrEqual(1)
+      expect(after.slice(-3)).toEqual([200, 200, 200])
+      const text = logs.join('')
+      expect(text).toContain('request failed')
+      expect(text).not.toContain(key.slice(-64))
+    } finally {
+      await app.close()
+      await relayed.close()
+      await outage.down()
+    }
+  })
 
   it('a request stuck behind a lock is cut by the statement timeout and answered 500, nothing internal', async () => {
     const quick = createPostgresStore({ connectionString: url, maxConnections: 2, statementTimeoutMs: 300 })
@@ -176,13 +290,12 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
     }
   })
 
-  it('SIGTERM while requests are in flight: every one completes with 200, exit 0 within 10 s', async () => {
-    if (!existsSync(join(ROOT, 'dist/server.js')))
-      execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' })
+  it('SIGTERM while requests are in flight: every one completes with 200, new connections are refused, exit 0 within 10 s', async () => {
     const port = await freePort()
+    // The current source, not a possibly stale build.
     const server = start(
       'node',
-      ['dist/server.js'],
+      ['--import', 'tsx', 'src/server.ts'],
       cleanEnv({ DATABASE_URL: url, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info' }),
     )
     const admin = await adminClient(url)
@@ -219,7 +332,14 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
       expect(completed).toBe(0) // all 20 are still in flight when the signal is sent
       const signalled = Date.now()
       server.child.kill('SIGTERM')
-      await new Promise((r) => setTimeout(r, 300))
+      // While the 20 are still held in the database, a new connection is refused.
+      let refusedAfter: number | undefined
+      while (refusedAfter === undefined && Date.now() - signalled < 2_000) {
+        if ((await tryConnect(port)) === 'ECONNREFUSED') refusedAfter = Date.now() - signalled
+        else await new Promise((r) => setTimeout(r, 20))
+      }
+      expect(refusedAfter).toBeDefined()
+      expect(completed).toBe(0)
       await admin.query('COMMIT')
       locked = false
       const results = await Promise.all(inFlight)
@@ -227,17 +347,71 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
       const seconds = (Date.now() - signalled) / 1000
       console.log(
         `[faults] SIGTERM with ${results.length} requests in flight (${waiting} blocked in the database): ` +
+          `new connections refused after ${refusedAfter} ms, ` +
           `statuses ${[...new Set(results.map((r) => r.status))].join(',')}, exit ${code} after ${seconds.toFixed(2)} s`,
       )
       expect(results.map((r) => r.status)).toEqual(Array(20).fill(200))
       for (const r of results) expect(JSON.parse(r.body).data).toHaveLength(1)
       expect(code).toBe(0)
       expect(seconds).toBeLessThan(10)
-      expect(server.output()).toMatch(/draining requests in flight/)
+      const output = server.output()
+      expect(output).toMatch(/draining requests in flight/)
+      // Given a privileged DATABASE_URL (root here), it said so once at start.
+      expect(
+        output.match(/privileged role; requests run under SET LOCAL ROLE openbook_reader/g),
+      ).toHaveLength(1)
     } finally {
       if (locked) await admin.query('ROLLBACK').catch(() => {})
       await admin.end()
       if (server.child.exitCode === null) server.child.kill('SIGKILL')
     }
   }, 30_000)
+})
+
+describe.each(STORE_KINDS)('a driver error on %s', (kind) => {
+  describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
+    const CANARY = 'CANARYVALUE7741-2024-01-01T00:00:00+99:00'
+    let testStore: TestStore
+    let key: string
+
+    beforeAll(async () => {
+      testStore = await createTestStore(kind)
+      const org = await createOrg(testStore.store, 'org_driver')
+      key = (await createKey(testStore.store, org)).key
+    })
+    afterAll(async () => {
+      await testStore?.close()
+    })
+
+    it('that quotes a value: 500 without internals; the log keeps the SQLSTATE, not the value, SQL or parameters', async () => {
+      // As if a query value got past validation and the database refused it: a real driver error
+      // (node-postgres or PGlite, with whatever fields each attaches) raised on the request path.
+      const store: Store = {
+        ...testStore.store,
+        read: (work) =>
+          testStore.store.read(async (sql) => {
+            await sql.query('SELECT $1::timestamptz AS refused', [CANARY])
+            return work(sql)
+          }),
+      }
+      const { app, logs } = await buildTestApp(store, { logLevel: 'info' })
+      try {
+        const response = await app.inject({
+          method: 'GET',
+          url: '/api/public/v1/customers',
+          headers: bearer(key),
+        })
+        expectInternalError(response)
+        expect(response.body).not.toContain('CANARYVALUE7741')
+        const text = logs.join('\n')
+        const failure = logs.map((l) => JSON.parse(l)).find((l) => l.msg === 'request failed')
+        expect(failure?.err).toMatchObject({ code: '22007', message: expect.stringContaining('timestamp') })
+        expect(text).not.toContain('CANARYVALUE7741')
+        expect(text).not.toMatch(/SELECT|\$1|params|unnamed portal/)
+        expect(text).not.toContain(key.slice(-64))
+      } finally {
+        await app.close()
+      }
+    })
+  })
 })

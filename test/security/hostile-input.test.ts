@@ -19,8 +19,11 @@ interface Parameter {
   name: string
   schema: { type?: string | string[]; enum?: string[]; minimum?: number; maximum?: number; format?: string }
 }
+interface OpenApiResponse {
+  content?: { 'application/json'?: { schema?: { $ref?: string } } }
+}
 interface OpenApiDocument {
-  paths: Record<string, { get?: { parameters?: Parameter[]; responses: Record<string, unknown> } }>
+  paths: Record<string, { get?: { parameters?: Parameter[]; responses: Record<string, OpenApiResponse> } }>
   components: { schemas: Record<string, object> }
 }
 
@@ -98,6 +101,43 @@ const numbersAround = [
   1e21,
 ].map(String)
 
+const pad = (n: number, width = 2) => String(n).padStart(width, '0')
+
+/**
+ * RFC 3339 date-times in every shape the format allows (any year, fractions, offsets up to ±23:59,
+ * with or without the colon), each field now and then at or just past its bound.
+ */
+/** Mostly values in range, now and then one at or just past the bound. */
+const edge = <T>(inRange: fc.Arbitrary<T>, bounds: fc.Arbitrary<T>) =>
+  fc.oneof({ weight: 6, arbitrary: inRange }, { weight: 1, arbitrary: bounds })
+
+const rfc3339DateTime: fc.Arbitrary<string> = fc
+  .record({
+    year: edge(fc.integer({ min: 1, max: 9999 }), fc.constantFrom(0, 1, 1970, 9999)),
+    month: edge(fc.integer({ min: 1, max: 12 }), fc.constantFrom(0, 13)),
+    day: edge(fc.integer({ min: 1, max: 28 }), fc.constantFrom(0, 29, 30, 31, 32)),
+    hour: edge(fc.integer({ min: 0, max: 23 }), fc.constant(24)),
+    minute: edge(fc.integer({ min: 0, max: 59 }), fc.constant(60)),
+    second: edge(fc.integer({ min: 0, max: 59 }), fc.constant(60)),
+    fraction: fc.option(fc.stringMatching(/^[0-9]{1,12}$/), { nil: undefined }),
+    offset: fc.oneof(
+      fc.constant('Z'),
+      fc
+        .record({
+          sign: fc.constantFrom('+', '-'),
+          hours: edge(fc.integer({ min: 0, max: 23 }), fc.constantFrom(14, 15, 16, 24, 99)),
+          minutes: edge(fc.integer({ min: 0, max: 59 }), fc.constant(60)),
+          colon: fc.boolean(),
+        })
+        .map(({ sign, hours, minutes, colon }) => `${sign}${pad(hours)}${colon ? ':' : ''}${pad(minutes)}`),
+    ),
+  })
+  .map(
+    (d) =>
+      `${pad(d.year, 4)}-${pad(d.month)}-${pad(d.day)}T${pad(d.hour)}:${pad(d.minute)}:${pad(d.second)}` +
+      `${d.fraction === undefined ? '' : `.${d.fraction}`}${d.offset}`,
+  )
+
 function documentedValue(parameter: Parameter): fc.Arbitrary<string> {
   const { schema } = parameter
   const types = Array.isArray(schema.type) ? schema.type : [schema.type]
@@ -110,7 +150,11 @@ function documentedValue(parameter: Parameter): fc.Arbitrary<string> {
       fc.constantFrom(String(min), String(schema.maximum ?? max)),
     )
   }
-  if (schema.format === 'date-time') return fc.date({ noInvalidDate: true }).map((d) => d.toISOString())
+  if (schema.format === 'date-time')
+    return fc.oneof(
+      { weight: 1, arbitrary: fc.date({ noInvalidDate: true }).map((d) => d.toISOString()) },
+      { weight: 3, arbitrary: rfc3339DateTime },
+    )
   return fc.string({ minLength: 1, maxLength: 128, unit: 'grapheme' })
 }
 
@@ -160,7 +204,26 @@ function queryArbitrary(parameters: readonly Parameter[]): fc.Arbitrary<string> 
     encoded(outsideValue),
   )
   const pair = fc.oneof({ weight: 4, arbitrary: documented }, { weight: 1, arbitrary: foreignName })
-  return fc.array(pair, { maxLength: 8 }).map((pairs) => pairs.map(([k, v]) => `${k}=${v}`).join('&'))
+  return fc.oneof(
+    { weight: 2, arbitrary: wellFormedQuery(parameters) },
+    { weight: 3, arbitrary: fc.array(pair, { maxLength: 8 }).map(joinPairs) },
+  )
+}
+
+const joinPairs = (pairs: readonly (readonly [string, string])[]) =>
+  pairs.map(([k, v]) => `${k}=${v}`).join('&')
+
+/**
+ * Queries the document allows: each parameter at most once, with a value of its schema (in-format
+ * edge values included), so that unusual but valid values reach the database.
+ */
+function wellFormedQuery(parameters: readonly Parameter[], minLength = 0): fc.Arbitrary<string> {
+  return fc
+    .subarray([...parameters], { minLength })
+    .chain((chosen) =>
+      fc.tuple(...chosen.map((p) => fc.tuple(fc.constant(p.name), encoded(documentedValue(p))))),
+    )
+    .map(joinPairs)
 }
 
 // ---- the contract the responses are checked against ----
@@ -176,6 +239,24 @@ function validators(document: OpenApiDocument) {
     if (!validate) throw new Error(`no schema ${name} in the OpenAPI document`)
     return validate
   }
+}
+
+/**
+ * The validator of the JSON body the document declares for `status` on `path`, or undefined when
+ * the document declares no such response for that route.
+ */
+function responseValidator(
+  document: OpenApiDocument,
+  schemaOf: ReturnType<typeof validators>,
+  path: string,
+  status: number,
+): ValidateFunction | undefined {
+  const response = document.paths[path]?.get?.responses[String(status)]
+  const ref = response?.content?.['application/json']?.schema?.$ref
+  if (!ref) return undefined
+  const name = /^#\/components\/schemas\/(\w+)$/.exec(ref)?.[1]
+  if (!name) throw new Error(`unexpected $ref ${ref}`)
+  return schemaOf(name)
 }
 
 describe.each(STORE_KINDS)('hostile input on %s', (kind) => {
@@ -210,71 +291,93 @@ describe.each(STORE_KINDS)('hostile input on %s', (kind) => {
       let serverErrors = 0
       const problems: string[] = []
       const statuses: Record<number, number> = {}
-      for (const path of listPaths) {
-        const operation = document.paths[path]?.get
-        const itemList = path.endsWith('/customers') ? 'CustomerList' : 'AppointmentList'
-        const parameters = operation?.parameters ?? []
-        expect(parameters.length).toBeGreaterThan(0)
-        const authArbitrary = fc.constantFrom<'valid' | 'none' | 'unknown'>(
-          'valid',
-          'valid',
-          'valid',
-          'none',
-          'unknown',
-        )
-        await fc.assert(
-          fc.asyncProperty(queryArbitrary(parameters), authArbitrary, async (query, auth) => {
-            runs++
-            const headers =
-              auth === 'valid'
-                ? bearer(tenant.key)
-                : auth === 'unknown'
-                  ? bearer(`svc_live_${'0'.repeat(64)}`)
-                  : {}
-            const url = `${path}?${query}`
-            const response = await app.inject({ method: 'GET', url, headers })
-            const status = response.statusCode
-            statuses[status] = (statuses[status] ?? 0) + 1
-            if (status >= 500) serverErrors++
-            const allowed = auth === 'valid' ? [200, 400] : [401]
-            let body: unknown
-            try {
-              body = response.json()
-            } catch {
-              body = undefined
-            }
-            const validate = schemaOf(status === 200 ? itemList : 'Error')
-            const ok =
-              allowed.includes(status) &&
-              body !== undefined &&
-              validate(body) &&
-              String(response.headers['content-type']).startsWith('application/json') &&
-              (status !== 400 || (body as { error: string }).error === 'Invalid query parameters') &&
-              (status !== 401 ||
-                (body as { message: string }).message === (auth === 'none' ? REQUIRED : INVALID).message) &&
-              (status !== 200 ||
-                (body as { data: { orgId?: string }[] }).data.every(
-                  (a) => a.orgId === undefined || a.orgId === tenant.id,
-                ))
-            if (!ok) {
-              violations++
-              if (problems.length < 5)
-                problems.push(
-                  `${status} ${url.slice(0, 300)} ${response.body.slice(0, 300)} ${JSON.stringify(validate.errors)}`,
-                )
-            }
-            return ok
-          }),
-          { numRuns: RUNS, seed: SEED, endOnFailure: true },
+      try {
+        type Auth = 'valid' | 'none' | 'unknown'
+        const anyAuth = fc.constantFrom<Auth>('valid', 'valid', 'valid', 'none', 'unknown')
+        // Per route: the whole query space with any key; then, where the route has date-time
+        // parameters, well-formed date filters with a valid key, so that they reach the database.
+        const campaigns = listPaths.flatMap((path) => {
+          const operation = document.paths[path]?.get
+          const parameters = operation?.parameters ?? []
+          // The statuses the document declares for this route; 5xx among them are still never expected.
+          expect(Object.keys(operation?.responses ?? {}).sort()).toEqual(['200', '400', '401', '500'])
+          expect(parameters.length).toBeGreaterThan(0)
+          const dates = parameters.filter((p) => p.schema.format === 'date-time')
+          return [
+            { path, query: queryArbitrary(parameters), auth: anyAuth, numRuns: RUNS },
+            ...(dates.length === 0
+              ? []
+              : [
+                  {
+                    path,
+                    query: wellFormedQuery(dates, 1),
+                    auth: fc.constant<Auth>('valid'),
+                    numRuns: Math.ceil(RUNS / 2),
+                  },
+                ]),
+          ]
+        })
+        expect(campaigns).toHaveLength(3)
+        for (const { path, query: queryArb, auth: authArb, numRuns } of campaigns) {
+          await fc.assert(
+            fc.asyncProperty(queryArb, authArb, async (query, auth) => {
+              runs++
+              const headers =
+                auth === 'valid'
+                  ? bearer(tenant.key)
+                  : auth === 'unknown'
+                    ? bearer(`svc_live_${'0'.repeat(64)}`)
+                    : {}
+              const url = `${path}?${query}`
+              const response = await app.inject({ method: 'GET', url, headers })
+              const status = response.statusCode
+              statuses[status] = (statuses[status] ?? 0) + 1
+              if (status >= 500) serverErrors++
+              const allowed = auth === 'valid' ? [200, 400] : [401]
+              let body: unknown
+              try {
+                body = response.json()
+              } catch {
+                body = undefined
+              }
+              // The schema comes from the served document's response for this route and status.
+              const validate = responseValidator(document, schemaOf, path, status)
+              const ok =
+                allowed.includes(status) &&
+                validate !== undefined &&
+                body !== undefined &&
+                validate(body) &&
+                String(response.headers['content-type']).startsWith('application/json') &&
+                (status !== 400 || (body as { error: string }).error === 'Invalid query parameters') &&
+                (status !== 401 ||
+                  (body as { message: string }).message === (auth === 'none' ? REQUIRED : INVALID).message) &&
+                (status !== 200 ||
+                  (body as { data: { orgId?: string }[] }).data.every(
+                    (a) => a.orgId === undefined || a.orgId === tenant.id,
+                  ))
+              if (!ok) {
+                violations++
+                if (problems.length < 5)
+                  problems.push(
+                    `${status} ${url.slice(0, 300)} ${response.body.slice(0, 300)} ${JSON.stringify(validate?.errors)}`,
+                  )
+              }
+              return ok
+            }),
+            { numRuns, seed: SEED, endOnFailure: true },
+          )
+        }
+      } finally {
+        // Printed even when the property fails, so the figures always show in the test output.
+        console.log(
+          `[hostile ${kind}] runs ${runs}, seed ${SEED}, contract violations ${violations}, 5xx ${serverErrors}`,
+          `(statuses ${JSON.stringify(statuses)})`,
         )
       }
-      console.log(
-        `[hostile ${kind}] runs ${runs}, seed ${SEED}, contract violations ${violations}, 5xx ${serverErrors}`,
-        `(statuses ${JSON.stringify(statuses)})`,
-      )
       expect(problems).toEqual([])
+      expect(violations).toBe(0)
       expect(serverErrors).toBe(0)
-      expect(runs).toBeGreaterThanOrEqual(2 * RUNS)
+      expect(runs).toBe(2 * RUNS + Math.ceil(RUNS / 2))
       // Both accepted and refused queries were generated, so the property covered both paths.
       expect(statuses[200] ?? 0).toBeGreaterThan(RUNS / 10)
       expect(statuses[400] ?? 0).toBeGreaterThan(RUNS / 10)
@@ -296,6 +399,9 @@ describe.each(STORE_KINDS)('hostile input on %s', (kind) => {
       ['offset past safe integer', `offset=${2 ** 53}`],
       ['offset of 40 digits', `offset=${'9'.repeat(40)}`],
       ['date past year 9999', 'startDate=+275760-09-13T00:00:00Z'],
+      ['offset of 16 hours', `startDate=${encodeURIComponent('2024-01-01T00:00:00+16:00')}`],
+      ['offset of 23:59 on the last day', `endDate=${encodeURIComponent('9999-12-31T23:59:59-23:59')}`],
+      ['offset of 99 hours', `startDate=${encodeURIComponent('2024-01-01T00:00:00+99:00')}`],
       ['200 KB of query', `customerId=${'a'.repeat(200_000)}`],
     ])('%s: 200 or 400 in the documented shape', async (_label, query) => {
       const path = '/api/public/v1/appointments'
@@ -306,8 +412,8 @@ describe.each(STORE_KINDS)('hostile input on %s', (kind) => {
       })
       expect([200, 400]).toContain(response.statusCode)
       const body = response.json()
-      const validate = schemaOf(response.statusCode === 200 ? 'AppointmentList' : 'Error')
-      expect(validate(body), JSON.stringify(validate.errors)).toBe(true)
+      const validate = responseValidator(document, schemaOf, path, response.statusCode)
+      expect(validate?.(body), JSON.stringify(validate?.errors)).toBe(true)
     })
 
     it('known values at the bounds: limit 1 and 100 are 200, 0 and 101 are 400, with the same key', async () => {
@@ -336,12 +442,14 @@ describe.each(STORE_KINDS)('Authorization edge cases on %s', (kind) => {
     let app: FastifyInstance
     let key: string
     let keyId: string
+    let liveKey: string
 
     beforeAll(async () => {
       testStore = await createTestStore(kind)
       store = testStore.store
       const org = await createOrg(store, 'org_auth')
       ;({ key, id: keyId } = await createKey(store, org, 'test'))
+      ;({ key: liveKey } = await createKey(store, org, 'live'))
       ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
     })
     afterAll(async () => {
@@ -401,10 +509,18 @@ describe.each(STORE_KINDS)('Authorization edge cases on %s', (kind) => {
         `svc_test_${hex.toUpperCase()}`, // upper-case hex
         `acme_test_${hex}`, // wrong brand
         `svc_live_${hex}`, // test key's secret with the live prefix
+        `svc_test_${liveKey.slice(-64)}`, // live key's secret with the test prefix
         `svc_test_${'f'.repeat(64)}`, // right format, unknown
         `svc_test_${hex}${'a'.repeat(20_000)}`, // very long token
         `svc_test_${hex.slice(0, 63)}g`,
+        `${key}\u00a0`, // trailing no-break space (HTTP trims only spaces and tabs)
+        `${key}\u3000`, // trailing ideographic space
+        `${key}\u200b`, // trailing zero-width space
+        `\u00a0${key}`,
       ]
+      // The controls: both keys work as issued.
+      expect((await get(`Bearer ${key}`)).statusCode).toBe(200)
+      expect((await get(`Bearer ${liveKey}`)).statusCode).toBe(200)
       for (const token of cases) await expect401(`Bearer ${token}`, INVALID)
     })
 

@@ -1,7 +1,10 @@
+import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
+import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { isPrivileged } from '../../src/store/open.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
-import type { Store } from '../../src/store/types.js'
+import type { Sql, Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { createTestStore, postgresAvailable, STORE_KINDS, type TestStore } from '../helpers/stores.js'
 import { STATUSES, seedTenants, type Tenant } from './tenants.js'
@@ -40,21 +43,26 @@ describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
     let tenants: Tenant[]
     let app: FastifyInstance
     let rlsOnlyApp: FastifyInstance
+    let appFilterOnlyApp: FastifyInstance
+    let noWallsApp: FastifyInstance
+    let bypass: Store
 
     beforeAll(async () => {
       testStore = await createTestStore(kind)
       store = testStore.store
       tenants = await seedTenants(store)
+      // Test-only: the request path on the connecting (superuser) role, where row-level security
+      // does not apply, so that the application's own filter is the only wall left.
+      bypass = { ...store, read: (work) => store.admin(work), asReader: (work) => store.admin(work) }
+      const omit = { omitAppTenantFilter: true }
       ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
-      ;({ app: rlsOnlyApp } = await buildTestApp(store, {
-        logLevel: 'silent',
-        tenantFilter: { omitAppTenantFilter: true },
-      }))
+      ;({ app: rlsOnlyApp } = await buildTestApp(store, { logLevel: 'silent', tenantFilter: omit }))
+      ;({ app: appFilterOnlyApp } = await buildTestApp(bypass, { logLevel: 'silent' }))
+      ;({ app: noWallsApp } = await buildTestApp(bypass, { logLevel: 'silent', tenantFilter: omit }))
     })
 
     afterAll(async () => {
-      await app?.close()
-      await rlsOnlyApp?.close()
+      for (const instance of [app, rlsOnlyApp, appFilterOnlyApp, noWallsApp]) await instance?.close()
       await testStore?.close()
     })
 
@@ -134,46 +142,74 @@ describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
       expect(other).toBe(0)
     })
 
-    it('cross-tenant matrix: every endpoint x filter x key, with and without the app filter, 0 foreign rows', async () => {
+    /** Runs every probe with every organization's key; counts foreign rows and foreign totals. */
+    async function matrix(instance: FastifyInstance, label: string) {
       const idsOf = new Map(tenants.map((t) => [t.id, new Set(t.customerIds)]))
       const urls = probesFor(tenants)
+      const result = { probes: 0, foreign: 0, seen: 0, offenders: [] as string[] }
+      for (const tenant of tenants) {
+        for (const url of urls) {
+          const response = await instance.inject({ method: 'GET', url, headers: bearer(tenant.key) })
+          result.probes++
+          expect(response.statusCode, url).toBe(200)
+          const body = response.json<ListBody>()
+          for (const row of body.data) {
+            result.seen++
+            const isForeign = url.includes('/customers')
+              ? tenants.some((t) => t.id !== tenant.id && idsOf.get(t.id)?.has(String(row.id)))
+              : row.orgId !== tenant.id
+            if (isForeign) {
+              result.foreign++
+              result.offenders.push(`${label} ${tenant.id} ${url} -> ${String(row.id)}`)
+            }
+          }
+          // Totals are counted under the same walls: a foreign filter value counts nothing.
+          const foreignFilter = tenants.some(
+            (t) =>
+              t.id !== tenant.id &&
+              [...t.customerIds, ...t.staffIds].some(
+                (id) => url.endsWith(`=${id}`) || url.includes(`=${id}&`),
+              ),
+          )
+          if (foreignFilter && body.pagination.total !== 0) {
+            result.foreign++
+            result.offenders.push(`${label} ${tenant.id} ${url} -> total ${body.pagination.total}`)
+          }
+        }
+      }
+      return result
+    }
+
+    it('cross-tenant matrix: every endpoint x filter x key, both walls, RLS alone, app filter alone: 0 foreign rows', async () => {
+      // The control: with both walls removed the same matrix does find foreign rows, so it can fail.
+      const [everything] = await bypass.read((sql) =>
+        sql.query<{ orgs: number }>('SELECT count(DISTINCT org_id)::int AS orgs FROM customers'),
+      )
+      expect(everything?.orgs).toBe(3) // the bypass store really is outside row-level security
+      const control = await matrix(noWallsApp, 'no walls')
+      expect(control.foreign).toBeGreaterThan(0)
+
       let probes = 0
       let foreign = 0
       let seen = 0
       const offenders: string[] = []
+      const layers: string[] = []
       for (const [label, instance] of [
-        ['app', app],
-        ['rls-only', rlsOnlyApp],
+        ['both walls', app],
+        ['RLS alone', rlsOnlyApp],
+        ['app filter alone', appFilterOnlyApp],
       ] as const) {
-        for (const tenant of tenants) {
-          for (const url of urls) {
-            const response = await instance.inject({ method: 'GET', url, headers: bearer(tenant.key) })
-            probes++
-            expect(response.statusCode, url).toBe(200)
-            const body = response.json<ListBody>()
-            for (const row of body.data) {
-              seen++
-              const isForeign = url.includes('/customers')
-                ? tenants.some((t) => t.id !== tenant.id && idsOf.get(t.id)?.has(String(row.id)))
-                : row.orgId !== tenant.id
-              if (isForeign) {
-                foreign++
-                offenders.push(`${label} ${tenant.id} ${url} -> ${String(row.id)}`)
-              }
-            }
-            // Totals are counted under the same walls: a foreign filter value counts nothing.
-            const foreignFilter = tenants.some(
-              (t) =>
-                t.id !== tenant.id &&
-                [...t.customerIds, ...t.staffIds].some(
-                  (id) => url.endsWith(`=${id}`) || url.includes(`=${id}&`),
-                ),
-            )
-            if (foreignFilter) expect(body.pagination.total, `${label} ${tenant.id} ${url}`).toBe(0)
-          }
-        }
+        const result = await matrix(instance, label)
+        probes += result.probes
+        foreign += result.foreign
+        seen += result.seen
+        offenders.push(...result.offenders)
+        layers.push(`${label} ${result.probes}/${result.foreign}`)
       }
-      console.log(`[isolation ${kind}] probes ${probes}, rows checked ${seen}, foreign rows ${foreign}`)
+      console.log(
+        `[isolation ${kind}] probes ${probes}, foreign rows ${foreign} (rows checked ${seen}; ` +
+          `probes/foreign per layer: ${layers.join(', ')}; control without walls: ${control.foreign} foreign)`,
+      )
       expect(offenders).toEqual([])
       expect(foreign).toBe(0)
       expect(seen).toBeGreaterThan(probes) // the matrix did read rows, so 0 foreign is meaningful
@@ -193,102 +229,284 @@ describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
   })
 })
 
-describe.skipIf(!postgresAvailable())('openbook_reader role on postgres', () => {
-  let testStore: TestStore
-  let store: Store
+interface Probe {
+  readonly path: 'read' | 'asReader'
+  readonly query: string
+  readonly role: string
+  readonly timeout: string
+  readonly readOnly: string
+  readonly org: string
+  readonly hash: string
+}
 
-  beforeAll(async () => {
-    testStore = await createTestStore('postgres')
-    store = testStore.store
-  })
-  afterAll(async () => {
-    await testStore?.close()
-  })
+/** The session state a statement runs under, read in its own transaction just before it. */
+const STATE_SQL = `SELECT current_user AS role, current_setting('statement_timeout') AS timeout,
+  current_setting('transaction_read_only') AS "readOnly",
+  coalesce(current_setting('openbook.org_id', true), '') AS org,
+  coalesce(current_setting('openbook.key_hash', true), '') AS hash`
 
-  it('is not a superuser, does not bypass RLS, cannot log in or create', async () => {
-    const [role] = await store.admin((sql) =>
-      sql.query(
-        `SELECT rolsuper, rolbypassrls, rolcreatedb, rolcreaterole, rolcanlogin, rolreplication
-         FROM pg_roles WHERE rolname = $1`,
-        [READER],
-      ),
-    )
-    expect(role).toEqual({
-      rolsuper: false,
-      rolbypassrls: false,
-      rolcreatedb: false,
-      rolcreaterole: false,
-      rolcanlogin: false,
-      rolreplication: false,
+/**
+ * A store that records, before every statement the app sends on the request path, the role, the
+ * statement time-out, read-only mode and the tenant settings in force; and counts admin use.
+ */
+function probing(store: Store, probes: Probe[], adminUse: { count: number }): Store {
+  const wrap = (sql: Sql, path: Probe['path']): Sql => {
+    const record = async (query: string) => {
+      const [state] = await sql.query<Omit<Probe, 'path' | 'query'>>(STATE_SQL)
+      if (state) probes.push({ path, query, ...state })
+    }
+    return {
+      async query<Row extends object>(text: string, params?: readonly unknown[]) {
+        await record(text)
+        return sql.query<Row>(text, params)
+      },
+      async exec(text: string) {
+        await record(text)
+        return sql.exec(text)
+      },
+    }
+  }
+  return {
+    kind: store.kind,
+    read: (work) => store.read((sql) => work(wrap(sql, 'read'))),
+    asReader: (work) => store.asReader((sql) => work(wrap(sql, 'asReader'))),
+    admin: (work) => {
+      adminUse.count++
+      return store.admin(work)
+    },
+    close: () => store.close(),
+  }
+}
+
+describe.each(STORE_KINDS)('every statement of the request path on %s', (kind) => {
+  describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
+    let testStore: TestStore
+    let tenants: Tenant[]
+
+    beforeAll(async () => {
+      testStore = await createTestStore(kind)
+      tenants = await seedTenants(testStore.store, ['org_s1', 'org_s2'])
+    })
+    afterAll(async () => {
+      await testStore?.close()
+    })
+
+    it("runs as openbook_reader, under the 5 s statement time-out, read-only, with only the key's organization set", async () => {
+      const probes: Probe[] = []
+      const adminUse = { count: 0 }
+      const store = probing(testStore.store, probes, adminUse)
+      const { app } = await buildTestApp(store, {
+        logLevel: 'silent',
+        lastUsed: { resolutionMs: 0, flushEveryMs: 3_600_000 },
+      })
+      const [own, other] = tenants as [Tenant, Tenant]
+      const statuses: number[] = []
+      for (const url of [
+        '/api/public/v1/customers?limit=3',
+        '/api/public/v1/customers?offset=1000', // an empty page: the count runs alone
+        `/api/public/v1/appointments?status=scheduled&customerId=${own.customerIds[0]}&staffId=${own.staffIds[0]}` +
+          '&startDate=2024-01-01T00:00:00Z&endDate=2026-01-01T00:00:00Z',
+        `/api/public/v1/appointments?customerId=${other.customerIds[0]}`,
+        '/api/public/v1/appointments?limit=1000', // 400, after the key was checked
+      ]) {
+        statuses.push((await app.inject({ method: 'GET', url, headers: bearer(own.key) })).statusCode)
+      }
+      const unknown = await app.inject({
+        method: 'GET',
+        url: '/api/public/v1/customers',
+        headers: bearer(`svc_test_${'e'.repeat(64)}`),
+      })
+      statuses.push(unknown.statusCode)
+      await app.close() // flushes the last-used batch: the request path's only write
+      expect(statuses).toEqual([200, 200, 200, 200, 400, 401])
+      expect(adminUse.count).toBe(0)
+
+      const reads = probes.filter((p) => p.path === 'read')
+      const writes = probes.filter((p) => p.path === 'asReader')
+      expect(reads.length).toBeGreaterThanOrEqual(10)
+      expect(writes.length).toBeGreaterThan(0)
+      for (const probe of probes) {
+        const label = `${probe.path}: ${probe.query.slice(0, 80)}`
+        expect(probe.role, label).toBe(READER)
+        expect(probe.timeout, label).toBe('5s')
+        expect(probe.readOnly, label).toBe(probe.path === 'read' ? 'on' : 'off')
+      }
+      // Authentication runs with no organization named; every later statement with the key's own,
+      // and the presented key's hash is no longer in force once the organization is known.
+      const auth = reads.filter((p) => p.query.includes('openbook_authenticate'))
+      expect(auth).toHaveLength(6)
+      for (const probe of auth) expect({ org: probe.org, hash: probe.hash }).toEqual({ org: '', hash: '' })
+      for (const probe of reads.filter((p) => !p.query.includes('openbook_authenticate')))
+        expect({ org: probe.org, hash: probe.hash }, probe.query.slice(0, 80)).toEqual({
+          org: own.id,
+          hash: '',
+        })
+      const updates = writes.filter((p) => p.query.startsWith('UPDATE'))
+      expect(updates.length).toBeGreaterThan(0)
+      for (const probe of updates) expect(probe.org).toBe(own.id)
+      console.log(
+        `[isolation ${kind}] request path: ${reads.length} reads and ${writes.length} last-used statements, ` +
+          `all as ${READER}, statement_timeout 5s; 0 admin transactions`,
+      )
     })
   })
+})
 
-  it('owns nothing in the database', async () => {
-    const [owned] = await store.admin((sql) =>
-      sql.query<{ n: number }>(
-        `SELECT (SELECT count(*) FROM pg_class WHERE relowner = r.oid)
+describe.each(STORE_KINDS)('openbook_reader role on %s', (kind) => {
+  describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
+    let testStore: TestStore
+    let store: Store
+
+    beforeAll(async () => {
+      testStore = await createTestStore(kind)
+      store = testStore.store
+    })
+    afterAll(async () => {
+      await testStore?.close()
+    })
+
+    it('is not a superuser, does not bypass RLS, cannot log in or create', async () => {
+      const [role] = await store.admin((sql) =>
+        sql.query(
+          `SELECT rolsuper, rolbypassrls, rolcreatedb, rolcreaterole, rolcanlogin, rolreplication
+         FROM pg_roles WHERE rolname = $1`,
+          [READER],
+        ),
+      )
+      expect(role).toEqual({
+        rolsuper: false,
+        rolbypassrls: false,
+        rolcreatedb: false,
+        rolcreaterole: false,
+        rolcanlogin: false,
+        rolreplication: false,
+      })
+    })
+
+    it('owns nothing in the database', async () => {
+      const [owned] = await store.admin((sql) =>
+        sql.query<{ n: number }>(
+          `SELECT (SELECT count(*) FROM pg_class WHERE relowner = r.oid)
               + (SELECT count(*) FROM pg_namespace WHERE nspowner = r.oid)
               + (SELECT count(*) FROM pg_proc WHERE proowner = r.oid)
               + (SELECT count(*) FROM pg_type WHERE typowner = r.oid) AS n
          FROM pg_roles r WHERE r.rolname = $1`,
-        [READER],
-      ),
-    )
-    expect(Number(owned?.n)).toBe(0)
-  })
+          [READER],
+        ),
+      )
+      expect(Number(owned?.n)).toBe(0)
+    })
 
-  it('has exactly SELECT on customers, appointments, api_keys and UPDATE(last_used_at) on api_keys', async () => {
-    const grants = await store.admin((sql) =>
-      sql.query<{ t: string; p: string }>(
-        `SELECT table_name AS t, privilege_type AS p FROM information_schema.role_table_grants
+    it('has exactly SELECT on customers, appointments, api_keys and UPDATE(last_used_at) on api_keys', async () => {
+      const grants = await store.admin((sql) =>
+        sql.query<{ t: string; p: string }>(
+          `SELECT table_name AS t, privilege_type AS p FROM information_schema.role_table_grants
          WHERE grantee = $1 ORDER BY 1, 2`,
-        [READER],
-      ),
-    )
-    expect(grants).toEqual([
-      { t: 'api_keys', p: 'SELECT' },
-      { t: 'appointments', p: 'SELECT' },
-      { t: 'customers', p: 'SELECT' },
-    ])
-    // Column grants beyond the table-wide SELECTs: only the last-used column is writable.
-    const columns = await store.admin((sql) =>
-      sql.query<{ t: string; c: string; p: string }>(
-        `SELECT table_name AS t, column_name AS c, privilege_type AS p FROM information_schema.column_privileges
+          [READER],
+        ),
+      )
+      expect(grants).toEqual([
+        { t: 'api_keys', p: 'SELECT' },
+        { t: 'appointments', p: 'SELECT' },
+        { t: 'customers', p: 'SELECT' },
+      ])
+      // Column grants beyond the table-wide SELECTs: only the last-used column is writable.
+      const columns = await store.admin((sql) =>
+        sql.query<{ t: string; c: string; p: string }>(
+          `SELECT table_name AS t, column_name AS c, privilege_type AS p FROM information_schema.column_privileges
          WHERE grantee = $1 AND privilege_type <> 'SELECT' ORDER BY 1, 2, 3`,
-        [READER],
-      ),
-    )
-    expect(columns).toEqual([{ t: 'api_keys', c: 'last_used_at', p: 'UPDATE' }])
-    // The same from the privilege functions, over every table and every privilege.
-    const effective = await store.admin((sql) =>
-      sql.query<{ t: string; p: string }>(
-        `SELECT c.relname AS t, p AS p
+          [READER],
+        ),
+      )
+      expect(columns).toEqual([{ t: 'api_keys', c: 'last_used_at', p: 'UPDATE' }])
+      // The same from the privilege functions, over every table and every privilege.
+      const effective = await store.admin((sql) =>
+        sql.query<{ t: string; p: string }>(
+          `SELECT c.relname AS t, p AS p
          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,
               unnest(ARRAY['SELECT','INSERT','UPDATE','DELETE','TRUNCATE','REFERENCES','TRIGGER']) p
          WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
            AND has_table_privilege($1, c.oid, p)
          ORDER BY 1, 2`,
-        [READER],
-      ),
-    )
-    expect(effective).toEqual([
-      { t: 'api_keys', p: 'SELECT' },
-      { t: 'appointments', p: 'SELECT' },
-      { t: 'customers', p: 'SELECT' },
-    ])
-    const writableColumns = await store.admin((sql) =>
-      sql.query<{ t: string; c: string }>(
-        `SELECT c.relname AS t, a.attname AS c
+          [READER],
+        ),
+      )
+      expect(effective).toEqual([
+        { t: 'api_keys', p: 'SELECT' },
+        { t: 'appointments', p: 'SELECT' },
+        { t: 'customers', p: 'SELECT' },
+      ])
+      const writableColumns = await store.admin((sql) =>
+        sql.query<{ t: string; c: string }>(
+          `SELECT c.relname AS t, a.attname AS c
          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
          JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
          WHERE n.nspname = 'public' AND c.relkind = 'r'
            AND (has_column_privilege($1, c.oid, a.attnum, 'UPDATE')
              OR has_column_privilege($1, c.oid, a.attnum, 'INSERT'))
          ORDER BY 1, 2`,
-        [READER],
-      ),
-    )
-    expect(writableColumns).toEqual([{ t: 'api_keys', c: 'last_used_at' }])
+          [READER],
+        ),
+      )
+      expect(writableColumns).toEqual([{ t: 'api_keys', c: 'last_used_at' }])
+    })
+
+    it('is a member of no other role, and no SECURITY DEFINER function exists', async () => {
+      const [row] = await store.admin((sql) =>
+        sql.query<{ memberships: number; definers: number; create: boolean }>(
+          `SELECT (SELECT count(*)::int FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member
+                 WHERE r.rolname = $1) AS memberships,
+                (SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                 WHERE n.nspname = 'public' AND p.prosecdef) AS definers,
+                has_schema_privilege($1, 'public', 'CREATE') AS create`,
+          [READER],
+        ),
+      )
+      // A membership would lend it another role's rights and policies; a definer function would run
+      // with its owner's; CREATE in public would let it plant objects. None of them exists.
+      expect(row).toEqual({ memberships: 0, definers: 0, create: false })
+    })
+
+    it('the only policies that apply to it are the tenant policy of each table and the key lookup', async () => {
+      const policies = await store.admin((sql) =>
+        sql.query<{ table: string; policy: string; command: string; roles: string; using: string }>(
+          `SELECT tablename AS table, policyname AS policy, cmd AS command,
+                array_to_string(roles, ',') AS roles, qual AS using
+         FROM pg_policies WHERE schemaname = 'public' ORDER BY 1, 2`,
+        ),
+      )
+      const applying = policies.filter(
+        (p) => p.roles.split(',').includes('public') || p.roles.split(',').includes(READER),
+      )
+      expect(applying.map((p) => `${p.table}.${p.policy} ${p.command}`)).toEqual([
+        'api_keys.key_lookup SELECT',
+        'api_keys.tenant_isolation ALL',
+        'appointments.tenant_isolation ALL',
+        'customers.tenant_isolation ALL',
+        'memberships.tenant_isolation ALL',
+        'organizations.tenant_isolation ALL',
+        'services.tenant_isolation ALL',
+        'staff.tenant_isolation ALL',
+      ])
+      for (const policy of applying) {
+        const column =
+          policy.table === 'organizations' ? 'id' : policy.policy === 'key_lookup' ? 'key_hash' : 'org_id'
+        const setting = policy.policy === 'key_lookup' ? 'openbook.key_hash' : 'openbook.org_id'
+        expect(policy.using.replace(/[()]/g, ''), `${policy.table}.${policy.policy}`).toBe(
+          `${column} = current_setting'${setting}'::text, true`,
+        )
+      }
+      // Every other policy (the operator's full access) names a role the reader is not a member of.
+      for (const policy of policies.filter((p) => !applying.includes(p))) {
+        const [member] = await store.admin((sql) =>
+          sql.query<{ member: boolean }>("SELECT pg_has_role($1, $2, 'MEMBER') AS member", [
+            READER,
+            policy.roles,
+          ]),
+        )
+        expect(member?.member, `${policy.table}.${policy.policy} for ${policy.roles}`).toBe(false)
+      }
+    })
   })
 })
 
@@ -318,6 +536,9 @@ describe.skipIf(!postgresAvailable())(
     it('alternating requests see only their own rows and leave no organization on the connection', async () => {
       const pids = new Set<number>()
       let requests = 0
+      const [baseline] = await single.admin((sql) =>
+        sql.query<{ timeout: string }>("SELECT current_setting('statement_timeout') AS timeout"),
+      )
       for (let round = 0; round < 10; round++) {
         for (const tenant of tenants) {
           const url =
@@ -332,20 +553,131 @@ describe.skipIf(!postgresAvailable())(
             else expect(tenant.customerIds).toContain(row.id)
           }
           const [after] = await single.admin((sql) =>
-            sql.query<{ org: string | null; hash: string | null; role: string; pid: number }>(
+            sql.query<{
+              org: string | null
+              hash: string | null
+              role: string
+              timeout: string
+              pid: number
+            }>(
               `SELECT current_setting('openbook.org_id', true) AS org,
                     current_setting('openbook.key_hash', true) AS hash,
-                    current_role AS role, pg_backend_pid() AS pid`,
+                    current_role AS role, current_setting('statement_timeout') AS timeout,
+                    pg_backend_pid() AS pid`,
             ),
           )
           pids.add(after?.pid ?? -1)
           expect(after?.org ?? '').toBe('')
           expect(after?.hash ?? '').toBe('')
           expect(after?.role).not.toBe(READER)
+          expect(after?.timeout).toBe(baseline?.timeout)
+          // The next reader transaction on this connection that names no organization reads nothing.
+          const [next] = await single.read((sql) =>
+            sql.query<{ c: number; a: number; k: number }>(
+              `SELECT (SELECT count(*)::int FROM customers) AS c, (SELECT count(*)::int FROM appointments) AS a,
+                      (SELECT count(*)::int FROM api_keys) AS k`,
+            ),
+          )
+          expect(next).toEqual({ c: 0, a: 0, k: 0 })
         }
       }
       expect(requests).toBe(20)
       expect(pids.size).toBe(1)
     })
+
+    it('40 concurrent requests of two organizations queued on the one connection: each sees only its own', async () => {
+      const jobs = Array.from({ length: 40 }, (_, i) => {
+        const tenant = tenants[i % 2] as Tenant
+        const url = i % 4 < 2 ? '/api/public/v1/appointments?limit=100' : '/api/public/v1/customers?limit=100'
+        return app
+          .inject({ method: 'GET', url, headers: bearer(tenant.key) })
+          .then((response) => ({ tenant, url, response }))
+      })
+      let foreign = 0
+      for (const { tenant, url, response } of await Promise.all(jobs)) {
+        expect(response.statusCode).toBe(200)
+        const rows = response.json<ListBody>().data
+        expect(rows.length).toBeGreaterThan(0)
+        for (const row of rows) {
+          const own = url.includes('appointments')
+            ? row.orgId === tenant.id
+            : tenant.customerIds.includes(String(row.id))
+          if (!own) foreign++
+        }
+      }
+      expect(foreign).toBe(0)
+    })
   },
 )
+
+describe.skipIf(!postgresAvailable())('a dedicated login role that is a member of openbook_reader', () => {
+  let testStore: TestStore
+  let tenants: Tenant[]
+  let apiStore: Store
+  let app: FastifyInstance
+  const role = `openbook_api_${randomBytes(4).toString('hex')}`
+
+  const asOwner = async (text: string) => {
+    const client = new pg.Client({ connectionString: testStore.url as string })
+    await client.connect()
+    try {
+      await client.query(text)
+    } finally {
+      await client.end()
+    }
+  }
+
+  beforeAll(async () => {
+    testStore = await createTestStore('postgres')
+    tenants = await seedTenants(testStore.store, ['org_d1', 'org_d2'])
+    // What the README tells production to do (trust authentication here, so no password).
+    await asOwner(`CREATE ROLE ${role} LOGIN IN ROLE ${READER}`)
+    const url = new URL(testStore.url as string)
+    url.username = role
+    apiStore = createPostgresStore({ connectionString: url.toString(), maxConnections: 2 })
+    ;({ app } = await buildTestApp(apiStore, { logLevel: 'silent' }))
+  })
+  afterAll(async () => {
+    await app?.close()
+    await apiStore?.close()
+    await testStore?.close()
+    await asOwner(`DROP ROLE IF EXISTS ${role}`).catch(() => {})
+  })
+
+  it('serves each organization its own rows, is not privileged, and reads nothing outside a request', async () => {
+    expect(await isPrivileged(apiStore)).toBe(false)
+    for (const tenant of tenants) {
+      const response = await app.inject({
+        method: 'GET',
+        url: '/api/public/v1/appointments?limit=100',
+        headers: bearer(tenant.key),
+      })
+      expect(response.statusCode).toBe(200)
+      const rows = response.json<ListBody>().data
+      expect(rows.length).toBeGreaterThan(0)
+      for (const row of rows) expect(row.orgId).toBe(tenant.id)
+    }
+    // Its own session, with no organization named: row-level security leaves nothing to read...
+    const [counts] = await apiStore.admin((sql) =>
+      sql.query<{ c: number; a: number; k: number }>(
+        `SELECT (SELECT count(*)::int FROM customers) AS c, (SELECT count(*)::int FROM appointments) AS a,
+                (SELECT count(*)::int FROM api_keys) AS k`,
+      ),
+    )
+    expect(counts).toEqual({ c: 0, a: 0, k: 0 })
+    // ...and every other table, and any write, is refused outright.
+    for (const statement of [
+      'SELECT * FROM organizations',
+      'SELECT * FROM users',
+      'SELECT * FROM memberships',
+      'SELECT * FROM staff',
+      "DELETE FROM customers WHERE org_id = 'org_d1'",
+      'CREATE TABLE planted (x int)',
+    ]) {
+      await expect(
+        apiStore.admin((sql) => sql.query(statement)),
+        statement,
+      ).rejects.toThrow(/permission denied/)
+    }
+  })
+})

@@ -127,6 +127,23 @@ describe.each(STORE_KINDS)('security headers, surface and logs on %s', (kind) =>
         .sort()
       expect(registered.length).toBeGreaterThan(0)
       expect(registered).toEqual(documented)
+      // Every registered path, whatever the method, is an OpenAPI path. Besides GET there are only
+      // Fastify's HEAD of each GET (same hooks: a key is needed) and the 405 answers of the others.
+      const routeTable = [...tree.matchAll(/(\/\S*) \(([^)]+)\)/g)].map(([, path, methods]) => ({
+        path: path as string,
+        methods: (methods ?? '').split(', ').sort(),
+      }))
+      expect(routeTable.map((r) => r.path).sort()).toEqual(Object.keys(document.paths).sort())
+      for (const { path, methods } of routeTable) {
+        expect(methods, path).toEqual(['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'])
+        for (const method of ['DELETE', 'OPTIONS', 'PATCH', 'POST', 'PUT'] as const) {
+          const refused = await app.inject({ method, url: path, headers: bearer(key) })
+          expect(refused.statusCode, `${method} ${path}`).toBe(405)
+          expect(refused.headers.allow).toBe('GET')
+        }
+      }
+      const head = await app.inject({ method: 'HEAD', url: '/api/public/v1/customers' })
+      expect(head.statusCode).toBe(401)
       for (const route of documented) {
         const [, url] = route.split(' ')
         expect(app.hasRoute({ method: 'GET', url: url as string })).toBe(true)

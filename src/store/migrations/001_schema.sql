@@ -154,7 +154,8 @@ CREATE POLICY key_lookup ON api_keys FOR SELECT
 CREATE FUNCTION openbook_authenticate(p_key_hash text)
 RETURNS TABLE (key_id text, org_id text, last_used_at timestamptz)
 LANGUAGE plpgsql
--- The SET clause also confines the openbook.key_hash setting to this call.
+-- The SET clause confines search_path only: openbook.key_hash stays set until
+-- the end of the transaction, so the caller clears it (queries/api-keys.ts).
 SET search_path = pg_catalog, public
 AS $$
 BEGIN
