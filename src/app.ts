@@ -85,7 +85,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     connectionTimeout: 15_000,
     keepAliveTimeout: 5_000,
     maxRequestsPerSocket: 10_000,
-    return503OnClosing: true,
+    // During a drain, a request that arrives on an open keep-alive connection is still answered
+    // (a 503 is not in the contract); new connections are refused by the closed listener.
+    return503OnClosing: false,
     routerOptions: { maxParamLength: 200, ignoreTrailingSlash: false },
     clientErrorHandler: (error, socket) => {
       // Once a request's headers were parsed it belongs to the app, which may have answered it
