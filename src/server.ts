@@ -5,7 +5,7 @@ import type { CliContext } from './cli/context.js'
 import { runCli } from './cli/program.js'
 import { type Config, ConfigError, loadConfig } from './config.js'
 import { seedDemoIfEmpty } from './seed/demo.js'
-import { assertSchemaCurrent, SchemaNotCurrentError } from './store/migrate.js'
+import { assertSchemaCurrent, refreshStatistics, SchemaNotCurrentError } from './store/migrate.js'
 import { isPrivileged, openStore } from './store/open.js'
 import { connectOperatorSocket, serveOperatorSocket } from './store/operator-socket.js'
 import type { Store } from './store/types.js'
@@ -76,6 +76,8 @@ async function main(): Promise<void> {
 
   if (store.kind === 'embedded') {
     const demoKey = await seedDemoIfEmpty(store, config.apiKeyBrand)
+    // PGlite runs no autovacuum: statistics are refreshed at each start.
+    await refreshStatistics(store)
     if (demoKey) {
       const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`
       process.stdout.write(

@@ -12,7 +12,7 @@ import { PLANS, type Plan } from '../domain/plans.js'
 import { importNdjson } from '../import/ndjson.js'
 import { iso } from '../queries/page.js'
 import { seedSynthetic } from '../seed/run.js'
-import { migrate } from '../store/migrate.js'
+import { migrate, refreshStatistics } from '../store/migrate.js'
 import type { CliContext } from './context.js'
 import { printJson, printTable, progressBar } from './output.js'
 
@@ -94,9 +94,11 @@ export function buildProgram(context: CliContext): Command {
       const input = await context.openInput(file)
       const progress = progressBar(context, undefined, 'lines')
       try {
-        const summary = await context.withStore((store) =>
-          importNdjson(store, input, (lines) => progress.update(lines)),
-        )
+        const summary = await context.withStore(async (store) => {
+          const imported = await importNdjson(store, input, (lines) => progress.update(lines))
+          await refreshStatistics(store)
+          return imported
+        })
         progress.stop()
         if (options.json) printJson(context, summary)
         else {
@@ -286,9 +288,11 @@ export function buildProgram(context: CliContext): Command {
         const progress = progressBar(context, total, 'rows')
         const started = performance.now()
         try {
-          const result = await context.withStore((store) =>
-            seedSynthetic(store, options, ({ done }) => progress.update(done)),
-          )
+          const result = await context.withStore(async (store) => {
+            const seeded = await seedSynthetic(store, options, ({ done }) => progress.update(done))
+            await refreshStatistics(store)
+            return seeded
+          })
           progress.stop()
           const seconds = (performance.now() - started) / 1000
           const summary = {

@@ -77,3 +77,11 @@ export async function assertSchemaCurrent(store: Store): Promise<void> {
   const found = await schemaVersion(store)
   if (found !== LATEST_VERSION) throw new SchemaNotCurrentError(found)
 }
+
+/**
+ * Gives the planner fresh statistics after a bulk load. PostgreSQL's autovacuum would get there
+ * in time; PGlite has no autovacuum, so without this its plans rest on no statistics at all.
+ */
+export async function refreshStatistics(store: Store): Promise<void> {
+  await store.admin((sql) => sql.exec('ANALYZE'))
+}

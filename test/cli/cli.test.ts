@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createEmbeddedStore } from '../../src/store/embedded.js'
 import { cleanEnv, freePort, type RunningProcess, start } from '../helpers/process.js'
 import { createTestDatabase, postgresAvailable, type TestDatabase } from '../helpers/stores.js'
 import { type Line, ndjson, organizationLines } from './fixtures.js'
@@ -667,6 +668,18 @@ describe('openbook command line on the embedded store, no server running', () =>
     const orgs = json<OrgRow[]>(await cli('orgs', 'list', '--json'))
     expect(orgs.map((o) => o.id)).toEqual(expect.arrayContaining(['org_solo', 'org_emb']))
     expect(orgs).toHaveLength(5)
+    // PGlite has no autovacuum: import and seed leave planner statistics behind them.
+    const store = await createEmbeddedStore(env.DATA_DIR)
+    try {
+      const stats = await store.admin((sql) =>
+        sql.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM pg_stats WHERE tablename IN ('customers', 'appointments')",
+        ),
+      )
+      expect(stats[0]?.n).toBeGreaterThan(10)
+    } finally {
+      await store.close()
+    }
   }, 90_000)
 })
 
