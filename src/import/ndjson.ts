@@ -102,10 +102,17 @@ async function writeBatch(sql: Sql, type: RecordType, pending: Pending): Promise
   }
 }
 
+const newPending = () => new Map<RecordType, Pending>(RECORD_TYPES.map((type) => [type, new Map()]))
+
 /**
  * Streams NDJSON into the store in one transaction: every line is validated,
  * rows are upserted in batches (parents first), and any bad line rejects the
  * whole file with its line number and field.
+ *
+ * One batch is written while the next is parsed (the database and the parser
+ * work at the same time), so at most two batches are held in memory. Batches
+ * are still written one after the other, in file order, and an error in an
+ * earlier batch is reported before any error in a later line.
  */
 export async function importNdjson(
   store: Store,
@@ -113,57 +120,74 @@ export async function importNdjson(
   onProgress: (lines: number) => void = () => {},
 ): Promise<ImportSummary> {
   const counts: Partial<Record<RecordType, number>> = {}
-  const pending = new Map<RecordType, Pending>(RECORD_TYPES.map((type) => [type, new Map()]))
+  let pending = newPending()
   let lineNumber = 0
+  let writing: Promise<void> = Promise.resolve()
 
-  async function flushAll(sql: Sql): Promise<void> {
+  async function writeAll(sql: Sql, batch: Map<RecordType, Pending>, upTo: number): Promise<void> {
     for (const type of WRITE_ORDER) {
-      const rows = pending.get(type)
+      const rows = batch.get(type)
       if (rows?.size) await writeBatch(sql, type, rows)
     }
+    onProgress(upTo)
+  }
+
+  /** Waits for the batch being written, then starts writing the buffered rows and returns. */
+  async function flush(sql: Sql): Promise<void> {
+    await writing
+    const batch = pending
+    pending = newPending()
+    writing = writeAll(sql, batch, lineNumber)
+    // Awaited at the next flush, at the end, or before a parse error is reported.
+    writing.catch(() => {})
   }
 
   await store.admin(async (sql) => {
     const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY })
     let buffered = 0
-    for await (const line of lines) {
-      lineNumber++
-      if (line.trim() === '') continue
-      let parsed: unknown
-      try {
-        parsed = JSON.parse(line)
-      } catch {
-        throw new ImportError(`line ${lineNumber}: not valid JSON`)
+    try {
+      for await (const line of lines) {
+        lineNumber++
+        if (line.trim() === '') continue
+        let parsed: unknown
+        try {
+          parsed = JSON.parse(line)
+        } catch {
+          throw new ImportError(`line ${lineNumber}: not valid JSON`)
+        }
+        if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+          throw new ImportError(`line ${lineNumber}: not a JSON object`)
+        }
+        const { type, ...fields } = parsed as Record<string, unknown>
+        if (typeof type !== 'string' || !(type in RECORD_SCHEMAS)) {
+          throw new ImportError(`line ${lineNumber}: type: must be one of ${RECORD_TYPES.join(', ')}`)
+        }
+        const recordType = type as RecordType
+        const result = RECORD_SCHEMAS[recordType].safeParse(fields)
+        if (!result.success) {
+          const issue = result.error.issues[0]
+          const field = issue?.code === 'unrecognized_keys' ? issue.keys.join(', ') : issue?.path.join('.')
+          throw new ImportError(
+            `line ${lineNumber}: ${recordType}.${field || '?'}: ${issue?.message ?? 'invalid'}`,
+          )
+        }
+        const row = toRow(result.data as Record<string, unknown>)
+        row._line = lineNumber
+        // A later line with the same key replaces an earlier one, as a second import would.
+        pending.get(recordType)?.set(keyOf(recordType, row), row)
+        counts[recordType] = (counts[recordType] ?? 0) + 1
+        if (++buffered >= BATCH_SIZE) {
+          await flush(sql)
+          buffered = 0
+        }
       }
-      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-        throw new ImportError(`line ${lineNumber}: not a JSON object`)
-      }
-      const { type, ...fields } = parsed as Record<string, unknown>
-      if (typeof type !== 'string' || !(type in RECORD_SCHEMAS)) {
-        throw new ImportError(`line ${lineNumber}: type: must be one of ${RECORD_TYPES.join(', ')}`)
-      }
-      const recordType = type as RecordType
-      const result = RECORD_SCHEMAS[recordType].safeParse(fields)
-      if (!result.success) {
-        const issue = result.error.issues[0]
-        const field = issue?.code === 'unrecognized_keys' ? issue.keys.join(', ') : issue?.path.join('.')
-        throw new ImportError(
-          `line ${lineNumber}: ${recordType}.${field || '?'}: ${issue?.message ?? 'invalid'}`,
-        )
-      }
-      const row = toRow(result.data as Record<string, unknown>)
-      row._line = lineNumber
-      // A later line with the same key replaces an earlier one, as a second import would.
-      pending.get(recordType)?.set(keyOf(recordType, row), row)
-      counts[recordType] = (counts[recordType] ?? 0) + 1
-      if (++buffered >= BATCH_SIZE) {
-        await flushAll(sql)
-        buffered = 0
-        onProgress(lineNumber)
-      }
+    } catch (error) {
+      // A batch of earlier lines still being written may fail too: its error comes first.
+      await writing
+      throw error
     }
-    await flushAll(sql)
-    onProgress(lineNumber)
+    await flush(sql)
+    await writing
   })
   return { lines: lineNumber, counts }
 }

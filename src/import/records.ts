@@ -90,7 +90,17 @@ export const RECORD_SCHEMAS = {
 /** API field name → column name, where they differ by more than camelCase. */
 const COLUMN_OF: Readonly<Record<string, string>> = { start: 'start_at', end: 'end_at' }
 
-const snake = (name: string) => COLUMN_OF[name] ?? name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
+/** Field names are the schemas' (unknown ones are refused first), so the cache stays small. */
+const columnCache = new Map<string, string>()
+
+function snake(name: string): string {
+  let column = columnCache.get(name)
+  if (column === undefined) {
+    column = COLUMN_OF[name] ?? name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
+    columnCache.set(name, column)
+  }
+  return column
+}
 
 export function toRow(record: Record<string, unknown>): Record<string, unknown> {
   const row: Record<string, unknown> = {}

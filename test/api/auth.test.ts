@@ -49,17 +49,14 @@ describe.each(STORE_KINDS)('authentication on %s', (kind) => {
       },
     )
 
-    it.each([
-      ['Basic dXNlcjpwYXNz'],
-      ['Bearer'],
-      ['Bearer '],
-      ['Token abc'],
-      [`svc_test_${'0'.repeat(64)}`],
-    ])('malformed header %j: 401, key required', async (header) => {
-      const response = await get({ authorization: header })
-      expect(response.statusCode).toBe(401)
-      expect(response.json()).toMatchObject(REQUIRED)
-    })
+    it.each([['Basic dXNlcjpwYXNz'], ['Bearer'], ['Bearer '], ['Token abc'], [`svc_test_${'0'.repeat(64)}`]])(
+      'malformed header %j: 401, key required',
+      async (header) => {
+        const response = await get({ authorization: header })
+        expect(response.statusCode).toBe(401)
+        expect(response.json()).toMatchObject(REQUIRED)
+      },
+    )
 
     it('unknown key of the right format: 401, invalid', async () => {
       const response = await get(bearer(`svc_test_${'ab'.repeat(32)}`))

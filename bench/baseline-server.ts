@@ -1,0 +1,97 @@
+/**
+ * The ceiling for any Node service over this schema: plain node:http and pg, the
+ * same transaction, key lookup and SQL as openbook (its own query functions),
+ * JSON.stringify of the page. No framework, validation beyond the essentials,
+ * logging or response schema.
+ *
+ * DATABASE_URL=… PORT=… [POOL_SIZE=10] [API_KEY_BRAND=svc] node --import tsx bench/baseline-server.ts
+ */
+import { createServer, type ServerResponse } from 'node:http'
+import pg from 'pg'
+import { hashSecret, secretPattern } from '../src/domain/api-key-secret.js'
+import { authenticateKey } from '../src/queries/api-keys.js'
+import type { AppointmentFilters } from '../src/queries/appointments.js'
+import type { Sql } from '../src/store/types.js'
+import { type ListRequest, listPage, OPEN_TRANSACTION, type Resource } from './sql.js'
+
+const pool = new pg.Pool({
+  connectionString: process.env.DATABASE_URL,
+  max: Number(process.env.POOL_SIZE ?? 10),
+})
+const keyFormat = secretPattern(process.env.API_KEY_BRAND ?? 'svc')
+const PREFIX = '/api/public/v1/'
+const FILTERS = ['status', 'customerId', 'staffId', 'startDate', 'endDate'] as const
+
+function send(response: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body)
+  response.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  })
+  response.end(text)
+}
+
+function parseRequest(url: string): ListRequest | undefined {
+  const at = url.indexOf('?')
+  const path = at < 0 ? url : url.slice(0, at)
+  const resource = path.slice(PREFIX.length)
+  if (!path.startsWith(PREFIX) || (resource !== 'customers' && resource !== 'appointments')) return undefined
+  const query = new URLSearchParams(at < 0 ? '' : url.slice(at + 1))
+  const limit = Number(query.get('limit') ?? 50)
+  const offset = Number(query.get('offset') ?? 0)
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100 || !Number.isInteger(offset) || offset < 0) {
+    return undefined
+  }
+  const filters: Record<string, string> = {}
+  for (const name of FILTERS) {
+    const value = query.get(name)
+    if (value !== null) filters[name] = value
+  }
+  return { resource: resource as Resource, page: { limit, offset }, filters: filters as AppointmentFilters }
+}
+
+async function handle(secret: string, request: ListRequest): Promise<{ status: number; body: unknown }> {
+  const client = await pool.connect()
+  const sql: Sql = {
+    async query<Row extends object>(text: string, params: readonly unknown[] = []) {
+      return (await client.query<Row>(text, params as unknown[])).rows
+    },
+    async exec(text: string) {
+      await client.query(text)
+    },
+  }
+  try {
+    await client.query(OPEN_TRANSACTION)
+    const key = await authenticateKey(sql, hashSecret(secret))
+    const result = key
+      ? { status: 200, body: await listPage(sql, key.orgId, request) }
+      : { status: 401, body: { error: 'Unauthorized' } }
+    await client.query('COMMIT')
+    client.release()
+    return result
+  } catch (error) {
+    client.release(true)
+    throw error
+  }
+}
+
+const server = createServer((request, response) => {
+  const secret = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')?.[1]
+  if (secret === undefined || !keyFormat.test(secret)) return send(response, 401, { error: 'Unauthorized' })
+  const parsed = parseRequest(request.url ?? '')
+  if (!parsed) return send(response, 400, { error: 'Invalid query parameters' })
+  handle(secret, parsed).then(
+    ({ status, body }) => send(response, status, body),
+    () => send(response, 500, { error: 'Internal server error' }),
+  )
+})
+server.keepAliveTimeout = 5_000
+server.listen(Number(process.env.PORT ?? 3100), '127.0.0.1')
+
+function shutdown(): void {
+  server.close()
+  server.closeAllConnections()
+  void pool.end().then(() => process.exit(0))
+}
+process.on('SIGTERM', shutdown)
+process.on('SIGINT', shutdown)

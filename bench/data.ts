@@ -1,0 +1,301 @@
+import pg from 'pg'
+import type { BenchOrg, OrgSize } from './mixes.js'
+import type { BenchOptions } from './options.js'
+import { runOk } from './proc.js'
+import { captureStatements, type ListRequest } from './sql.js'
+
+export interface SeedInfo {
+  /** False when an earlier run's data was reused. */
+  readonly fresh: boolean
+  readonly seconds: number
+  readonly rowsPerSecond: number
+  /** Wall time of the whole `openbook seed` process, start-up included. */
+  readonly wallSeconds: number
+  readonly vacuumSeconds: number
+  readonly counts: { organizations: number; customers: number; appointments: number }
+}
+
+export function databaseUrl(options: BenchOptions, applicationName?: string): string {
+  const url = `${options.pgUrl}/${options.database}`
+  return applicationName ? `${url}?application_name=${applicationName}` : url
+}
+
+/** Runs the real command line (the built one in dist/) against the benchmark database. */
+export async function openbook<T>(options: BenchOptions, args: readonly string[]): Promise<T> {
+  const result = await runOk(process.execPath, ['bin/openbook.js', ...args, '--json'], {
+    env: { ...process.env, DATABASE_URL: databaseUrl(options), LOG_LEVEL: 'warn' },
+    timeoutMs: 30 * 60_000,
+  })
+  return JSON.parse(result.stdout) as T
+}
+
+async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return await work(client)
+  } finally {
+    await client.end()
+  }
+}
+
+interface SeedNote {
+  readonly seconds: number
+  readonly rowsPerSecond: number
+  readonly wallSeconds: number
+}
+
+async function existingCounts(options: BenchOptions): Promise<SeedInfo['counts'] | undefined> {
+  const exists = await withClient(`${options.pgUrl}/postgres`, async (client) => {
+    const { rows } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [options.database])
+    return rows.length > 0
+  })
+  if (!exists) return undefined
+  return withClient(databaseUrl(options), async (client) => {
+    const { rows } = await client.query<{ ready: boolean }>(
+      "SELECT to_regclass('public.appointments') IS NOT NULL AS ready",
+    )
+    if (!rows[0]?.ready) return undefined
+    const { rows: counts } = await client.query<SeedInfo['counts']>(
+      `SELECT (SELECT count(*)::int FROM organizations WHERE id LIKE $1) AS organizations,
+              (SELECT count(*)::int FROM customers) AS customers,
+              (SELECT count(*)::int FROM appointments) AS appointments`,
+      [`org\\_${options.seed}\\_%`],
+    )
+    return counts[0]
+  })
+}
+
+/** The seed's figures are kept with the database, so that a run reusing it can still report them. */
+async function seedNote(options: BenchOptions): Promise<SeedNote | undefined> {
+  return withClient(databaseUrl(options), async (client) => {
+    const { rows } = await client.query<{ note: string | null }>(
+      'SELECT shobj_description(oid, $1) AS note FROM pg_database WHERE datname = current_database()',
+      ['pg_database'],
+    )
+    try {
+      return rows[0]?.note ? (JSON.parse(rows[0].note) as SeedNote) : undefined
+    } catch {
+      return undefined
+    }
+  })
+}
+
+/**
+ * Reuses the benchmark database when it holds exactly the data asked for;
+ * otherwise (or with --fresh) creates it, migrates and seeds it with the real CLI.
+ * Either way ends with VACUUM ANALYZE, so counts are index-only with no heap fetches.
+ */
+export async function prepareDatabase(options: BenchOptions, log: (line: string) => void): Promise<SeedInfo> {
+  const wanted = {
+    organizations: options.orgs,
+    customers: options.customers,
+    appointments: options.appointments,
+  }
+  const found = options.fresh ? undefined : await existingCounts(options)
+  const reusable =
+    found !== undefined &&
+    found.organizations === wanted.organizations &&
+    found.customers === wanted.customers &&
+    found.appointments === wanted.appointments
+  let note = reusable ? await seedNote(options) : undefined
+  if (!reusable) {
+    log(`creating database ${options.database} and seeding ${options.customers + options.appointments} rows`)
+    await withClient(`${options.pgUrl}/postgres`, async (client) => {
+      await client.query(`DROP DATABASE IF EXISTS ${options.database} WITH (FORCE)`)
+      await client.query(`CREATE DATABASE ${options.database}`)
+    })
+    await openbook(options, ['migrate'])
+    const started = performance.now()
+    // One transaction: nothing to count until it ends, so only a sign of life meanwhile.
+    const heartbeat = setInterval(
+      () => log(`seeding… ${Math.round((performance.now() - started) / 1000)} s`),
+      60_000,
+    )
+    const seeded = await openbook<{ seconds: number; rowsPerSecond: number }>(options, [
+      'seed',
+      '--orgs',
+      String(options.orgs),
+      '--customers',
+      String(options.customers),
+      '--appointments',
+      String(options.appointments),
+      '--seed',
+      String(options.seed),
+    ]).finally(() => clearInterval(heartbeat))
+    note = {
+      seconds: seeded.seconds,
+      rowsPerSecond: seeded.rowsPerSecond,
+      wallSeconds: Math.round((performance.now() - started) / 100) / 10,
+    }
+    await withClient(databaseUrl(options), (client) =>
+      client.query(`COMMENT ON DATABASE ${options.database} IS '${JSON.stringify(note)}'`),
+    )
+  } else {
+    log(
+      `reusing database ${options.database} (${found.customers} customers, ${found.appointments} appointments)`,
+    )
+  }
+  const vacuumStarted = performance.now()
+  await withClient(databaseUrl(options), (client) => client.query('VACUUM (ANALYZE)'))
+  return {
+    fresh: !reusable,
+    seconds: note?.seconds ?? Number.NaN,
+    rowsPerSecond: note?.rowsPerSecond ?? Number.NaN,
+    wallSeconds: note?.wallSeconds ?? Number.NaN,
+    vacuumSeconds: Math.round((performance.now() - vacuumStarted) / 100) / 10,
+    counts: wanted,
+  }
+}
+
+interface ListedOrg {
+  readonly id: string
+  readonly plan: string
+  readonly customers: number
+  readonly appointments: number
+}
+
+const API_PLANS = new Set(['professional', 'enterprise'])
+
+function closest(orgs: readonly ListedOrg[], target: number): ListedOrg | undefined {
+  return [...orgs].sort(
+    (a, b) => Math.abs(Math.log(a.customers / target)) - Math.abs(Math.log(b.customers / target)),
+  )[0]
+}
+
+/**
+ * Picks from `orgs list` the largest organization, a typical small one (the median size)
+ * and a medium one (closest to ten times the median), each on a plan with API access.
+ */
+export function pickOrganizations(listed: readonly ListedOrg[]): Record<OrgSize, ListedOrg> {
+  const sizes = listed.map((org) => org.customers).sort((a, b) => a - b)
+  const median = Math.max(1, sizes[Math.floor(sizes.length / 2)] ?? 1)
+  const api = listed.filter((org) => API_PLANS.has(org.plan) && org.customers > 0)
+  const large = [...api].sort((a, b) => b.customers - a.customers)[0]
+  const rest = api.filter((org) => org !== large)
+  const medium = closest(rest, median * 10)
+  const small = closest(
+    rest.filter((org) => org !== medium),
+    median,
+  )
+  if (!large || !medium || !small) throw new Error('the data set needs three organizations on an API plan')
+  return { small, medium, large }
+}
+
+/** An owner or admin of the organization: who may create its keys. */
+async function keyManager(client: pg.Client, orgId: string): Promise<string> {
+  const { rows } = await client.query<{ email: string }>(
+    `SELECT u.email FROM memberships m JOIN users u ON u.id = m.user_id
+     WHERE m.org_id = $1 AND m.role IN ('owner', 'admin') ORDER BY m.role DESC, u.email LIMIT 1`,
+    [orgId],
+  )
+  const email = rows[0]?.email
+  if (!email) throw new Error(`organization ${orgId} has no owner or admin`)
+  return email
+}
+
+const KEY_NAME = 'bench'
+
+/**
+ * Picks the organizations and gives each a fresh test key with the real CLI;
+ * the previous run's benchmark keys are revoked first (plans limit active keys).
+ */
+export async function prepareOrganizations(options: BenchOptions): Promise<Record<OrgSize, BenchOrg>> {
+  const listed = await openbook<ListedOrg[]>(options, ['orgs', 'list'])
+  const picked = pickOrganizations(listed)
+  return withClient(databaseUrl(options), async (client) => {
+    const result: Partial<Record<OrgSize, BenchOrg>> = {}
+    for (const size of ['small', 'medium', 'large'] as const) {
+      const org = picked[size]
+      const keys = await openbook<{ id: string; name: string | null; status: string }[]>(options, [
+        'keys',
+        'list',
+        '--org',
+        org.id,
+      ])
+      for (const key of keys.filter((k) => k.name === KEY_NAME && k.status === 'active')) {
+        await openbook(options, ['keys', 'revoke', key.id])
+      }
+      const email = await keyManager(client, org.id)
+      const created = await openbook<{ key: string }>(options, [
+        'keys',
+        'create',
+        '--org',
+        org.id,
+        '--as',
+        email,
+        '--env',
+        'test',
+        '--name',
+        KEY_NAME,
+      ])
+      result[size] = { size, ...org, key: created.key }
+    }
+    return result as Record<OrgSize, BenchOrg>
+  })
+}
+
+/** A customer of the organization with the most active appointments (for the customerId filter). */
+export async function busyCustomer(client: pg.Client, orgId: string): Promise<string> {
+  const { rows } = await client.query<{ id: string }>(
+    `SELECT customer_id AS id FROM appointments WHERE org_id = $1 AND is_active AND customer_id IS NOT NULL
+     GROUP BY customer_id ORDER BY count(*) DESC, customer_id LIMIT 1`,
+    [orgId],
+  )
+  if (!rows[0]) throw new Error(`organization ${orgId} has no appointments with a customer`)
+  return rows[0].id
+}
+
+/** The exact total a request's filter matches: the service's own count statement. */
+export async function countOf(
+  client: pg.Client,
+  key: string,
+  orgId: string,
+  request: ListRequest,
+): Promise<number> {
+  const { count } = await captureStatements(key, orgId, request)
+  const { rows } = await client.query<{ total: number }>(count.text, [...count.params])
+  return rows[0]?.total ?? 0
+}
+
+export interface CountPlan {
+  readonly resource: string
+  readonly indexOnly: boolean
+  readonly heapFetches: number | null
+  readonly ms: number | null
+  /** The plan's lines, as EXPLAIN printed them. */
+  readonly text: string
+}
+
+/**
+ * EXPLAIN (ANALYZE, BUFFERS) of the service's count statement, run as the request path
+ * runs it: read-only, as openbook_reader, with the organization set for row-level security.
+ */
+export async function explainCount(
+  client: pg.Client,
+  key: string,
+  orgId: string,
+  request: ListRequest,
+): Promise<CountPlan> {
+  const { count } = await captureStatements(key, orgId, request)
+  await client.query('BEGIN READ ONLY; SET LOCAL ROLE openbook_reader')
+  try {
+    await client.query("SELECT set_config('openbook.org_id', $1, true)", [orgId])
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+      `EXPLAIN (ANALYZE, BUFFERS) ${count.text}`,
+      [...count.params],
+    )
+    const text = rows.map((row) => row['QUERY PLAN']).join('\n')
+    const fetches = /Heap Fetches: (\d+)/.exec(text)?.[1]
+    const ms = /Execution Time: ([\d.]+) ms/.exec(text)?.[1]
+    return {
+      resource: request.resource,
+      indexOnly: /Index Only Scan/.test(text),
+      heapFetches: fetches === undefined ? null : Number(fetches),
+      ms: ms === undefined ? null : Number(ms),
+      text,
+    }
+  } finally {
+    await client.query('ROLLBACK')
+  }
+}

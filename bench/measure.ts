@@ -1,0 +1,97 @@
+import type pg from 'pg'
+import { httpLoad, type LoadResult, pgbenchLoad } from './load.js'
+import { backendPids, metered, quiesce, type Usage } from './meter.js'
+import { pacedLoad } from './paced.js'
+import type { Target } from './servers.js'
+
+/** One target on one mix: as fast as it goes, then at half that rate for latency. */
+export interface TargetResult {
+  readonly saturation: LoadResult & Usage
+  readonly half: LoadResult
+}
+
+export type Log = (line: string) => void
+
+/** How each target is loaded. */
+export interface LoadSettings {
+  /** Seconds of each measurement. */
+  readonly duration: number
+  /** Seconds of load before a saturation measurement of a server. */
+  readonly warmup: number
+  /** HTTP connections. */
+  readonly connections: number
+  /** pgbench clients; also the servers' pool size. */
+  readonly poolSize: number
+}
+
+function summary(name: string, result: TargetResult): string {
+  const ms = (value: number | null) => (value === null ? '-' : value.toFixed(2))
+  const cpu = result.saturation.serverCpu === null ? '' : `, node ${Math.round(result.saturation.serverCpu)}%`
+  return (
+    `${name.padEnd(9)} ${Math.round(result.saturation.rps).toString().padStart(6)}/s` +
+    ` (pg ${Math.round(result.saturation.postgresCpu)}%${cpu}, others ${Math.round(result.saturation.otherCpu)}%),` +
+    ` at ${Math.round(result.half.rps)}/s p50 ${ms(result.half.p50)} p99 ${ms(result.half.p99)} ms` +
+    (result.saturation.failures + result.half.failures > 0
+      ? ` FAILURES ${result.saturation.failures + result.half.failures}`
+      : '')
+  )
+}
+
+/** Long enough for at least 12 requests at `rate`, however slow the mix (at most 15 s). */
+function latencySeconds(options: LoadSettings, rate: number): number {
+  return Math.min(15, Math.max(options.duration, Math.ceil(12 / Math.max(rate, 0.1))))
+}
+
+export async function measureHttp(
+  target: Target,
+  path: string,
+  key: string,
+  options: LoadSettings,
+  monitor: pg.Client,
+  log: Log,
+): Promise<TargetResult> {
+  const load = {
+    url: target.baseUrl + path,
+    headers: { authorization: `Bearer ${key}`, accept: 'application/json' },
+    connections: options.connections,
+  }
+  await quiesce(monitor)
+  if (options.warmup > 0) await httpLoad({ ...load, seconds: options.warmup })
+  const saturation = await metered(target.service.pid, backendPids(monitor, target.applicationName), () =>
+    httpLoad({ ...load, seconds: options.duration }),
+  )
+  await quiesce(monitor)
+  const rate = saturation.result.rps / 2
+  const half = await pacedLoad({ ...load, seconds: latencySeconds(options, rate), rate })
+  const result = { saturation: { ...saturation.result, ...saturation.usage }, half }
+  log(summary(target.name, result))
+  return result
+}
+
+export const PGBENCH_APPLICATION = 'openbook-bench-pgbench'
+
+export async function measurePgbench(
+  databaseUrl: string,
+  scriptFile: string,
+  options: LoadSettings,
+  monitor: pg.Client,
+  log: Log,
+): Promise<TargetResult> {
+  const load = {
+    databaseUrl,
+    scriptFile,
+    clients: options.poolSize,
+    seconds: options.duration,
+    applicationName: PGBENCH_APPLICATION,
+  }
+  await quiesce(monitor)
+  const saturation = await metered(undefined, backendPids(monitor, PGBENCH_APPLICATION), () =>
+    pgbenchLoad(load),
+  )
+  await quiesce(monitor)
+  const rate = saturation.result.rps / 2
+  const half = await pgbenchLoad({ ...load, seconds: latencySeconds(options, rate), rate })
+  const result = { saturation: { ...saturation.result, ...saturation.usage }, half }
+  log(summary('pgbench', result))
+  return result
+}

@@ -1,0 +1,182 @@
+import type { AppointmentFilters } from '../src/queries/appointments.js'
+import type { ListRequest, Resource } from './sql.js'
+
+export type OrgSize = 'small' | 'medium' | 'large'
+
+export interface BenchOrg {
+  readonly size: OrgSize
+  readonly id: string
+  readonly plan: string
+  /** Active rows, as `orgs list` counts them. */
+  readonly customers: number
+  readonly appointments: number
+  readonly key: string
+}
+
+export type PagePosition = 'first' | 'middle' | 'last'
+
+interface MixSpec {
+  readonly id: string
+  readonly resource: Resource
+  readonly size: OrgSize
+  readonly position: PagePosition
+  readonly filters: (context: MixContext) => AppointmentFilters
+  readonly filterLabel: string
+}
+
+export interface MixContext {
+  /** A customer of the largest organization who has appointments. */
+  readonly largeCustomerId: string
+  readonly now: Date
+}
+
+export interface Mix {
+  readonly id: string
+  readonly label: string
+  readonly org: BenchOrg
+  readonly position: PagePosition
+  readonly request: ListRequest
+  /** Path and query string of the HTTP request. */
+  readonly path: string
+}
+
+export const PAGE_SIZE = 50
+const DAY = 86_400_000
+const none = () => ({})
+const daysAgo = (context: MixContext, days: number) =>
+  new Date(context.now.getTime() - days * DAY).toISOString()
+
+/** Ten request mixes: both resources, three organization sizes, first/middle/last pages, each filter. */
+const SPECS: readonly MixSpec[] = [
+  {
+    id: 'cus-s-first',
+    resource: 'customers',
+    size: 'small',
+    position: 'first',
+    filters: none,
+    filterLabel: '',
+  },
+  {
+    id: 'cus-m-middle',
+    resource: 'customers',
+    size: 'medium',
+    position: 'middle',
+    filters: none,
+    filterLabel: '',
+  },
+  {
+    id: 'cus-l-first',
+    resource: 'customers',
+    size: 'large',
+    position: 'first',
+    filters: none,
+    filterLabel: '',
+  },
+  {
+    id: 'cus-l-last',
+    resource: 'customers',
+    size: 'large',
+    position: 'last',
+    filters: none,
+    filterLabel: '',
+  },
+  {
+    id: 'apt-s-status',
+    resource: 'appointments',
+    size: 'small',
+    position: 'first',
+    filters: () => ({ status: 'completed' }),
+    filterLabel: 'status',
+  },
+  {
+    id: 'apt-m-dates',
+    resource: 'appointments',
+    size: 'medium',
+    position: 'first',
+    filters: (c) => ({ startDate: daysAgo(c, 120), endDate: daysAgo(c, 30) }),
+    filterLabel: 'startDate+endDate',
+  },
+  {
+    id: 'apt-l-first',
+    resource: 'appointments',
+    size: 'large',
+    position: 'first',
+    filters: none,
+    filterLabel: '',
+  },
+  {
+    id: 'apt-l-filtered',
+    resource: 'appointments',
+    size: 'large',
+    position: 'first',
+    filters: (c) => ({ status: 'completed', startDate: daysAgo(c, 365), endDate: daysAgo(c, 1) }),
+    filterLabel: 'status+dates',
+  },
+  {
+    id: 'apt-l-customer',
+    resource: 'appointments',
+    size: 'large',
+    position: 'first',
+    filters: (c) => ({ customerId: c.largeCustomerId }),
+    filterLabel: 'customerId',
+  },
+  {
+    id: 'apt-l-last',
+    resource: 'appointments',
+    size: 'large',
+    position: 'last',
+    filters: none,
+    filterLabel: '',
+  },
+]
+
+function offsetFor(position: PagePosition, total: number): number {
+  if (position === 'first' || total === 0) return 0
+  const lastPage = Math.floor((total - 1) / PAGE_SIZE)
+  return (position === 'last' ? lastPage : Math.floor(lastPage / 2)) * PAGE_SIZE
+}
+
+export function pathOf(request: ListRequest): string {
+  const query = new URLSearchParams({
+    limit: String(request.page.limit),
+    offset: String(request.page.offset),
+  })
+  for (const [name, value] of Object.entries(request.filters)) {
+    if (value !== undefined) query.set(name, String(value))
+  }
+  return `/api/public/v1/${request.resource}?${query}`
+}
+
+/**
+ * The mixes of this data set. `countOf` gives the total a request's filter matches,
+ * which places the middle and last pages.
+ */
+export async function buildMixes(
+  orgs: Readonly<Record<OrgSize, BenchOrg>>,
+  context: MixContext,
+  countOf: (orgId: string, request: ListRequest) => Promise<number>,
+  only?: string,
+): Promise<Mix[]> {
+  const mixes: Mix[] = []
+  for (const spec of SPECS) {
+    if (only && !spec.id.includes(only)) continue
+    const org = orgs[spec.size]
+    const filters = spec.filters(context)
+    const probe: ListRequest = { resource: spec.resource, page: { limit: PAGE_SIZE, offset: 0 }, filters }
+    const total = spec.position === 'first' ? 0 : await countOf(org.id, probe)
+    const request: ListRequest = {
+      ...probe,
+      page: { limit: PAGE_SIZE, offset: offsetFor(spec.position, total) },
+    }
+    const filter = spec.filterLabel ? `, ${spec.filterLabel}` : ''
+    mixes.push({
+      id: spec.id,
+      label: `${spec.resource} · ${spec.size} · ${spec.position}${filter}`,
+      org,
+      position: spec.position,
+      request,
+      path: pathOf(request),
+    })
+  }
+  return mixes
+}

@@ -1,0 +1,110 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { freePort, type Service, startService } from './proc.js'
+
+export interface Target {
+  readonly name: string
+  readonly service: Service
+  /** application_name of its PostgreSQL connections. */
+  readonly applicationName: string
+  readonly baseUrl: string
+}
+
+const quietEnv = (extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv => ({
+  PATH: process.env.PATH,
+  HOME: process.env.HOME,
+  ...extra,
+})
+
+async function start(
+  name: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  applicationName: string,
+): Promise<Target> {
+  const port = await freePort()
+  const service = await startService(process.execPath, args, quietEnv({ ...env, PORT: String(port) }), port)
+  return { name, service, applicationName, baseUrl: `http://127.0.0.1:${port}` }
+}
+
+/** The minimal node:http + pg handler (bench/baseline-server.ts). */
+export function startBaseline(databaseUrl: string, poolSize: number): Promise<Target> {
+  const applicationName = 'openbook-bench-baseline'
+  return start(
+    'baseline',
+    ['--import', 'tsx', 'bench/baseline-server.ts'],
+    { DATABASE_URL: `${databaseUrl}?application_name=${applicationName}`, POOL_SIZE: String(poolSize) },
+    applicationName,
+  )
+}
+
+/** A server that does no work (bench/static-server.ts): the latency floor of the machine. */
+export function startStatic(): Promise<Target> {
+  return start('static', ['--import', 'tsx', 'bench/static-server.ts'], {}, 'none')
+}
+
+/** openbook itself on PostgreSQL: the built server, as `npm start` runs it. */
+export function startOpenbook(databaseUrl: string, extraArgs: readonly string[] = []): Promise<Target> {
+  const applicationName = 'openbook-bench-openbook'
+  return start(
+    'openbook',
+    [...extraArgs, 'dist/server.js'],
+    {
+      DATABASE_URL: `${databaseUrl}?application_name=${applicationName}`,
+      LOG_LEVEL: 'warn',
+      HOST: '127.0.0.1',
+    },
+    applicationName,
+  )
+}
+
+/** Event-loop delay in ms, from the preloaded sampler (bench/loop-delay.mjs). */
+export interface LoopDelay {
+  readonly p50: number
+  readonly p99: number
+  readonly max: number
+  readonly mean: number
+  readonly at: number
+}
+
+export interface EmbeddedTarget extends Target {
+  readonly key: string
+  /** Event-loop delay since the previous call. */
+  loopDelay(): Promise<LoopDelay>
+}
+
+/**
+ * openbook on the embedded store in a fresh DATA_DIR: its first start seeds the demo
+ * organization and prints the demo key, which is read from its output.
+ */
+export async function startEmbedded(dataDir: string): Promise<EmbeddedTarget> {
+  const delayFile = join(dataDir, '..', 'loop-delay.json')
+  const target = await start(
+    'openbook-embedded',
+    ['--import', './bench/loop-delay.mjs', 'dist/server.js'],
+    { DATA_DIR: dataDir, LOG_LEVEL: 'warn', HOST: '127.0.0.1', LOOP_DELAY_FILE: delayFile },
+    'pglite',
+  )
+  let key: string | undefined
+  for (let attempt = 0; attempt < 50 && !key; attempt++) {
+    key = /\b([a-z][a-z0-9]*_test_[0-9a-f]{64})\b/.exec(target.service.stdout())?.[1]
+    if (!key) await sleep(100)
+  }
+  if (!key) throw new Error('the embedded server printed no demo key')
+  const read = (): LoopDelay | undefined =>
+    existsSync(delayFile) ? (JSON.parse(readFileSync(delayFile, 'utf8')) as LoopDelay) : undefined
+  const loopDelay = async () => {
+    const before = read()?.at
+    const exited = target.service.exitReason()
+    if (exited) throw new Error(`the embedded server ${exited}`)
+    process.kill(target.service.pid, 'SIGWINCH')
+    for (let attempt = 0; attempt < 100; attempt++) {
+      const stats = read()
+      if (stats && stats.at !== before) return stats
+      await sleep(20)
+    }
+    throw new Error('the embedded server wrote no event-loop delay')
+  }
+  return { ...target, key, loopDelay }
+}

@@ -1,0 +1,96 @@
+import { hashSecret } from '../src/domain/api-key-secret.js'
+import { authenticateKey } from '../src/queries/api-keys.js'
+import { type AppointmentFilters, listAppointments } from '../src/queries/appointments.js'
+import { listCustomers } from '../src/queries/customers.js'
+import type { Page, PageRequest } from '../src/queries/page.js'
+import { readerPreamble, type Sql } from '../src/store/types.js'
+
+export type Resource = 'customers' | 'appointments'
+
+/** One list request, as the query layer sees it after validation. */
+export interface ListRequest {
+  readonly resource: Resource
+  readonly page: PageRequest
+  readonly filters: AppointmentFilters
+}
+
+export interface Statement {
+  readonly text: string
+  readonly params: readonly unknown[]
+}
+
+/** The statement that opens every request's transaction, as the PostgreSQL store sends it. */
+export const OPEN_TRANSACTION = `BEGIN; ${readerPreamble(true, 5_000)}`
+
+/** Runs the service's own query functions: the one place the benchmark takes SQL from. */
+export function listPage(sql: Sql, orgId: string, request: ListRequest): Promise<Page<unknown>> {
+  return request.resource === 'customers'
+    ? listCustomers(sql, orgId, request.page)
+    : listAppointments(sql, orgId, request.page, request.filters)
+}
+
+/** A connection that records statements instead of running them; every query returns no rows. */
+function recorder(): { sql: Sql; statements: Statement[] } {
+  const statements: Statement[] = []
+  const sql: Sql = {
+    async query<Row extends object>(text: string, params: readonly unknown[] = []): Promise<Row[]> {
+      statements.push({ text, params })
+      return []
+    },
+    async exec(text: string) {
+      statements.push({ text, params: [] })
+    },
+  }
+  return { sql, statements }
+}
+
+export interface RequestStatements {
+  readonly authenticate: Statement
+  /** The page with its total in one statement. */
+  readonly page: Statement
+  /** The same filter counted: what the service runs only for a page past the end. */
+  readonly count: Statement
+}
+
+/** The statements the service sends for one request with `secret`, captured from src/queries. */
+export async function captureStatements(
+  secret: string,
+  orgId: string,
+  request: ListRequest,
+): Promise<RequestStatements> {
+  const auth = recorder()
+  await authenticateKey(auth.sql, hashSecret(secret))
+  const list = recorder()
+  // No rows for the page: fetchPage then asks for the count alone, so both are recorded.
+  await listPage(list.sql, orgId, request)
+  const [authenticate] = auth.statements
+  const [page, count] = list.statements
+  if (!authenticate || !page || !count) throw new Error('the query layer sent unexpected statements')
+  return { authenticate, page, count }
+}
+
+function literal(value: unknown): string {
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value)
+  if (typeof value === 'string') return `'${value.replaceAll("'", "''")}'`
+  throw new Error(`no literal for ${typeof value}`)
+}
+
+/** The statement with its parameters written in as literals (for pgbench in simple-protocol mode). */
+export function inline(statement: Statement): string {
+  return statement.text.replace(/\$(\d+)/g, (_, n: string) => literal(statement.params[Number(n) - 1]))
+}
+
+/**
+ * A pgbench script of one request's transaction: the same statements, in the
+ * same round trips (the opening statements travel together, as the store sends them).
+ */
+export function pgbenchScript(statements: RequestStatements): string {
+  const open = OPEN_TRANSACTION.split(/;\s*/).join(' \\; ')
+  return [
+    `${open};`,
+    `${inline(statements.authenticate)};`,
+    `${inline(statements.page)};`,
+    'COMMIT;',
+    '',
+  ].join('\n')
+}
