@@ -1,7 +1,9 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { createServer, Socket } from 'node:net'
+import { Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
+
+export { freePort } from '../test/helpers/process.js'
 
 export interface RunResult {
   readonly code: number
@@ -132,19 +134,6 @@ function accepts(port: number): Promise<boolean> {
     })
     socket.once('error', () => resolve(false))
     socket.connect(port, '127.0.0.1')
-  })
-}
-
-/** A free TCP port on loopback (asked of the kernel, then released). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      const port = typeof address === 'object' && address ? address.port : 0
-      server.close(() => resolve(port))
-    })
   })
 }
 

@@ -54,6 +54,9 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
     let base = ''
     const cli = (...args: string[]) => openbook(args, env)
     const cliWithInput = (input: string, ...args: string[]) => openbook(args, env, input)
+    /** `keys create` by the owner of org_ent, the enterprise organization made below. */
+    const entKey = (keyEnv: 'test' | 'live', ...args: string[]) =>
+      cli('keys', 'create', '--org', 'org_ent', '--as', 'owner@ent.test', '--env', keyEnv, ...args)
 
     async function startServer(): Promise<void> {
       const port = await freePort()
@@ -302,112 +305,29 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
 
     it('enterprise has no key limit', async () => {
       for (let i = 0; i < 6; i++) {
-        expect(
-          (await cli('keys', 'create', '--org', 'org_ent', '--as', 'owner@ent.test', '--env', 'live')).code,
-        ).toBe(0)
+        expect((await entKey('live')).code).toBe(0)
       }
     })
 
     it('expiry: --expires-in, --expires-at, bad durations; an expired key lists as expired and reads nothing', async () => {
-      const inDays = json<{ expiresAt: string }>(
-        await cli(
-          'keys',
-          'create',
-          '--org',
-          'org_ent',
-          '--as',
-          'owner@ent.test',
-          '--env',
-          'test',
-          '--expires-in',
-          '90d',
-          '--json',
-        ),
-      )
+      const inDays = json<{ expiresAt: string }>(await entKey('test', '--expires-in', '90d', '--json'))
       const days = (Date.parse(inDays.expiresAt) - Date.now()) / 86_400_000
       expect(days).toBeGreaterThan(89.9)
       expect(days).toBeLessThan(90.1)
       const at = json<{ expiresAt: string }>(
-        await cli(
-          'keys',
-          'create',
-          '--org',
-          'org_ent',
-          '--as',
-          'owner@ent.test',
-          '--env',
-          'test',
-          '--expires-at',
-          '2099-01-02T03:04:05Z',
-          '--json',
-        ),
+        await entKey('test', '--expires-at', '2099-01-02T03:04:05Z', '--json'),
       )
       expect(at.expiresAt).toBe('2099-01-02T03:04:05.000Z')
       for (const bad of ['90', '1w', '-1d', 'soon']) {
-        expectOneLineFailure(
-          await cli(
-            'keys',
-            'create',
-            '--org',
-            'org_ent',
-            '--as',
-            'owner@ent.test',
-            '--env',
-            'test',
-            '--expires-in',
-            bad,
-          ),
-          1,
-          /bad duration/,
-        )
+        expectOneLineFailure(await entKey('test', '--expires-in', bad), 1, /bad duration/)
       }
+      expectOneLineFailure(await entKey('test', '--expires-at', 'tomorrow'), 1, /bad --expires-at/)
       expectOneLineFailure(
-        await cli(
-          'keys',
-          'create',
-          '--org',
-          'org_ent',
-          '--as',
-          'owner@ent.test',
-          '--env',
-          'test',
-          '--expires-at',
-          'tomorrow',
-        ),
-        1,
-        /bad --expires-at/,
-      )
-      expectOneLineFailure(
-        await cli(
-          'keys',
-          'create',
-          '--org',
-          'org_ent',
-          '--as',
-          'owner@ent.test',
-          '--env',
-          'test',
-          '--expires-at',
-          '2001-01-01T00:00:00Z',
-        ),
+        await entKey('test', '--expires-at', '2001-01-01T00:00:00Z'),
         1,
         /must be in the future/,
       )
-      const short = json<{ id: string; key: string }>(
-        await cli(
-          'keys',
-          'create',
-          '--org',
-          'org_ent',
-          '--as',
-          'owner@ent.test',
-          '--env',
-          'test',
-          '--expires-in',
-          '1s',
-          '--json',
-        ),
-      )
+      const short = json<{ id: string; key: string }>(await entKey('test', '--expires-in', '1s', '--json'))
       await new Promise((resolve) => setTimeout(resolve, 1_200))
       const list = json<{ id: string; status: string }[]>(
         await cli('keys', 'list', '--org', 'org_ent', '--json'),
@@ -420,9 +340,7 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
     })
 
     it('keys list shows hints and statuses, never a secret', async () => {
-      const created = json<{ id: string; key: string }>(
-        await cli('keys', 'create', '--org', 'org_ent', '--as', 'owner@ent.test', '--env', 'live', '--json'),
-      )
+      const created = json<{ id: string; key: string }>(await entKey('live', '--json'))
       expect((await cli('keys', 'revoke', created.id)).code).toBe(0)
       for (const output of [
         (await cli('keys', 'list', '--org', 'org_ent', '--json')).stdout,
@@ -448,9 +366,7 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
     })
 
     it('keys revoke takes effect on the very next request', async () => {
-      const created = json<{ id: string; key: string }>(
-        await cli('keys', 'create', '--org', 'org_ent', '--as', 'owner@ent.test', '--env', 'live', '--json'),
-      )
+      const created = json<{ id: string; key: string }>(await entKey('live', '--json'))
       expect((await get('customers?limit=1', created.key)).status).toBe(200)
       expect((await cli('keys', 'revoke', created.id)).code).toBe(0)
       expect(await get('customers?limit=1', created.key)).toEqual({
