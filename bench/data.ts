@@ -99,6 +99,8 @@ export async function prepareDatabase(options: BenchOptions, log: (line: string)
     found.customers === wanted.customers &&
     found.appointments === wanted.appointments
   let note = reusable ? await seedNote(options) : undefined
+  // A reused database still gets migrations added since it was seeded.
+  if (reusable) await openbook(options, ['migrate'])
   if (!reusable) {
     log(`creating database ${options.database} and seeding ${options.customers + options.appointments} rows`)
     await withClient(`${options.pgUrl}/postgres`, async (client) => {
