@@ -1,3 +1,4 @@
+import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
@@ -39,3 +40,9 @@ export async function buildTestApp(
 }
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
+
+/** Listens on a free loopback port, for tests over real HTTP; resolves to the port. */
+export async function listenOnLoopback(app: FastifyInstance): Promise<number> {
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  return (app.server.address() as AddressInfo).port
+}

@@ -3,7 +3,7 @@ import { connect, type Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildApp, DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from '../../src/app.js'
-import { buildTestApp } from '../helpers/app.js'
+import { buildTestApp, listenOnLoopback } from '../helpers/app.js'
 import { BRAND, createKey, createOrg } from '../helpers/fixtures.js'
 import { createTestStore, postgresAvailable, STORE_KINDS, type TestStore } from '../helpers/stores.js'
 
@@ -116,9 +116,7 @@ describe.each(STORE_KINDS)('limits over real HTTP on %s', (kind) => {
       const org = await createOrg(testStore.store, 'org_http')
       key = (await createKey(testStore.store, org)).key
       ;({ app } = await buildTestApp(testStore.store, { logLevel: 'silent' }))
-      await app.listen({ port: 0, host: '127.0.0.1' })
-      const address = app.server.address()
-      port = typeof address === 'object' && address ? address.port : 0
+      port = await listenOnLoopback(app)
     })
     afterAll(async () => {
       await app?.close()
@@ -327,9 +325,7 @@ describe('slow clients over real HTTP', () => {
       config: { apiKeyBrand: BRAND, logLevel: 'silent' },
       httpTimeouts: SHORT,
     })
-    await app.listen({ port: 0, host: '127.0.0.1' })
-    const address = app.server.address()
-    port = typeof address === 'object' && address ? address.port : 0
+    port = await listenOnLoopback(app)
   })
   afterAll(async () => {
     await app?.close()
