@@ -54,6 +54,9 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
     let base = ''
     const cli = (...args: string[]) => openbook(args, env)
     const cliWithInput = (input: string, ...args: string[]) => openbook(args, env, input)
+    /** `orgs create … --owner-email … --json`. */
+    const createOrgWithOwner = (name: string, plan: string, id: string, ownerEmail: string) =>
+      cli('orgs', 'create', '--name', name, '--plan', plan, '--id', id, '--owner-email', ownerEmail, '--json')
     /** `keys create` by the owner of org_ent, the enterprise organization made below. */
     const entKey = (keyEnv: 'test' | 'live', ...args: string[]) =>
       cli('keys', 'create', '--org', 'org_ent', '--as', 'owner@ent.test', '--env', keyEnv, ...args)
@@ -115,70 +118,16 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
 
     it('orgs create and list, with an owner', async () => {
       const created = json<{ id: string; plan: string; owner: { email: string } }>(
-        await cli(
-          'orgs',
-          'create',
-          '--name',
-          'Studio Pro',
-          '--plan',
-          'professional',
-          '--id',
-          'org_pro',
-          '--owner-email',
-          'owner@pro.test',
-          '--json',
-        ),
+        await createOrgWithOwner('Studio Pro', 'professional', 'org_pro', 'owner@pro.test'),
       )
       expect(created).toMatchObject({
         id: 'org_pro',
         plan: 'professional',
         owner: { email: 'owner@pro.test' },
       })
-      json(
-        await cli(
-          'orgs',
-          'create',
-          '--name',
-          'Free',
-          '--plan',
-          'free',
-          '--id',
-          'org_free',
-          '--owner-email',
-          'owner@free.test',
-          '--json',
-        ),
-      )
-      json(
-        await cli(
-          'orgs',
-          'create',
-          '--name',
-          'Starter',
-          '--plan',
-          'starter',
-          '--id',
-          'org_starter',
-          '--owner-email',
-          'owner@starter.test',
-          '--json',
-        ),
-      )
-      json(
-        await cli(
-          'orgs',
-          'create',
-          '--name',
-          'Big',
-          '--plan',
-          'enterprise',
-          '--id',
-          'org_ent',
-          '--owner-email',
-          'owner@ent.test',
-          '--json',
-        ),
-      )
+      json(await createOrgWithOwner('Free', 'free', 'org_free', 'owner@free.test'))
+      json(await createOrgWithOwner('Starter', 'starter', 'org_starter', 'owner@starter.test'))
+      json(await createOrgWithOwner('Big', 'enterprise', 'org_ent', 'owner@ent.test'))
       const generated = json<{ id: string }>(
         await cli('orgs', 'create', '--name', 'No id', '--plan', 'free', '--json'),
       )
