@@ -95,7 +95,7 @@ export function buildProgram(context: CliContext): Command {
       const progress = progressBar(context, undefined, 'lines')
       try {
         const summary = await context.withStore(async (store) => {
-          const imported = await importNdjson(store, input, (lines) => progress.update(lines))
+          const imported = await importNdjson(store, input, { onProgress: (lines) => progress.update(lines) })
           await refreshStatistics(store)
           return imported
         })
@@ -103,7 +103,10 @@ export function buildProgram(context: CliContext): Command {
         if (options.json) printJson(context, summary)
         else {
           const parts = Object.entries(summary.counts).map(([type, n]) => `${type} ${n}`)
-          context.stdout.write(`imported ${summary.lines} lines: ${parts.join(', ') || 'nothing'}\n`)
+          const firstLoad = summary.firstLoad.length ? ` (first load of ${summary.firstLoad.join(', ')})` : ''
+          context.stdout.write(
+            `imported ${summary.lines} lines: ${parts.join(', ') || 'nothing'}${firstLoad}\n`,
+          )
         }
       } finally {
         progress.stop()

@@ -1,4 +1,6 @@
-import { z } from 'zod'
+// Zod 4 (shipped inside zod 3.25 as zod/v4) validates a record about 2.5 times faster than Zod 3,
+// and the import validates a million of them: the rest of the code base still uses Zod 3.
+import { z } from 'zod/v4'
 import { PLANS, ROLES } from '../domain/plans.js'
 import {
   APPOINTMENT_STATUSES,
@@ -12,12 +14,13 @@ import type { RecordType } from '../store/bulk.js'
 /** The NDJSON import's record schemas: the API's field names, strict about unknown fields. */
 const id = z.string().min(1).max(128)
 const text = z.string().max(10_000)
-const timestamp = z.string().datetime({ offset: true })
+const timestamp = z.iso.datetime({ offset: true })
 const date = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'must be YYYY-MM-DD')
-const cents = z.number().int().min(0).max(2_147_483_647)
-/** Unknown fields are an error: a typo must not silently drop data. */
-const record = <Shape extends z.ZodRawShape>(shape: Shape) => z.object(shape).strict()
-const opt = <T extends z.ZodTypeAny>(schema: T) => schema.nullable().optional()
+const cents = z.int().min(0).max(2_147_483_647)
+/** Unknown fields are an error: a typo must not silently drop data. `type` was checked already. */
+const record = <Shape extends Record<string, z.ZodType>>(shape: Shape) =>
+  z.strictObject({ type: z.string(), ...shape })
+const opt = <T extends z.ZodType>(schema: T) => schema.nullable().optional()
 
 export const RECORD_SCHEMAS = {
   organization: record({
@@ -26,7 +29,7 @@ export const RECORD_SCHEMAS = {
     plan: z.enum(PLANS),
     createdAt: opt(timestamp),
   }),
-  user: record({ id, email: z.string().email(), name: opt(text) }),
+  user: record({ id, email: z.email(), name: opt(text) }),
   membership: record({ orgId: id, userId: id, role: z.enum(ROLES) }),
   staff: record({ id, orgId: id, name: opt(text), isActive: z.boolean().optional() }),
   service: record({ id, orgId: id, name: opt(text), isActive: z.boolean().optional() }),
@@ -85,25 +88,4 @@ export const RECORD_SCHEMAS = {
     message: 'must not be before start',
     path: ['end'],
   }),
-} satisfies Record<RecordType, z.ZodTypeAny>
-
-/** API field name → column name, where they differ by more than camelCase. */
-const COLUMN_OF: Readonly<Record<string, string>> = { start: 'start_at', end: 'end_at' }
-
-/** Field names are the schemas' (unknown ones are refused first), so the cache stays small. */
-const columnCache = new Map<string, string>()
-
-function snake(name: string): string {
-  let column = columnCache.get(name)
-  if (column === undefined) {
-    column = COLUMN_OF[name] ?? name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
-    columnCache.set(name, column)
-  }
-  return column
-}
-
-export function toRow(record: Record<string, unknown>): Record<string, unknown> {
-  const row: Record<string, unknown> = {}
-  for (const key in record) row[snake(key)] = record[key]
-  return row
-}
+} satisfies Record<RecordType, z.ZodType>

@@ -1,4 +1,5 @@
-import { type RecordType, upsertRows } from '../store/bulk.js'
+import { bulkLoad } from '../import/loader.js'
+import type { RecordType } from '../store/bulk.js'
 import type { Store } from '../store/types.js'
 import { organizationRows, planOrganizations, type SyntheticPlan } from './synthetic.js'
 
@@ -9,7 +10,13 @@ export interface SeedProgress {
   readonly total: number
 }
 
-/** Writes a synthetic data set in one transaction: all of it or, on failure, none. */
+/** Rows per chunk handed to the bulk loader, as for an import. */
+const CHUNK_ROWS = 25_000
+
+/**
+ * Writes a synthetic data set in one transaction through the import's bulk loader: all of it
+ * or, on failure, none. Rows are generated while the previous chunk is being written.
+ */
 export async function seedSynthetic(
   store: Store,
   plan: SyntheticPlan,
@@ -20,18 +27,26 @@ export async function seedSynthetic(
   const counts: Counts = {}
   const orgIds: string[] = []
   let done = 0
-  await store.admin(async (sql) => {
-    for (const org of organizations) {
-      for (const batch of organizationRows(org.index, org.customers, org.appointments, plan)) {
-        await upsertRows(sql, batch.type, batch.rows)
-        counts[batch.type] = (counts[batch.type] ?? 0) + batch.rows.length
-        if (batch.type === 'organization') orgIds.push(String(batch.rows[0]?.id))
-        if (batch.type === 'customer' || batch.type === 'appointment') {
-          done += batch.rows.length
-          onProgress({ done, total })
+  // Generated rows have no file: their position in the stream stands in for a line number.
+  let position = 0
+  await bulkLoad(
+    store,
+    {
+      chunkRows: CHUNK_ROWS,
+      onChunk: (chunk) => {
+        done += chunk.count('customer') + chunk.count('appointment')
+        onProgress({ done, total })
+      },
+    },
+    async (add) => {
+      for (const org of organizations) {
+        for (const batch of organizationRows(org.index, org.customers, org.appointments, plan)) {
+          for (const row of batch.rows) await add(batch.type, ++position, row)
+          counts[batch.type] = (counts[batch.type] ?? 0) + batch.rows.length
+          if (batch.type === 'organization') orgIds.push(String(batch.rows[0]?.id))
         }
       }
-    }
-  })
+    },
+  )
   return { counts, orgIds }
 }

@@ -100,11 +100,34 @@ export const WRITE_ORDER: readonly RecordType[] = [
   'appointment',
 ]
 
-const statements = new Map<RecordType, string>()
+/** The import format's (and the API's) name of a column: camelCase, `start_at`/`end_at` as `start`/`end`. */
+export function fieldOf(column: string): string {
+  if (column === 'start_at') return 'start'
+  if (column === 'end_at') return 'end'
+  return column.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase())
+}
 
-function upsertSql(type: RecordType): string {
-  const cached = statements.get(type)
-  if (cached) return cached
+/** Each type's field names, in the order of its columns. */
+export const FIELDS: Readonly<Record<RecordType, readonly string[]>> = (() => {
+  const fields = {} as Record<RecordType, readonly string[]>
+  for (const type of RECORD_TYPES) fields[type] = TABLES[type].columns.map(fieldOf)
+  return fields
+})()
+
+/** Each type's key, by field name. */
+export const KEY_FIELDS: Readonly<Record<RecordType, readonly string[]>> = (() => {
+  const keys = {} as Record<RecordType, readonly string[]>
+  for (const type of RECORD_TYPES) keys[type] = TABLES[type].key.map(fieldOf)
+  return keys
+})()
+
+/**
+ * `INSERT INTO <table> SELECT … FROM <source>`, where `source` yields the table's columns. A field
+ * left out takes the column's default rather than NULL. With `upsert`, an existing key is updated
+ * where anything differs (a later record replaces an earlier one); without, it is a unique
+ * violation (23505).
+ */
+export function insertSql(type: RecordType, source: string, upsert: boolean): string {
   const spec: {
     table: string
     key: readonly string[]
@@ -112,25 +135,24 @@ function upsertSql(type: RecordType): string {
     defaults?: Record<string, string>
   } = TABLES[type]
   const { table, key, columns } = spec
-  const list = columns.join(', ')
-  // A field left out of a record takes the column's default rather than NULL.
-  const values = columns
-    .map((c) => (spec.defaults?.[c] ? `coalesce(${c}, ${spec.defaults[c]})` : c))
-    .join(', ')
-  const updates = columns.filter((c) => !(key as readonly string[]).includes(c))
+  const values = columns.map((c) => (spec.defaults?.[c] ? `coalesce(${c}, ${spec.defaults[c]})` : c))
+  const updates = columns.filter((c) => !key.includes(c))
+  // A row that would not change is left alone: no new row version, no index entries, no bloat
+  // (importing the same file twice writes nothing the second time).
   const conflict = updates.length
-    ? `DO UPDATE SET ${updates.map((c) => `${c} = EXCLUDED.${c}`).join(', ')}`
+    ? `DO UPDATE SET ${updates.map((c) => `${c} = EXCLUDED.${c}`).join(', ')}
+       WHERE (${updates.map((c) => `${table}.${c}`).join(', ')})
+             IS DISTINCT FROM (${updates.map((c) => `EXCLUDED.${c}`).join(', ')})`
     : 'DO NOTHING'
-  // Rows travel as one JSON parameter: one statement per batch, the same on PostgreSQL and PGlite.
-  const text = `INSERT INTO ${table} (${list})
-    SELECT ${values} FROM json_populate_recordset(NULL::${table}, $1::json)
-    ON CONFLICT (${key.join(', ')}) ${conflict}`
-  statements.set(type, text)
-  return text
+  return `INSERT INTO ${table} (${columns.join(', ')})
+    SELECT ${values.join(', ')} FROM ${source}
+    ${upsert ? `ON CONFLICT (${key.join(', ')}) ${conflict}` : ''}`
 }
 
 /** Upserts rows (snake_case keys) of one type in a single statement. */
 export async function upsertRows(sql: Sql, type: RecordType, rows: readonly object[]): Promise<void> {
   if (rows.length === 0) return
-  await sql.query(upsertSql(type), [JSON.stringify(rows)])
+  // Rows travel as one JSON parameter: one statement, the same on PostgreSQL and PGlite.
+  const source = `json_populate_recordset(NULL::${TABLES[type].table}, $1::json)`
+  await sql.query(insertSql(type, source, true), [JSON.stringify(rows)])
 }

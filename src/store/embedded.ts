@@ -1,8 +1,8 @@
 import { mkdirSync } from 'node:fs'
 import { PGlite, type Transaction } from '@electric-sql/pglite'
-import { readerPreamble, type Sql, type Store } from './types.js'
+import { type AdminSql, copyStatement, readerPreamble, type Store } from './types.js'
 
-function sqlOf(tx: Transaction | PGlite): Sql {
+function sqlOf(tx: Transaction | PGlite): AdminSql {
   return {
     async query<Row extends object>(text: string, params: readonly unknown[] = []) {
       const result = await tx.query<Row>(text, params as unknown[])
@@ -10,6 +10,9 @@ function sqlOf(tx: Transaction | PGlite): Sql {
     },
     async exec(text: string) {
       await tx.exec(text)
+    },
+    async copyIn(table, columns, text) {
+      await tx.query(copyStatement(table, columns, "'/dev/blob'"), [], { blob: new Blob([text]) })
     },
   }
 }
@@ -27,7 +30,7 @@ export async function createEmbeddedStore(
   if (!dataDir.startsWith('memory://')) mkdirSync(dataDir, { recursive: true, mode: 0o700 })
   const db = await PGlite.create(dataDir)
 
-  function transaction<T>(preamble: string, work: (sql: Sql) => Promise<T>): Promise<T> {
+  function transaction<T>(preamble: string, work: (sql: AdminSql) => Promise<T>): Promise<T> {
     return db.transaction(async (tx) => {
       if (preamble) await tx.exec(preamble)
       return work(sqlOf(tx))

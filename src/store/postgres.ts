@@ -1,5 +1,7 @@
+import { pipeline } from 'node:stream/promises'
 import pg from 'pg'
-import { readerPreamble, type Sql, type Store } from './types.js'
+import { from as copyFrom } from 'pg-copy-streams'
+import { type AdminSql, copyStatement, readerPreamble, type Store } from './types.js'
 
 export interface PostgresStoreOptions {
   readonly connectionString: string
@@ -9,7 +11,7 @@ export interface PostgresStoreOptions {
   readonly onIdleError?: (error: Error) => void
 }
 
-function sqlOf(client: pg.PoolClient): Sql {
+function sqlOf(client: pg.PoolClient): AdminSql {
   return {
     async query<Row extends object>(text: string, params: readonly unknown[] = []) {
       const result = await client.query<Row>(text, params as unknown[])
@@ -17,6 +19,9 @@ function sqlOf(client: pg.PoolClient): Sql {
     },
     async exec(text: string) {
       await client.query(text)
+    },
+    async copyIn(table, columns, text) {
+      await pipeline([text], client.query(copyFrom(copyStatement(table, columns, 'STDIN'))))
     },
   }
 }
@@ -32,7 +37,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
   pool.on('error', (error) => options.onIdleError?.(error))
   const timeout = options.statementTimeoutMs ?? 5_000
 
-  async function transaction<T>(preamble: string, work: (sql: Sql) => Promise<T>): Promise<T> {
+  async function transaction<T>(preamble: string, work: (sql: AdminSql) => Promise<T>): Promise<T> {
     const client = await pool.connect()
     let broken = false
     // A backend that dies while the connection is checked out emits 'error' on the client, which the

@@ -5,6 +5,19 @@ export interface Sql {
   exec(text: string): Promise<void>
 }
 
+/** The operator's connection: a `Sql` that can also bulk-load. */
+export interface AdminSql extends Sql {
+  /**
+   * Loads rows in COPY's text format (one line per row, tab-separated, `\\N` for NULL) into
+   * `table`: PostgreSQL streams them with COPY FROM STDIN, PGlite reads them with COPY FROM '/dev/blob'.
+   */
+  copyIn(table: string, columns: readonly string[], text: string): Promise<void>
+}
+
+/** The COPY statement both stores run; `source` is STDIN or PGlite's '/dev/blob'. */
+export const copyStatement = (table: string, columns: readonly string[], source: string) =>
+  `COPY ${table} (${columns.join(', ')}) FROM ${source}`
+
 export type StoreKind = 'postgres' | 'embedded'
 
 /**
@@ -18,7 +31,7 @@ export interface Store {
   readonly kind: StoreKind
   read<T>(work: (sql: Sql) => Promise<T>): Promise<T>
   asReader<T>(work: (sql: Sql) => Promise<T>): Promise<T>
-  admin<T>(work: (sql: Sql) => Promise<T>): Promise<T>
+  admin<T>(work: (sql: AdminSql) => Promise<T>): Promise<T>
   close(): Promise<void>
 }
 

@@ -370,6 +370,7 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
           customer: 6,
           appointment: 4,
         },
+        firstLoad: [],
       })
       const human = await cli('import', file)
       expect(human.stdout).toMatch(/^imported 20 lines: .*customer 6.*appointment 4/)

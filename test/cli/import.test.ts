@@ -1,0 +1,149 @@
+import { Readable } from 'node:stream'
+import { afterEach, describe, expect, it } from 'vitest'
+import { FIRST_LOAD_MIN_ROWS } from '../../src/import/loader.js'
+import { importNdjson } from '../../src/import/ndjson.js'
+import { syntheticLines } from '../../src/seed/lines.js'
+import type { Store } from '../../src/store/types.js'
+import { createTestStore, postgresAvailable, STORE_KINDS, type TestStore } from '../helpers/stores.js'
+import { type Line, ndjson, organizationLines } from './fixtures.js'
+
+/** The bulk loader's behaviour, called directly on both stores (the CLI tests run the binary). */
+
+const input = (text: string) => Readable.from([text])
+
+/** Every secondary index and foreign key of the tenant tables, as the catalog defines them. */
+async function catalog(store: Store): Promise<string[]> {
+  return store.admin(async (sql) => {
+    const rows = await sql.query<{ definition: string }>(
+      `SELECT pg_get_indexdef(i.indexrelid) AS definition FROM pg_index i
+        WHERE i.indrelid IN ('customers'::regclass, 'appointments'::regclass)
+       UNION ALL
+       SELECT conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid) || ' ' || convalidated
+         FROM pg_constraint WHERE conrelid IN ('customers'::regclass, 'appointments'::regclass)
+       ORDER BY 1`,
+    )
+    return rows.map((row) => row.definition)
+  })
+}
+
+/** A digest of every stored customer and appointment, independent of physical order. */
+async function contents(store: Store): Promise<{ customers: number; appointments: number; digest: string }> {
+  return store.admin(async (sql) => {
+    const [row] = await sql.query<{ customers: number; appointments: number; digest: string }>(
+      `SELECT (SELECT count(*)::int FROM customers) AS customers,
+              (SELECT count(*)::int FROM appointments) AS appointments,
+              md5((SELECT string_agg(c::text, '|' ORDER BY c.org_id, c.id) FROM customers c) ||
+                  (SELECT string_agg(a::text, '|' ORDER BY a.org_id, a.id) FROM appointments a)) AS digest`,
+    )
+    if (!row) throw new Error('no contents')
+    return row
+  })
+}
+
+async function failure(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise
+  } catch (error) {
+    return (error as Error).message
+  }
+  throw new Error('expected the import to fail')
+}
+
+describe.each(STORE_KINDS)('bulk import on %s', (kind) => {
+  describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
+    const opened: TestStore[] = []
+    const open = async () => {
+      const testStore = await createTestStore(kind)
+      opened.push(testStore)
+      return testStore.store
+    }
+    afterEach(async () => {
+      for (const testStore of opened.splice(0)) await testStore.close()
+    })
+
+    it('a first load (large first chunk, empty tables) equals a load in small chunks, keeps every index and foreign key, and lets the last line of a key win across chunks', async () => {
+      const lines = [...syntheticLines(FIRST_LOAD_MIN_ROWS + 2_000, 4)].map((l) => l.line)
+      // The same customers again after the first chunk, renamed: the later line must win.
+      const renamed = lines
+        .filter((line) => line.includes('"type":"customer"'))
+        .slice(0, 50)
+        .map((line) => line.replace(/"firstName":"[^"]*"/, '"firstName":"Renamed"'))
+      const text = `${[...lines, ...renamed].join('\n')}\n`
+
+      const bulk = await open()
+      const before = await catalog(bulk)
+      const summary = await importNdjson(bulk, input(text), { chunkLines: lines.length })
+      expect(summary.lines).toBe(lines.length + renamed.length)
+      expect(summary.firstLoad).toEqual(['customers', 'appointments'])
+      expect(await catalog(bulk)).toEqual(before)
+
+      const small = await open()
+      expect((await importNdjson(small, input(text), { chunkLines: 1_000 })).firstLoad).toEqual([])
+      const [a, b] = [await contents(bulk), await contents(small)]
+      expect(a).toEqual(b)
+      expect(a.customers).toBeGreaterThan(FIRST_LOAD_MIN_ROWS / 4)
+
+      const renamedCount = await bulk.admin(
+        async (sql) =>
+          (
+            await sql.query<{ n: number }>(
+              "SELECT count(*)::int AS n FROM customers WHERE first_name = 'Renamed'",
+            )
+          )[0]?.n,
+      )
+      expect(renamedCount).toBe(renamed.length)
+    }, 180_000)
+
+    it('a bad line after a first load began leaves nothing behind, and the catalog as it was', async () => {
+      const lines = [...syntheticLines(FIRST_LOAD_MIN_ROWS + 1_000, 6)].map((l) => l.line)
+      const store = await open()
+      const before = await catalog(store)
+      const bad = '{"type":"staff","orgId":"org_nowhere","id":"stf_x"}'
+      const message = await failure(
+        importNdjson(store, input(`${[...lines, bad].join('\n')}\n`), { chunkLines: lines.length }),
+      )
+      expect(message).toBe(
+        `line ${lines.length + 1}: staff.orgId: refers to an organization that is not in this organization (earlier in the file or already stored)`,
+      )
+      expect(await catalog(store)).toEqual(before)
+      expect(await contents(store)).toMatchObject({ customers: 0, appointments: 0 })
+    }, 180_000)
+
+    it('a reference to a record further down the file is refused, naming the line and field', async () => {
+      const org = organizationLines('org_fwd', 'o@fwd.test')
+      // The first appointment moved above its customer.
+      const appointment = org[8] as Line
+      const reordered = [...org.slice(0, 5), appointment, ...org.slice(5, 8)]
+      const message = await failure(importNdjson(await open(), input(ndjson(reordered))))
+      expect(message).toMatch(/^line 6: appointment\.customerId: refers to a customer/)
+    })
+
+    it('a key repeated in the same chunk counts from its first line: a reference between the two is valid', async () => {
+      const org = organizationLines('org_rep', 'o@rep.test')
+      const customer = org[5] as Line
+      const lines = [...org, { ...customer, firstName: 'Later' }]
+      const store = await open()
+      await importNdjson(store, input(ndjson(lines)))
+      const names = await store.admin((sql) =>
+        sql.query<{ first_name: string }>('SELECT first_name FROM customers WHERE id = $1', [customer.id]),
+      )
+      expect(names).toEqual([{ first_name: 'Later' }])
+    })
+
+    it('a value the database refuses names its line and field (a date that does not exist)', async () => {
+      const org = organizationLines('org_date', 'o@date.test')
+      const lines = [...org.slice(0, 5), { ...(org[5] as Line), dateOfBirth: '1990-02-30' }]
+      const message = await failure(importNdjson(await open(), input(ndjson(lines))))
+      expect(message).toMatch(/^line 6: customer\.dateOfBirth: .*1990-02-30/)
+    })
+
+    it("a user with another user's e-mail is refused, naming the line and field", async () => {
+      const store = await open()
+      await importNdjson(store, input(ndjson(organizationLines('org_mail', 'taken@mail.test'))))
+      const message = await failure(
+        importNdjson(store, input(ndjson([{ type: 'user', id: 'usr_other', email: 'TAKEN@mail.test' }]))),
+      )
+      expect(message).toBe('line 1: user.email: is the e-mail of another user')
+    })
+  })
+})
