@@ -19,7 +19,8 @@ import type { AdminSql, Store } from '../store/types.js'
  * uniqueness), then merged into the real tables with one INSERT … SELECT … ON CONFLICT per
  * type, parents first. Everything happens in the caller's transaction: all of it or nothing.
  *
- * A first load (a large first chunk, and an empty customers or appointments table) is loaded
+ * A first load (at least FIRST_LOAD_MIN_ROWS records in the first chunk, and an empty customers or
+ * appointments table) is loaded
  * as pg_restore does: that table's secondary indexes and foreign keys are dropped inside the
  * transaction and rebuilt from their own definitions at the end, which is several times faster
  * than maintaining them row by row. The references were checked already, so the rebuilt
@@ -217,9 +218,6 @@ class BulkLoader {
   /** Creates the staging tables (dropped at commit) in the caller's transaction. */
   static async begin(sql: AdminSql): Promise<BulkLoader> {
     const statements = [
-      // Staging tables live in the session's temporary buffers: one chunk fits (only settable
-      // before the session's first temporary table; a no-op after).
-      "SET LOCAL temp_buffers = '64MB'",
       // Sorting a chunk for the merge and rebuilding indexes stay in memory.
       "SET LOCAL work_mem = '64MB'",
       "SET LOCAL maintenance_work_mem = '256MB'",
