@@ -168,7 +168,7 @@ const PARENT_TYPES: readonly RecordType[] = ['organization', 'user', 'staff', 's
 
 /**
  * The first line whose reference points at nothing: not at a key seen on an earlier line of the
- * file (the key log, small and in temporary buffers, so asked first), nor at a row stored before
+ * file (the key log: narrow rows in temporary tables, so asked first), nor at a row stored before
  * this chunk. Rows stored from earlier chunks are in the key log with earlier lines, so the
  * second probe can only succeed for rows that were there before the import.
  */
@@ -218,7 +218,7 @@ class BulkLoader {
   /** Creates the staging tables (dropped at commit) in the caller's transaction. */
   static async begin(sql: AdminSql): Promise<BulkLoader> {
     const statements = [
-      // Sorting a chunk for the merge and rebuilding indexes stay in memory.
+      // The checks' hash joins and the first load's index builds stay in memory.
       "SET LOCAL work_mem = '64MB'",
       "SET LOCAL maintenance_work_mem = '256MB'",
       // No constraints and no NOT NULL: the checks below name the line; defaults apply on merge.
