@@ -137,6 +137,32 @@ describe.each(STORE_KINDS)('bulk import on %s', (kind) => {
       expect(message).toMatch(/^line 6: customer\.dateOfBirth: .*1990-02-30/)
     })
 
+    it('importing the same file again writes nothing; a changed record rewrites only its own row', async () => {
+      const store = await open()
+      const lines = organizationLines('org_again', 'o@again.test')
+      await importNdjson(store, input(ndjson(lines)))
+      // xmin is the transaction that wrote a row version: unchanged means not rewritten.
+      const versions = () =>
+        store.admin((sql) =>
+          sql.query<{ id: string; version: string }>(
+            `SELECT id, xmin::text AS version FROM customers UNION ALL
+             SELECT id, xmin::text FROM appointments UNION ALL SELECT id, xmin::text FROM users
+             ORDER BY 1`,
+          ),
+        )
+      const first = await versions()
+      await importNdjson(store, input(ndjson(lines)))
+      expect(await versions()).toEqual(first)
+
+      const changed = lines.map((line) =>
+        line.id === 'cus_org_again_2' ? { ...line, firstName: 'Changed' } : line,
+      )
+      await importNdjson(store, input(ndjson(changed)))
+      const after = await versions()
+      const rewritten = after.filter((row, i) => row.version !== first[i]?.version).map((row) => row.id)
+      expect(rewritten).toEqual(['cus_org_again_2'])
+    })
+
     it("a user with another user's e-mail is refused, naming the line and field", async () => {
       const store = await open()
       await importNdjson(store, input(ndjson(organizationLines('org_mail', 'taken@mail.test'))))
