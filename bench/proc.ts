@@ -21,22 +21,32 @@ export interface RunOptions {
 
 const running = new Set<ChildProcess>()
 
+/** Spawns a child that `killAll` knows of and collects what it writes on stdout and stderr. */
+function spawnCollecting(
+  command: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  onStderr: (chunk: string) => void = () => {},
+): { child: ChildProcess; stdout: () => string; stderr: () => string } {
+  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  running.add(child)
+  let stdout = ''
+  let stderr = ''
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk
+  })
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk
+    onStderr(chunk)
+  })
+  return { child, stdout: () => stdout, stderr: () => stderr }
+}
+
 /** Runs a command to its end (or its time-out), collecting its output. */
 export function run(command: string, args: readonly string[], options: RunOptions = {}): Promise<RunResult> {
   const started = performance.now()
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
-      env: options.env ?? process.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    running.add(child)
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      stdout += chunk
-    })
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr += chunk
+    const { child, stdout, stderr } = spawnCollecting(command, args, options.env ?? process.env, (chunk) => {
       if (options.echoStderr) process.stderr.write(chunk)
     })
     const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 120_000)
@@ -48,7 +58,12 @@ export function run(command: string, args: readonly string[], options: RunOption
     child.on('close', (code, signal) => {
       clearTimeout(timer)
       running.delete(child)
-      resolve({ code: code ?? (signal ? 128 : 1), stdout, stderr, ms: performance.now() - started })
+      resolve({
+        code: code ?? (signal ? 128 : 1),
+        stdout: stdout(),
+        stderr: stderr(),
+        ms: performance.now() - started,
+      })
     })
   })
 }
@@ -84,16 +99,7 @@ export async function startService(
   env: NodeJS.ProcessEnv,
   port: number,
 ): Promise<Service> {
-  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
-  running.add(child)
-  let out = ''
-  let err = ''
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    out += chunk
-  })
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    err += chunk
-  })
+  const { child, stdout: out, stderr: err } = spawnCollecting(command, args, env)
   const exited = new Promise<void>((resolve) => child.on('close', () => resolve()))
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
@@ -108,7 +114,7 @@ export async function startService(
     if (child.exitCode !== null) {
       running.delete(child)
       throw new Error(
-        `${command} ${args.join(' ')} exited ${child.exitCode}: ${err.trim().split('\n').pop()}`,
+        `${command} ${args.join(' ')} exited ${child.exitCode}: ${err().trim().split('\n').pop()}`,
       )
     }
     if (await accepts(port)) {
@@ -116,8 +122,8 @@ export async function startService(
       const exitReason = () =>
         child.exitCode === null && child.signalCode === null
           ? undefined
-          : `exited ${child.exitCode ?? child.signalCode}: ${(err.trim() || out.trim()).split('\n').slice(-3).join(' | ')}`
-      return { pid: child.pid, port, stdout: () => out, exitReason, stop }
+          : `exited ${child.exitCode ?? child.signalCode}: ${(err().trim() || out().trim()).split('\n').slice(-3).join(' | ')}`
+      return { pid: child.pid, port, stdout: out, exitReason, stop }
     }
     await sleep(100)
   }
