@@ -1,7 +1,7 @@
 /**
  * The ceiling for any Node service over this schema: plain node:http and pg, the
  * same transaction, key lookup and SQL as openbook (its own query functions),
- * JSON.stringify of the page. No framework, validation beyond the essentials,
+ * the envelope written around the items the database serialised. No framework, validation beyond the essentials,
  * logging or response schema.
  *
  * DATABASE_URL=… PORT=… [POOL_SIZE=10] [API_KEY_BRAND=svc] node --import tsx bench/baseline-server.ts
@@ -11,6 +11,7 @@ import pg from 'pg'
 import { hashSecret, secretPattern } from '../src/domain/api-key-secret.js'
 import { authenticateKey } from '../src/queries/api-keys.js'
 import type { AppointmentFilters } from '../src/queries/appointments.js'
+import { pageBody } from '../src/queries/page.js'
 import type { Sql } from '../src/store/types.js'
 import { type ListRequest, listPage, OPEN_TRANSACTION, type Resource } from './sql.js'
 
@@ -22,8 +23,9 @@ const keyFormat = secretPattern(process.env.API_KEY_BRAND ?? 'svc')
 const PREFIX = '/api/public/v1/'
 const FILTERS = ['status', 'customerId', 'staffId', 'startDate', 'endDate'] as const
 
+/** Sends `body`, written as JSON unless it is JSON text already. */
 function send(response: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body)
+  const text = typeof body === 'string' ? body : JSON.stringify(body)
   response.writeHead(status, {
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(text),
@@ -64,7 +66,7 @@ async function handle(secret: string, request: ListRequest): Promise<{ status: n
     await client.query(OPEN_TRANSACTION)
     const key = await authenticateKey(sql, hashSecret(secret))
     const result = key
-      ? { status: 200, body: await listPage(sql, key.orgId, request) }
+      ? { status: 200, body: pageBody(await listPage(sql, key.orgId, request)) }
       : { status: 401, body: { error: 'Unauthorized' } }
     await client.query('COMMIT')
     client.release()

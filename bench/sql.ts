@@ -1,7 +1,7 @@
 import { hashSecret } from '../src/domain/api-key-secret.js'
 import { authenticateKey } from '../src/queries/api-keys.js'
-import { type AppointmentFilters, listAppointments } from '../src/queries/appointments.js'
-import { listCustomers } from '../src/queries/customers.js'
+import { type AppointmentFilters, appointmentsPage, listAppointments } from '../src/queries/appointments.js'
+import { customersPage, listCustomers } from '../src/queries/customers.js'
 import type { Page, PageRequest } from '../src/queries/page.js'
 import { readerPreamble, type Sql } from '../src/store/types.js'
 
@@ -23,7 +23,7 @@ export interface Statement {
 export const OPEN_TRANSACTION = `BEGIN; ${readerPreamble(true, 5_000)}`
 
 /** Runs the service's own query functions: the one place the benchmark takes SQL from. */
-export function listPage(sql: Sql, orgId: string, request: ListRequest): Promise<Page<unknown>> {
+export function listPage(sql: Sql, orgId: string, request: ListRequest): Promise<Page> {
   return request.resource === 'customers'
     ? listCustomers(sql, orgId, request.page)
     : listAppointments(sql, orgId, request.page, request.filters)
@@ -48,11 +48,11 @@ export interface RequestStatements {
   readonly authenticate: Statement
   /** The page with its total in one statement. */
   readonly page: Statement
-  /** The same filter counted: what the service runs only for a page past the end. */
+  /** The total alone, as the page statement counts it. */
   readonly count: Statement
 }
 
-/** The statements the service sends for one request with `secret`, captured from src/queries. */
+/** The statements the service sends to PostgreSQL for one request with `secret`, from src/queries. */
 export async function captureStatements(
   secret: string,
   orgId: string,
@@ -60,13 +60,19 @@ export async function captureStatements(
 ): Promise<RequestStatements> {
   const auth = recorder()
   await authenticateKey(auth.sql, hashSecret(secret))
-  const list = recorder()
-  // No rows for the page: fetchPage then asks for the count alone, so both are recorded.
-  await listPage(list.sql, orgId, request)
   const [authenticate] = auth.statements
-  const [page, count] = list.statements
-  if (!authenticate || !page || !count) throw new Error('the query layer sent unexpected statements')
-  return { authenticate, page, count }
+  if (!authenticate) throw new Error('the key lookup sent no statement')
+  const statement =
+    request.resource === 'customers' ? customersPage(orgId) : appointmentsPage(orgId, request.filters)
+  return {
+    authenticate,
+    // PostgreSQL's form of the page (rows, not JSON): see Sql.jsonPages.
+    page: {
+      text: statement.rowsText,
+      params: [...statement.params, request.page.limit, request.page.offset],
+    },
+    count: { text: statement.countText, params: statement.params },
+  }
 }
 
 function literal(value: unknown): string {

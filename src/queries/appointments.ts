@@ -1,11 +1,13 @@
-import { type Appointment, NULLABLE_APPOINTMENT_FIELDS } from '../schemas/resources.js'
+import { NULLABLE_APPOINTMENT_FIELDS } from '../schemas/resources.js'
 import type { Sql } from '../store/types.js'
 import {
-  compact,
   fetchPage,
+  type ItemField,
   iso,
   type Page,
   type PageRequest,
+  type PageStatement,
+  pageStatement,
   type TenantFilterOptions,
   tenantCondition,
 } from './page.js'
@@ -20,13 +22,34 @@ export interface AppointmentFilters {
   readonly endDate?: string | undefined
 }
 
-const COLUMNS = `a.id, ${iso('a.start_at')} AS start, ${iso('a.end_at')} AS "end", a.org_id AS "orgId",
-  a.customer_id AS "customerId", a.staff_id AS "staffId", a.service_id AS "serviceId", a.status,
-  a.location_type AS "locationType", a.resource_id AS "resourceId", a.price_cents AS "priceCents",
-  a.currency, a.note, a.payment_status AS "paymentStatus", a.amount_paid_cents AS "amountPaidCents",
-  a.payment_kind AS "paymentKind", a.payment_id AS "paymentId", a.invoice_id AS "invoiceId",
-  a.requires_payment AS "requiresPayment", a.confirmed_after_payment AS "confirmedAfterPayment",
-  a.day_key AS "dayKey", ${iso('a.created_at')} AS "createdAt", ${iso('a.updated_at')} AS "updatedAt"`
+/** An appointment item, in the contract's order: empty fields are left out, the nullable ones written as null. */
+const FIELDS: readonly ItemField[] = (
+  [
+    ['id', 'r.id'],
+    ['start', iso('r.start_at')],
+    ['end', iso('r.end_at')],
+    ['orgId', 'r.org_id'],
+    ['customerId', 'r.customer_id'],
+    ['staffId', 'r.staff_id'],
+    ['serviceId', 'r.service_id'],
+    ['status', 'r.status'],
+    ['locationType', 'r.location_type'],
+    ['resourceId', 'r.resource_id'],
+    ['priceCents', 'r.price_cents'],
+    ['currency', 'r.currency'],
+    ['note', 'r.note'],
+    ['paymentStatus', 'r.payment_status'],
+    ['amountPaidCents', 'r.amount_paid_cents'],
+    ['paymentKind', 'r.payment_kind'],
+    ['paymentId', 'r.payment_id'],
+    ['invoiceId', 'r.invoice_id'],
+    ['requiresPayment', 'r.requires_payment'],
+    ['confirmedAfterPayment', 'r.confirmed_after_payment'],
+    ['dayKey', 'r.day_key'],
+    ['createdAt', iso('r.created_at')],
+    ['updatedAt', iso('r.updated_at')],
+  ] as const
+).map(([key, sql]) => ({ key, sql, nullable: NULLABLE_APPOINTMENT_FIELDS.has(key) }))
 
 const FILTER_SQL: Readonly<Record<keyof AppointmentFilters, (n: number) => string>> = {
   status: (n) => `k.status = $${n}`,
@@ -37,14 +60,12 @@ const FILTER_SQL: Readonly<Record<keyof AppointmentFilters, (n: number) => strin
 }
 const FILTER_NAMES = Object.keys(FILTER_SQL) as (keyof AppointmentFilters)[]
 
-/** Active appointments of one organization, filters combined with AND, newest start first. */
-export function listAppointments(
-  sql: Sql,
+/** The page statement of active appointments of `orgId`, filters combined with AND, latest start first. */
+export function appointmentsPage(
   orgId: string,
-  page: PageRequest,
   filters: AppointmentFilters,
   options?: TenantFilterOptions,
-): Promise<Page<Appointment>> {
+): PageStatement {
   const params: unknown[] = [orgId]
   const conditions = [tenantCondition('k', options), 'k.is_active']
   for (const name of FILTER_NAMES) {
@@ -53,15 +74,22 @@ export function listAppointments(
     params.push(value)
     conditions.push(FILTER_SQL[name](params.length))
   }
-  const where = conditions.join(' AND ')
-  const limitParam = params.length + 1
-  const count = `SELECT count(*)::int AS total FROM appointments k WHERE ${where}`
-  const pageSql = `SELECT ${COLUMNS}, (${count}) AS total
-    FROM (SELECT k.org_id, k.id FROM appointments k WHERE ${where}
-          ORDER BY k.start_at DESC, k.id DESC LIMIT $${limitParam} OFFSET $${limitParam + 1}) p
-    JOIN appointments a ON a.org_id = p.org_id AND a.id = p.id
-    ORDER BY a.start_at DESC, a.id DESC`
-  return fetchPage(sql, { pageSql, countSql: count, params }, page, (row) =>
-    compact<Appointment>(row, NULLABLE_APPOINTMENT_FIELDS),
-  )
+  return pageStatement({
+    table: 'appointments',
+    where: conditions.join(' AND '),
+    params,
+    orderBy: ['start_at', 'id'],
+    fields: FIELDS,
+  })
+}
+
+/** Active appointments of one organization, filters combined with AND, latest start first. */
+export function listAppointments(
+  sql: Sql,
+  orgId: string,
+  page: PageRequest,
+  filters: AppointmentFilters,
+  options?: TenantFilterOptions,
+): Promise<Page> {
+  return fetchPage(sql, appointmentsPage(orgId, filters, options), page)
 }

@@ -1,46 +1,65 @@
-import type { Customer } from '../schemas/resources.js'
 import type { Sql } from '../store/types.js'
 import {
-  compact,
   fetchPage,
+  type ItemField,
   iso,
   type Page,
   type PageRequest,
+  type PageStatement,
+  pageStatement,
   type TenantFilterOptions,
   tenantCondition,
 } from './page.js'
 
-const COLUMNS = `c.id, c.support_id AS "supportId", c.first_name AS "firstName", c.last_name AS "lastName",
-  c.display_name AS "displayName", c.email, c.phone, c.primary_phone AS "primaryPhone",
-  c.secondary_phone AS "secondaryPhone", c.preferred_contact_method AS "preferredContactMethod",
-  to_char(c.date_of_birth, 'YYYY-MM-DD') AS "dateOfBirth", c.gender, c.notes,
-  c.marketing_consent AS "marketingConsent", c.address_line1 AS "addressLine1", c.city, c.region,
-  c.postal_code AS "postalCode", c.country, c.preferred_staff_id AS "preferredStaffId",
-  c.is_active AS "isActive", ${iso('c.created_at')} AS "createdAt", ${iso('c.updated_at')} AS "updatedAt"`
+/** A customer item, in the contract's order; empty fields are left out. */
+const FIELDS: readonly ItemField[] = [
+  { key: 'id', sql: 'r.id' },
+  { key: 'supportId', sql: 'r.support_id' },
+  { key: 'firstName', sql: 'r.first_name' },
+  { key: 'lastName', sql: 'r.last_name' },
+  { key: 'displayName', sql: 'r.display_name' },
+  { key: 'email', sql: 'r.email' },
+  { key: 'phone', sql: 'r.phone' },
+  { key: 'primaryPhone', sql: 'r.primary_phone' },
+  { key: 'secondaryPhone', sql: 'r.secondary_phone' },
+  { key: 'preferredContactMethod', sql: 'r.preferred_contact_method' },
+  { key: 'dateOfBirth', sql: "to_char(r.date_of_birth, 'YYYY-MM-DD')" },
+  { key: 'gender', sql: 'r.gender' },
+  { key: 'notes', sql: 'r.notes' },
+  { key: 'marketingConsent', sql: 'r.marketing_consent' },
+  { key: 'addressLine1', sql: 'r.address_line1' },
+  { key: 'city', sql: 'r.city' },
+  { key: 'region', sql: 'r.region' },
+  { key: 'postalCode', sql: 'r.postal_code' },
+  { key: 'country', sql: 'r.country' },
+  { key: 'preferredStaffId', sql: 'r.preferred_staff_id' },
+  { key: 'isActive', sql: 'r.is_active' },
+  { key: 'createdAt', sql: iso('r.created_at') },
+  { key: 'updatedAt', sql: iso('r.updated_at') },
+]
 
-function queries(options?: TenantFilterOptions) {
-  const where = `${tenantCondition('k', options)} AND k.is_active`
-  const count = `SELECT count(*)::int AS total FROM customers k WHERE ${where}`
-  // The page's keys come from an index-only scan; only the page's rows are read from the heap.
-  const page = `SELECT ${COLUMNS}, (${count}) AS total
-    FROM (SELECT k.org_id, k.id FROM customers k WHERE ${where}
-          ORDER BY k.created_at DESC, k.id DESC LIMIT $2 OFFSET $3) p
-    JOIN customers c ON c.org_id = p.org_id AND c.id = p.id
-    ORDER BY c.created_at DESC, c.id DESC`
-  return { page, count }
+const statement = (options?: TenantFilterOptions) =>
+  pageStatement({
+    table: 'customers',
+    where: `${tenantCondition('k', options)} AND k.is_active`,
+    params: ['$1'],
+    orderBy: ['created_at', 'id'],
+    fields: FIELDS,
+  })
+
+const DEFAULT = statement()
+
+/** The page statement of active customers of `orgId`, newest first (`createdAt DESC, id DESC`). */
+export function customersPage(orgId: string, options?: TenantFilterOptions): PageStatement {
+  return { ...(options ? statement(options) : DEFAULT), params: [orgId] }
 }
 
-const DEFAULT = queries()
-
-/** Active customers of one organization, newest first (`createdAt DESC, id DESC`). */
+/** Active customers of one organization, newest first. */
 export function listCustomers(
   sql: Sql,
   orgId: string,
   page: PageRequest,
   options?: TenantFilterOptions,
-): Promise<Page<Customer>> {
-  const text = options ? queries(options) : DEFAULT
-  return fetchPage(sql, { pageSql: text.page, countSql: text.count, params: [orgId] }, page, (row) =>
-    compact<Customer>(row),
-  )
+): Promise<Page> {
+  return fetchPage(sql, customersPage(orgId, options), page)
 }

@@ -5,9 +5,25 @@ export interface PageRequest {
   readonly offset: number
 }
 
-export interface Page<Item> {
-  readonly data: Item[]
-  readonly pagination: { limit: number; offset: number; total: number; hasMore: boolean }
+export interface Pagination {
+  readonly limit: number
+  readonly offset: number
+  readonly total: number
+  readonly hasMore: boolean
+}
+
+/**
+ * One page: `items` holds the page's items as JSON objects, comma-separated and in order
+ * ('' for an empty page), ready to go between `[` and `]`.
+ */
+export interface Page {
+  readonly items: string
+  readonly pagination: Pagination
+}
+
+/** The response body: the envelope around the page's items. */
+export function pageBody(page: Page): string {
+  return `{"data":[${page.items}],"pagination":${JSON.stringify(page.pagination)}}`
 }
 
 /** Formats a timestamptz exactly as Date#toISOString does (milliseconds, Z). */
@@ -15,53 +31,119 @@ export function iso(column: string): string {
   return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
 }
 
+/** One field of an item: its JSON key and the SQL of its value. */
+export interface ItemField {
+  readonly key: string
+  readonly sql: string
+  /** Written as null when the value is NULL; any other field is then left out. */
+  readonly nullable?: boolean
+}
+
 /**
- * A page row as an item: without the page query's `total` column and without null values,
- * except for the fields the contract documents as nullable. Copies into a new object rather
- * than deleting keys, which would leave the row in V8's slow dictionary mode for the serializer.
+ * SQL that writes one item as compact JSON text, keys in the order given. `to_json` escapes
+ * strings and writes numbers and booleans bare; `concat_ws` skips the NULL members, which is
+ * how a field without a value is left out.
  */
-export function compact<Item>(row: Record<string, unknown>, nullable?: ReadonlySet<string>): Item {
+export function itemJsonSql(fields: readonly ItemField[]): string {
+  const members = fields.map(({ key, sql, nullable }) => {
+    if (!/^[A-Za-z][A-Za-z0-9]*$/.test(key)) throw new Error(`not a plain JSON key: ${key}`)
+    const value = `to_json(${sql})::text`
+    return `'"${key}":' || ${nullable ? `coalesce(${value}, 'null')` : value}`
+  })
+  return `'{' || concat_ws(',', ${members.join(', ')}) || '}'`
+}
+
+export interface PageStatementParts {
+  readonly table: 'customers' | 'appointments'
+  /** Conditions on the table under the alias `k`; `$1` is the organization. */
+  readonly where: string
+  /** The values of the conditions' parameters, `$1` first. */
+  readonly params: readonly unknown[]
+  /** The order's columns; each sorts descending. The last one must be unique within an organization. */
+  readonly orderBy: readonly string[]
+  /** The item's fields, reading the table under the alias `r`. */
+  readonly fields: readonly ItemField[]
+}
+
+/** A page's statements; their parameters are `params`, then limit and offset. */
+export interface PageStatement {
+  /** The page's rows, one column per field and the exact `total`; no row when the page is empty. */
+  readonly rowsText: string
+  /** The same page as one row: the exact `total`, and `items` written as JSON by the database. */
+  readonly jsonText: string
+  /** The total alone. */
+  readonly countText: string
+  readonly params: readonly unknown[]
+  readonly fields: readonly ItemField[]
+}
+
+/**
+ * The page with its exact total as a scalar sub-query. The page's keys come from an
+ * index-only scan; only its rows are read from the heap.
+ */
+export function pageStatement(parts: PageStatementParts): PageStatement {
+  const order = (alias: string) => parts.orderBy.map((column) => `${alias}.${column} DESC`).join(', ')
+  const limit = parts.params.length + 1
+  const countText = `SELECT count(*)::int AS total FROM ${parts.table} k WHERE ${parts.where}`
+  const from = `FROM (SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where}
+          ORDER BY ${order('k')} LIMIT $${limit} OFFSET $${limit + 1}) p
+    JOIN ${parts.table} r ON r.org_id = p.org_id AND r.id = p.id`
+  const columns = parts.fields.map(({ key, sql }) => `${sql} AS "${key}"`).join(', ')
+  const rowsText = `SELECT ${columns}, (${countText}) AS total ${from} ORDER BY ${order('r')}`
+  const jsonText = `SELECT (${countText}) AS total,
+    coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${order('r')}), '') AS items ${from}`
+  return { rowsText, jsonText, countText, params: parts.params, fields: parts.fields }
+}
+
+/**
+ * A row as an item's JSON: without the `total` column, and without null values except for the
+ * fields written as null. Copies into a new object rather than deleting keys, which would
+ * leave the row in V8's slow dictionary mode for the serializer.
+ */
+function itemJson(row: Record<string, unknown>, nullable: ReadonlySet<string>): string {
   const item: Record<string, unknown> = {}
   for (const key in row) {
     const value = row[key]
-    if (key !== 'total' && (value !== null || nullable?.has(key))) item[key] = value
+    if (key !== 'total' && (value !== null || nullable.has(key))) item[key] = value
   }
-  return item as Item
+  return JSON.stringify(item)
 }
 
-export interface PageQuery {
-  /** Page rows with a `total` column; returns no row when the page is empty. */
-  readonly pageSql: string
-  /** The same filter, counted: runs only when the page is empty. */
-  readonly countSql: string
-  readonly params: readonly unknown[]
+const nullableKeys = new WeakMap<readonly ItemField[], ReadonlySet<string>>()
+
+function nullableOf(fields: readonly ItemField[]): ReadonlySet<string> {
+  let keys = nullableKeys.get(fields)
+  if (!keys) {
+    keys = new Set(fields.filter((field) => field.nullable).map((field) => field.key))
+    nullableKeys.set(fields, keys)
+  }
+  return keys
 }
 
-/**
- * One round trip in the common case: the page query carries the exact total as
- * a scalar sub-query. Only an empty page (past the end) needs the count alone.
- */
-export async function fetchPage<Item>(
-  sql: Sql,
-  query: PageQuery,
-  page: PageRequest,
-  /** Turns a page row, `total` column included, into an item without it (see compact). */
-  toItem: (row: Record<string, unknown>) => Item,
-): Promise<Page<Item>> {
-  const params = [...query.params, page.limit, page.offset]
-  const rows = await sql.query<Record<string, unknown> & { total: number }>(query.pageSql, params)
+/** Runs a page statement for `page`, in the form the connection reads best (see `Sql.jsonPages`). */
+export async function fetchPage(sql: Sql, statement: PageStatement, page: PageRequest): Promise<Page> {
+  const params = [...statement.params, page.limit, page.offset]
   let total: number
-  if (rows.length > 0) {
-    total = rows[0]?.total ?? 0
+  let items: string
+  if (sql.jsonPages) {
+    const [row] = await sql.query<{ total: number; items: string }>(statement.jsonText, params)
+    if (!row) throw new Error('a page statement returned no row')
+    total = row.total
+    items = row.items
   } else {
-    const [count] = await sql.query<{ total: number }>(query.countSql, query.params)
-    total = count?.total ?? 0
+    const rows = await sql.query<Record<string, unknown> & { total: number }>(statement.rowsText, params)
+    if (rows[0]) {
+      total = rows[0].total
+    } else {
+      const [count] = await sql.query<{ total: number }>(statement.countText, statement.params)
+      total = count?.total ?? 0
+    }
+    const nullable = nullableOf(statement.fields)
+    items = rows.map((row) => itemJson(row, nullable)).join(',')
   }
-  const data = rows.map((row) => toItem(row))
-  return {
-    data,
-    pagination: { limit: page.limit, offset: page.offset, total, hasMore: page.offset + data.length < total },
-  }
+  // Page and total come from one snapshot: more follow exactly when the page ends before the total.
+  const hasMore = page.offset + page.limit < total
+  return { items, pagination: { limit: page.limit, offset: page.offset, total, hasMore } }
 }
 
 export interface TenantFilterOptions {

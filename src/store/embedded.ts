@@ -4,6 +4,7 @@ import { type AdminSql, copyStatement, readerPreamble, type Store } from './type
 
 function sqlOf(tx: Transaction | PGlite): AdminSql {
   return {
+    jsonPages: true,
     async query<Row extends object>(text: string, params: readonly unknown[] = []) {
       const result = await tx.query<Row>(text, params as unknown[])
       return result.rows

@@ -1,5 +1,11 @@
 /** What a query needs from a connection: parameterised statements, rows back. */
 export interface Sql {
+  /**
+   * Pages come back as JSON text the database writes, rather than as rows. Set where reading a
+   * result's fields costs more than the database's JSON functions: PGlite parses results in
+   * JavaScript, field by field. PostgreSQL leaves it unset: there the database is the busier side.
+   */
+  readonly jsonPages?: boolean
   query<Row extends object>(text: string, params?: readonly unknown[]): Promise<Row[]>
   /** Several statements without parameters (migrations, transaction set-up). */
   exec(text: string): Promise<void>

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { listEnvelope } from '../../src/schemas/envelope.js'
 import { appointmentSchema } from '../../src/schemas/resources.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { addAppointments, addCustomers, addStaff, createKey, createOrg } from '../helpers/fixtures.js'
@@ -117,6 +118,13 @@ describe.each(STORE_KINDS)('GET /api/public/v1/appointments on %s', (kind) => {
       for (const appointment of body.data) {
         expect(appointment.orgId).toBe('org_a')
         for (const field of Object.keys(appointment)) expect(APPOINTMENT_FIELDS.has(field), field).toBe(true)
+      }
+    })
+
+    it('every page matches the strict envelope schema, nullable fields included', async () => {
+      for (const query of ['', '?limit=2&offset=1', '?status=completed', '?offset=100']) {
+        const result = listEnvelope(appointmentSchema).safeParse((await get(query)).json())
+        expect(result.error?.issues, query).toBeUndefined()
       }
     })
 

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { listEnvelope } from '../../src/schemas/envelope.js'
 import { customerSchema } from '../../src/schemas/resources.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
@@ -7,12 +8,21 @@ import { createTestStore, postgresAvailable, STORE_KINDS, type TestStore } from 
 
 const CUSTOMER_FIELDS = new Set(Object.keys(customerSchema.shape))
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+/** Text the database must escape when it writes the items' JSON. */
+const TEXT = {
+  firstName: 'Zoë "Z" O\'Brien',
+  lastName: 'back\\slash /slash',
+  notes: 'line\nbreak\ttab\rreturn \u0001\u001f bell\u0007 </script> \u2028\u2029 😀 \ud83d\ude00 ✓',
+  city: 'Zürich',
+  region: '{"json":"inside"}',
+}
 
 describe.each(STORE_KINDS)('GET /api/public/v1/customers on %s', (kind) => {
   describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
     let testStore: TestStore
     let app: FastifyInstance
     let key: string
+    let textKey: string
     // Active customers of org A in the expected order: createdAt DESC, then id DESC.
     const expectedOrder = ['cus_e', 'cus_d2', 'cus_d1', 'cus_c', 'cus_a']
 
@@ -47,6 +57,11 @@ describe.each(STORE_KINDS)('GET /api/public/v1/customers on %s', (kind) => {
         { id: 'cus_b2', createdAt: '2025-02-02T00:00:00.000Z' },
       ])
       key = (await createKey(store, orgA)).key
+      const orgText = await createOrg(store, 'org_text')
+      await addCustomers(store, orgText.id, [
+        { id: 'cus_text', createdAt: '2025-03-01T00:00:00.000Z', ...TEXT },
+      ])
+      textKey = (await createKey(store, orgText)).key
       ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
     })
 
@@ -87,6 +102,33 @@ describe.each(STORE_KINDS)('GET /api/public/v1/customers on %s', (kind) => {
       expect(byId.cus_c).toMatchObject({ dateOfBirth: '1990-04-05', marketingConsent: true })
       expect(byId.cus_e).toMatchObject({ notes: 'VIP' })
       expect(byId.cus_e).not.toHaveProperty('secondaryPhone')
+    })
+
+    it('writes every kind of text as exact JSON: quotes, backslashes, controls, line separators, astral', async () => {
+      const response = await app.inject({
+        method: 'GET',
+        url: '/api/public/v1/customers',
+        headers: bearer(textKey),
+      })
+      expect(response.statusCode).toBe(200)
+      const body = response.json()
+      expect(listEnvelope(customerSchema).safeParse(body).success).toBe(true)
+      expect(body.data).toEqual([
+        {
+          id: 'cus_text',
+          isActive: true,
+          createdAt: '2025-03-01T00:00:00.000Z',
+          updatedAt: '2025-03-01T00:00:00.000Z',
+          ...TEXT,
+        },
+      ])
+    })
+
+    it('every page matches the strict envelope schema', async () => {
+      for (const query of ['', '?limit=1&offset=4', '?offset=10']) {
+        const result = listEnvelope(customerSchema).safeParse((await get(query)).json())
+        expect(result.error?.issues, query).toBeUndefined()
+      }
     })
 
     it('pages without repeating or skipping a row, with an exact total and hasMore', async () => {
