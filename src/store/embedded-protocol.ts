@@ -1,0 +1,52 @@
+/** Messages between the embedded store (main thread) and its database thread (embedded-worker.ts). */
+
+export interface WorkerData {
+  readonly dataDir: string
+}
+
+export type DatabaseRequest =
+  | { readonly op: 'open' }
+  | {
+      readonly op: 'begin'
+      readonly preamble: string
+      /** The request path: a fixed set of statements, kept prepared (see embedded-worker.ts). */
+      readonly prepared: boolean
+    }
+  | { readonly op: 'query'; readonly text: string; readonly params: readonly unknown[] }
+  | { readonly op: 'exec'; readonly text: string }
+  | {
+      readonly op: 'copy'
+      readonly table: string
+      readonly columns: readonly string[]
+      readonly text: string
+    }
+  | { readonly op: 'end'; readonly commit: boolean }
+  | { readonly op: 'close' }
+
+export type DatabaseResponse =
+  | { readonly id: number; readonly ok: true; readonly value: unknown }
+  | { readonly id: number; readonly ok: false; readonly error: SerializedError }
+
+/** An error's message and its plain fields (PostgreSQL's code, detail, constraint, where…). */
+export interface SerializedError {
+  readonly name: string
+  readonly message: string
+  readonly fields: Readonly<Record<string, string | number | boolean>>
+}
+
+export function serializeError(error: unknown): SerializedError {
+  if (!(error instanceof Error)) return { name: 'Error', message: String(error), fields: {} }
+  const fields: Record<string, string | number | boolean> = {}
+  for (const [key, value] of Object.entries(error)) {
+    if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean')
+      fields[key] = value
+  }
+  return { name: error.name, message: error.message, fields }
+}
+
+/** The error again, on this side of the thread boundary, with the same fields. */
+export function deserializeError(error: SerializedError): Error {
+  const rebuilt = Object.assign(new Error(error.message), error.fields)
+  rebuilt.name = error.name
+  return rebuilt
+}

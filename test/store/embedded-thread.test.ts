@@ -1,0 +1,119 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createEmbeddedStore } from '../../src/store/embedded.js'
+import { migrate } from '../../src/store/migrate.js'
+import type { Sql, Store } from '../../src/store/types.js'
+
+describe('the embedded store runs PGlite on a thread of its own', () => {
+  let store: Store
+
+  beforeAll(async () => {
+    store = await createEmbeddedStore('memory://')
+    await store.admin((sql) => sql.exec('CREATE TABLE t (id int PRIMARY KEY)'))
+  })
+
+  afterAll(async () => {
+    await store?.close()
+  })
+
+  it('leaves the event loop free while a query runs', async () => {
+    let turns = 0
+    let running = true
+    const spin = () => {
+      turns++
+      if (running) setImmediate(spin)
+    }
+    setImmediate(spin)
+    // Seconds of work for PostgreSQL in WebAssembly; on the main thread no turn would pass meanwhile.
+    await store.admin((sql) =>
+      sql.query('SELECT count(*) FROM generate_series(1, 3000000) g WHERE g % 7 = 0'),
+    )
+    running = false
+    expect(turns).toBeGreaterThan(20)
+  })
+
+  it('passes errors back with PostgreSQL code and fields', async () => {
+    const failure = store.admin((sql) => sql.query('INSERT INTO t VALUES (1), (1)'))
+    await expect(failure).rejects.toMatchObject({ code: '23505', constraint: 't_pkey' })
+    await expect(store.admin((sql) => sql.query('SELECT 1/0'))).rejects.toMatchObject({ code: '22012' })
+  })
+
+  it('rolls a failed transaction back and commits a good one', async () => {
+    await expect(
+      store.admin(async (sql) => {
+        await sql.query('INSERT INTO t VALUES (10)')
+        throw new Error('changed my mind')
+      }),
+    ).rejects.toThrow('changed my mind')
+    await store.admin((sql) => sql.query('INSERT INTO t VALUES (11)'))
+    const rows = await store.admin((sql) => sql.query<{ id: number }>('SELECT id FROM t WHERE id >= 10'))
+    expect(rows).toEqual([{ id: 11 }])
+  })
+
+  it('runs transactions one after another, in the order asked', async () => {
+    const order: string[] = []
+    await Promise.all(
+      ['a', 'b', 'c'].map((name) =>
+        store.admin(async (sql) => {
+          order.push(`${name}:begin`)
+          await sql.query('SELECT 1')
+          order.push(`${name}:end`)
+        }),
+      ),
+    )
+    expect(order).toEqual(['a:begin', 'a:end', 'b:begin', 'b:end', 'c:begin', 'c:end'])
+  })
+
+  it("refuses a connection's use once its transaction has ended", async () => {
+    let kept: Sql | undefined
+    await store.admin(async (sql) => {
+      kept = sql
+    })
+    await expect(kept?.query('SELECT 1')).rejects.toThrow('the transaction has ended')
+  })
+
+  describe('the request path (prepared statements)', () => {
+    let migrated: Store
+
+    beforeAll(async () => {
+      migrated = await createEmbeddedStore('memory://')
+      await migrate(migrated)
+    })
+
+    afterAll(async () => {
+      await migrated?.close()
+    })
+
+    it('runs read-only, as openbook_reader', async () => {
+      const [role] = await migrated.read((sql) => sql.query<{ role: string }>('SELECT current_user AS role'))
+      expect(role?.role).toBe('openbook_reader')
+      await expect(migrated.read((sql) => sql.query('CREATE TABLE x (a int)'))).rejects.toMatchObject({
+        code: '25006',
+      })
+    })
+
+    it('returns the values PGlite returns to the operator: types, NULL, text parameters', async () => {
+      const text = `SELECT $1::int AS i, $2::text AS s, true AS b, NULL::text AS n, 2.5::float8 AS f,
+        '2025-01-02T03:04:05.678Z'::timestamptz AS t, $3::bigint AS big`
+      const params = [7, 'zoë "q"', '9007199254740993']
+      for (let run = 0; run < 3; run++) {
+        const read = await migrated.read((sql) => sql.query(text, params))
+        const admin = await migrated.admin((sql) => sql.query(text, params))
+        expect(read).toEqual(admin)
+      }
+      const [row] = await migrated.read((sql) => sql.query<{ s: string; t: Date }>(text, params))
+      expect(row?.s).toBe('zoë "q"')
+      expect(row?.t).toEqual(new Date('2025-01-02T03:04:05.678Z'))
+    })
+
+    it('reports a failed statement with its code, and runs the same statement again afterwards', async () => {
+      const text = 'SELECT $1::int AS n'
+      await expect(migrated.read((sql) => sql.query(text, ['x']))).rejects.toMatchObject({ code: '22P02' })
+      await expect(migrated.read((sql) => sql.query(text, ['x']))).rejects.toMatchObject({ code: '22P02' })
+      expect(await migrated.read((sql) => sql.query(text, ['5']))).toEqual([{ n: 5 }])
+      await expect(migrated.read((sql) => sql.query('SELECT FROM nowhere', []))).rejects.toMatchObject({
+        code: '42P01',
+      })
+      expect(await migrated.read((sql) => sql.query(text, [6]))).toEqual([{ n: 6 }])
+    })
+  })
+})
