@@ -11,6 +11,7 @@ export type DatabaseRequest =
       readonly preamble: string
       /** The request path: a fixed set of statements, kept prepared (see embedded-worker.ts). */
       readonly prepared: boolean
+      readonly readOnly: boolean
     }
   | { readonly op: 'query'; readonly text: string; readonly params: readonly unknown[] }
   | { readonly op: 'exec'; readonly text: string }

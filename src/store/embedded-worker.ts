@@ -2,9 +2,14 @@
  * The embedded store's database thread. PGlite runs here, so that its work (PostgreSQL compiled
  * to WebAssembly, and the parsing of results) never blocks the event loop that serves HTTP.
  * The main thread sends one transaction at a time (embedded.ts); requests run in arrival order.
+ *
+ * Every call into PGlite has a fixed cost (the protocol travels through a file of its virtual
+ * file system), so the request path makes two: BEGIN and its settings go with the key lookup,
+ * and a read-only transaction's COMMIT goes with the next call, whatever it is. Nothing else
+ * reaches the database meanwhile: this thread is its only client.
  */
 import { parentPort, workerData } from 'node:worker_threads'
-import { PGlite, parse, protocol, type Transaction } from '@electric-sql/pglite'
+import { type messages, PGlite, parse, protocol, type Results } from '@electric-sql/pglite'
 import {
   type DatabaseRequest,
   type DatabaseResponse,
@@ -17,44 +22,101 @@ const port = parentPort
 if (!port) throw new Error('embedded-worker.js runs as a worker thread of the embedded store')
 const { dataDir } = workerData as WorkerData
 
+type BackendMessage = messages.BackendMessage
+
 let db: PGlite | undefined
-/** The open transaction: its handle, the way to end it, its outcome, and whether it prepares. */
-let open:
-  | { tx: Transaction; end: (commit: boolean) => void; finished: Promise<void>; prepared: boolean }
-  | undefined
+
+interface OpenTransaction {
+  /** The request path's: its statements are kept prepared (see preparedQuery). */
+  readonly prepared: boolean
+  readonly readOnly: boolean
+  /** BEGIN has gone to the database (it travels with the transaction's first statement). */
+  begun: boolean
+}
+
+let open: OpenTransaction | undefined
+/** Statements without parameters owed to the database: they go ahead of the next call. */
+let owed: string[] = []
 
 function database(): PGlite {
   if (!db) throw new Error('the embedded database is not open')
   return db
 }
 
-function transaction(): Transaction {
+function inTransaction(): OpenTransaction {
   if (!open) throw new Error('no transaction is open')
-  return open.tx
+  return open
 }
 
-/** Opens a PGlite transaction that stays open until an `end` request. */
-function begin(preamble: string, prepared: boolean): Promise<void> {
-  return new Promise((started, failed) => {
-    const finished = database().transaction(async (tx) => {
-      if (preamble) await tx.exec(preamble)
-      const commit = await new Promise<boolean>((end) => {
-        open = { tx, end, finished, prepared }
-        started()
-      })
-      if (!commit) await tx.rollback()
-    })
-    // Before `started`, a failure is the begin's; after, `end` reports it.
-    finished.catch(failed)
-  })
+/** The owed statements as a simple-protocol message (none: undefined); the transaction counts as begun. */
+function takeOwed(): Uint8Array | undefined {
+  if (open) open.begun = true
+  if (owed.length === 0) return undefined
+  const text = owed.join('; ')
+  owed = []
+  return protocol.serialize.query(text)
+}
+
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((size, part) => size + part.length, 0))
+  let at = 0
+  for (const part of parts) {
+    out.set(part, at)
+    at += part.length
+  }
+  return out
+}
+
+/** Sends `parts` in one call; PostgreSQL's answers, errors among them. */
+async function send(parts: readonly Uint8Array[]): Promise<BackendMessage[]> {
+  return (await database().execProtocol(concat(parts), { syncToFs: false, throwOnError: false })).messages
+}
+
+/** The first error PostgreSQL reported, thrown as PGlite's DatabaseError with its fields. */
+function throwFirstError(messages: readonly BackendMessage[]): void {
+  const error = messages.find((message) => message.name === 'error')
+  if (error) throw error
+}
+
+/** The owed statements and then `text` (statements without parameters), in one call. */
+async function simple(text?: string): Promise<Results[]> {
+  const parts = [takeOwed(), text === undefined ? undefined : protocol.serialize.query(text)]
+  const present = parts.filter((part): part is Uint8Array => part !== undefined)
+  if (present.length === 0) return []
+  const messages = await send(present)
+  throwFirstError(messages)
+  return parse.parseResults(messages, database().parsers)
+}
+
+function begin(preamble: string, prepared: boolean, readOnly: boolean): void {
+  if (open) throw new Error('a transaction is open already')
+  owed.push('BEGIN')
+  if (preamble) owed.push(preamble)
+  open = { prepared, readOnly, begun: false }
 }
 
 async function end(commit: boolean): Promise<void> {
-  if (!open) throw new Error('no transaction is open')
-  const { end: close, finished } = open
+  const transaction = inTransaction()
   open = undefined
-  close(commit)
-  await finished
+  if (!transaction.begun) {
+    // No statement ran: the BEGIN never left.
+    owed = []
+    return
+  }
+  if (!commit) {
+    await simple('ROLLBACK')
+    return
+  }
+  if (transaction.readOnly) {
+    // It wrote nothing; its COMMIT goes ahead of the next call.
+    owed.push('COMMIT')
+    return
+  }
+  const results = await simple('COMMIT')
+  // COMMIT of a transaction an error aborted answers ROLLBACK: nothing was written.
+  if (results.at(-1)?.command === 'ROLLBACK') {
+    throw new Error('the transaction was rolled back: a statement in it had failed')
+  }
 }
 
 /** SQL text → the name of its prepared statement. */
@@ -67,28 +129,20 @@ type TextParam = string | number | null
 const isTextParam = (value: unknown): value is TextParam =>
   value === null || typeof value === 'string' || typeof value === 'number'
 
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((size, part) => size + part.length, 0))
-  let at = 0
-  for (const part of parts) {
-    out.set(part, at)
-    at += part.length
-  }
-  return out
-}
-
 /**
  * A statement of the request path in one call into PGlite, planned once: Parse under a name
- * the first time, then Bind, Describe, Execute and Sync. PGlite's own query() parses and plans
- * every time and crosses into WebAssembly six times; this halves the request's database time
- * (see bench/RESULTS.md, Findings). Parameters go as text, their types inferred by PostgreSQL.
+ * the first time, then Bind, Describe, Execute and Sync, behind any owed statements. PGlite's
+ * own query() parses and plans every time and crosses into WebAssembly six times (see
+ * bench/RESULTS.md, Findings). Parameters go as text, their types inferred by PostgreSQL.
  */
 async function preparedQuery(text: string, params: readonly TextParam[]): Promise<unknown[]> {
-  const pglite = database()
   const { serialize } = protocol
   const known = statements.get(text)
   const name = known ?? (statements.size < MAX_STATEMENTS ? `openbook_${statements.size}` : '')
-  const parts = known === undefined ? [serialize.parse({ name, text, types: [] })] : []
+  const parts: Uint8Array[] = []
+  const ahead = takeOwed()
+  if (ahead) parts.push(ahead)
+  if (known === undefined) parts.push(serialize.parse({ name, text, types: [] }))
   parts.push(
     serialize.bind({
       statement: name,
@@ -98,19 +152,19 @@ async function preparedQuery(text: string, params: readonly TextParam[]): Promis
     serialize.execute({}),
     serialize.sync(),
   )
-  const { messages } = await pglite.execProtocol(concat(parts), { syncToFs: false, throwOnError: false })
+  const messages = await send(parts)
+  // Parsed, even if binding or running failed after: the name is taken from now on.
   if (known === undefined && name && messages.some((message) => message.name === 'parseComplete')) {
     statements.set(text, name)
   }
-  const error = messages.find((message) => message.name === 'error')
-  if (error) throw error
-  return parse.parseResults(messages, pglite.parsers)[0]?.rows ?? []
+  throwFirstError(messages)
+  return parse.parseResults(messages, database().parsers).at(-1)?.rows ?? []
 }
 
 async function query(text: string, params: readonly unknown[]): Promise<unknown[]> {
-  const tx = transaction()
-  if (open?.prepared && params.every(isTextParam)) return preparedQuery(text, params)
-  return (await tx.query(text, [...params])).rows
+  if (inTransaction().prepared && params.every(isTextParam)) return preparedQuery(text, params)
+  await simple()
+  return (await database().query(text, [...params])).rows
 }
 
 async function handle(request: DatabaseRequest): Promise<unknown> {
@@ -119,21 +173,27 @@ async function handle(request: DatabaseRequest): Promise<unknown> {
       db = await PGlite.create(dataDir)
       return undefined
     case 'begin':
-      return begin(request.preamble, request.prepared)
+      return begin(request.preamble, request.prepared, request.readOnly)
     case 'query':
       return query(request.text, request.params)
     case 'exec':
-      await transaction().exec(request.text)
+      inTransaction()
+      await simple(request.text)
       return undefined
     case 'copy':
-      await transaction().query(copyStatement(request.table, request.columns, "'/dev/blob'"), [], {
+      inTransaction()
+      await simple()
+      await database().query(copyStatement(request.table, request.columns, "'/dev/blob'"), [], {
         blob: new Blob([request.text]),
       })
       return undefined
     case 'end':
       return end(request.commit)
     case 'close':
-      await db?.close()
+      if (db) {
+        await simple()
+        await db.close()
+      }
       db = undefined
       return undefined
   }

@@ -67,10 +67,18 @@ class DatabaseThread {
   }
 }
 
-/** One transaction's connection: it refuses work once its transaction has ended. */
-function sqlOf(thread: DatabaseThread, isOpen: () => boolean): AdminSql {
-  const call = <T>(request: DatabaseRequest) =>
-    isOpen() ? thread.call<T>(request) : Promise.reject(new Error('the transaction has ended'))
+/**
+ * One transaction's connection: it refuses work once its transaction has ended. Statements
+ * follow BEGIN without waiting for its answer; when BEGIN failed, its error is the one reported.
+ */
+function sqlOf(thread: DatabaseThread, begun: Promise<void>, isOpen: () => boolean): AdminSql {
+  const call = <T>(request: DatabaseRequest): Promise<T> => {
+    if (!isOpen()) return Promise.reject(new Error('the transaction has ended'))
+    return thread.call<T>(request).catch(async (error) => {
+      await begun
+      throw error
+    })
+  }
   return {
     jsonPages: true,
     query: <Row extends object>(text: string, params: readonly unknown[] = []) =>
@@ -78,6 +86,14 @@ function sqlOf(thread: DatabaseThread, isOpen: () => boolean): AdminSql {
     exec: (text) => call<void>({ op: 'exec', text }),
     copyIn: (table, columns, text) => call<void>({ op: 'copy', table, columns, text }),
   }
+}
+
+interface TransactionKind {
+  readonly preamble: string
+  /** The request path: its statements are kept prepared in the database thread. */
+  readonly prepared: boolean
+  /** READ ONLY: its COMMIT cannot change data, so the next transaction need not wait for it. */
+  readonly readOnly: boolean
 }
 
 /**
@@ -97,24 +113,31 @@ export async function createEmbeddedStore(dataDir: string, statementTimeoutMs = 
   }
   let queue: Promise<unknown> = Promise.resolve()
 
-  function transaction<T>(
-    preamble: string,
-    prepared: boolean,
-    work: (sql: AdminSql) => Promise<T>,
-  ): Promise<T> {
+  /**
+   * Runs `work` in a transaction once the ones before it have ended. Every step is a message to
+   * the database thread, which idles between them: so BEGIN is not waited for, and a read-only
+   * transaction's COMMIT only queued. The thread runs messages in order, so the next
+   * transaction still begins after it.
+   */
+  function transaction<T>(kind: TransactionKind, work: (sql: AdminSql) => Promise<T>): Promise<T> {
     const run = async () => {
-      await thread.call({ op: 'begin', preamble, prepared })
+      const begun = thread.call<void>({ op: 'begin', ...kind })
+      begun.catch(() => undefined)
       let open = true
       let result: T
       try {
-        result = await work(sqlOf(thread, () => open))
+        result = await work(sqlOf(thread, begun, () => open))
       } catch (error) {
         open = false
         await thread.call({ op: 'end', commit: false }).catch(() => undefined)
+        await begun
         throw error
       }
       open = false
-      await thread.call({ op: 'end', commit: true })
+      await begun
+      const ended = thread.call<void>({ op: 'end', commit: true })
+      if (kind.readOnly) ended.catch(() => undefined)
+      else await ended
       return result
     }
     const done = queue.then(run, run)
@@ -122,11 +145,23 @@ export async function createEmbeddedStore(dataDir: string, statementTimeoutMs = 
     return done
   }
 
+  const read: TransactionKind = {
+    preamble: readerPreamble(true, statementTimeoutMs),
+    prepared: true,
+    readOnly: true,
+  }
+  const asReader: TransactionKind = {
+    preamble: readerPreamble(false, statementTimeoutMs),
+    prepared: true,
+    readOnly: false,
+  }
+  const admin: TransactionKind = { preamble: '', prepared: false, readOnly: false }
+
   return {
     kind: 'embedded',
-    read: (work) => transaction(readerPreamble(true, statementTimeoutMs), true, work),
-    asReader: (work) => transaction(readerPreamble(false, statementTimeoutMs), true, work),
-    admin: (work) => transaction('', false, work),
+    read: (work) => transaction(read, work),
+    asReader: (work) => transaction(asReader, work),
+    admin: (work) => transaction(admin, work),
     async close() {
       await queue
       try {

@@ -71,6 +71,20 @@ describe('the embedded store runs PGlite on a thread of its own', () => {
     await expect(kept?.query('SELECT 1')).rejects.toThrow('the transaction has ended')
   })
 
+  it('reports a failing transaction preamble as such, then carries on', async () => {
+    const bare = await createEmbeddedStore('memory://')
+    try {
+      // Not migrated: the reader role does not exist, so SET LOCAL ROLE fails.
+      const failing = bare.read((sql) => sql.query('SELECT 1 AS one', []))
+      await expect(failing).rejects.toThrow(/openbook_reader/)
+      expect(await bare.admin((sql) => sql.query('SELECT 1 AS one'))).toEqual([{ one: 1 }])
+      await migrate(bare)
+      expect(await bare.read((sql) => sql.query('SELECT 1 AS one', []))).toEqual([{ one: 1 }])
+    } finally {
+      await bare.close()
+    }
+  })
+
   describe('the request path (prepared statements)', () => {
     let migrated: Store
 
@@ -103,6 +117,21 @@ describe('the embedded store runs PGlite on a thread of its own', () => {
       const [row] = await migrated.read((sql) => sql.query<{ s: string; t: Date }>(text, params))
       expect(row?.s).toBe('zoë "q"')
       expect(row?.t).toEqual(new Date('2025-01-02T03:04:05.678Z'))
+    })
+
+    it("ends before an operator's transaction: the operator's write runs with its own rights", async () => {
+      await migrated.admin((sql) =>
+        sql.exec("INSERT INTO organizations (id, name, plan) VALUES ('org_seen', 'Seen', 'free')"),
+      )
+      const count = () =>
+        migrated.admin((sql) =>
+          sql.query<{ n: number }>("SELECT count(*)::int AS n FROM organizations WHERE id LIKE 'org_s%'"),
+        )
+      expect(await migrated.read((sql) => sql.query('SELECT 1 AS one', []))).toEqual([{ one: 1 }])
+      await migrated.admin((sql) =>
+        sql.exec("INSERT INTO organizations (id, name, plan) VALUES ('org_seen2', 'Seen', 'free')"),
+      )
+      expect(await count()).toEqual([{ n: 2 }])
     })
 
     it('reports a failed statement with its code, and runs the same statement again afterwards', async () => {
