@@ -261,8 +261,13 @@ export async function countOf(
 }
 
 export interface CountPlan {
-  readonly resource: string
-  readonly indexOnly: boolean
+  /** What was counted: the resource, and the filter when there is one. */
+  readonly label: string
+  /** The plan's scans, as EXPLAIN names them ("Index Only Scan using … on …"). */
+  readonly scans: string[]
+  /** Some scan reads the table's rows themselves (a sequential or plain index scan of it). */
+  readonly readsTable: boolean
+  /** Heap fetches of the index-only scans, summed; null when there is none. */
   readonly heapFetches: number | null
   readonly ms: number | null
   /** The plan's lines, as EXPLAIN printed them. */
@@ -278,6 +283,7 @@ export async function explainCount(
   key: string,
   orgId: string,
   request: ListRequest,
+  label: string = request.resource,
 ): Promise<CountPlan> {
   const { count } = await captureStatements(key, orgId, request)
   await client.query('BEGIN READ ONLY; SET LOCAL ROLE openbook_reader')
@@ -288,12 +294,23 @@ export async function explainCount(
       [...count.params],
     )
     const text = rows.map((row) => row['QUERY PLAN']).join('\n')
-    const fetches = /Heap Fetches: (\d+)/.exec(text)?.[1]
+    const fetches = [...text.matchAll(/Heap Fetches: (\d+)/g)].map((match) => Number(match[1]))
     const ms = /Execution Time: ([\d.]+) ms/.exec(text)?.[1]
+    const scans = [
+      ...new Set(
+        [
+          ...text.matchAll(
+            /(?:Parallel )?(Seq Scan|Index Only Scan|Index Scan|Bitmap Heap Scan)(?: Backward)?(?: using \S+)? on \S+/g,
+          ),
+        ].map((match) => match[0]),
+      ),
+    ]
+    const table = request.resource
     return {
-      resource: request.resource,
-      indexOnly: /Index Only Scan/.test(text),
-      heapFetches: fetches === undefined ? null : Number(fetches),
+      label,
+      scans,
+      readsTable: scans.some((scan) => !scan.includes('Index Only Scan') && scan.endsWith(` on ${table}`)),
+      heapFetches: fetches.length === 0 ? null : fetches.reduce((a, b) => a + b, 0),
       ms: ms === undefined ? null : Number(ms),
       text,
     }

@@ -144,8 +144,8 @@ export function renderBench(report: BenchReport, withPlans: boolean): string {
   out.push('')
   for (const plan of report.explain) {
     out.push(
-      `Count of the largest organization's active ${plan.resource} (EXPLAIN (ANALYZE, BUFFERS) as openbook_reader ` +
-        `after VACUUM): ${plan.indexOnly ? 'Index Only Scan' : '**not** an index-only scan'}, ` +
+      `Count of the largest organization's active ${plan.label} (EXPLAIN (ANALYZE, BUFFERS) as openbook_reader ` +
+        `after VACUUM): ${plan.scans.join('; ')}; ${plan.readsTable ? '**reads the table**' : 'no table rows read'}, ` +
         `Heap Fetches: ${plan.heapFetches ?? '–'}, ${ms(plan.ms)} ms.`,
     )
     if (withPlans) out.push('', '```', plan.text, '```')

@@ -136,9 +136,14 @@ async function main(): Promise<void> {
     await explainCount(monitor, orgs.large.key, orgs.large.id, { resource: 'customers', ...firstPage }),
     await explainCount(monitor, orgs.large.key, orgs.large.id, { resource: 'appointments', ...firstPage }),
   ]
+  const filtered = mixes.find((mix) => mix.id === 'apt-l-filtered')
+  if (filtered) {
+    const label = `appointments (${Object.keys(filtered.request.filters).join(', ')})`
+    explain.push(await explainCount(monitor, orgs.large.key, orgs.large.id, filtered.request, label))
+  }
   for (const plan of explain) {
     log(
-      `count of ${plan.resource} (largest org): index-only ${plan.indexOnly}, heap fetches ${plan.heapFetches}`,
+      `count of ${plan.label} (largest org): ${plan.scans.join('; ')}; heap fetches ${plan.heapFetches}, ${plan.ms} ms`,
     )
   }
 

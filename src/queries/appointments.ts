@@ -60,6 +60,38 @@ const FILTER_SQL: Readonly<Record<keyof AppointmentFilters, (n: number) => strin
 }
 const FILTER_NAMES = Object.keys(FILTER_SQL) as (keyof AppointmentFilters)[]
 
+/** The parameter numbers of the filters a request gives. */
+type FilterParams = Partial<Record<keyof AppointmentFilters, number>>
+
+/**
+ * The exact total from the per-day counts (migration 003) when only status and dates filter:
+ * the days the range covers whole, summed, plus an index count of the part-days at its ends.
+ * `where` is the whole filter on appointments `k`, the range's bounds included.
+ */
+function dayCountsTotal(where: string, filters: FilterParams, options?: TenantFilterOptions): string {
+  const { status, startDate, endDate } = filters
+  const utc = (n: number) => `($${n}::timestamptz AT TIME ZONE 'UTC')`
+  // The first whole day: the start's own when it is midnight, else the next.
+  const firstDay = startDate && `(${utc(startDate)} + interval '1 day' - interval '1 microsecond')::date`
+  // The day of the end, the first one not whole (an inclusive end at midnight takes its instant only).
+  const endDay = endDate && `${utc(endDate)}::date`
+  const midnight = (day: string) => `(${day}::timestamp AT TIME ZONE 'UTC')`
+  const days = [
+    tenantCondition('c', options),
+    status && `c.status = $${status}`,
+    firstDay && `c.day >= ${firstDay}`,
+    endDay && `c.day < ${endDay}`,
+  ].filter(Boolean)
+  const terms = [`SELECT coalesce(sum(c.n), 0) FROM appointment_day_counts c WHERE ${days.join(' AND ')}`]
+  if (firstDay)
+    terms.push(`SELECT count(*) FROM appointments k WHERE ${where} AND k.start_at < ${midnight(firstDay)}`)
+  if (endDay) {
+    const from = firstDay ? `greatest(${midnight(endDay)}, ${midnight(firstDay)})` : midnight(endDay)
+    terms.push(`SELECT count(*) FROM appointments k WHERE ${where} AND k.start_at >= ${from}`)
+  }
+  return `SELECT (${terms.map((term) => `(${term})`).join(' + ')})::int AS total`
+}
+
 /** The page statement of active appointments of `orgId`, filters combined with AND, latest start first. */
 export function appointmentsPage(
   orgId: string,
@@ -67,19 +99,25 @@ export function appointmentsPage(
   options?: TenantFilterOptions,
 ): PageStatement {
   const params: unknown[] = [orgId]
+  const numbers: FilterParams = {}
   const conditions = [tenantCondition('k', options), 'k.is_active']
   for (const name of FILTER_NAMES) {
     const value = filters[name]
     if (value === undefined) continue
     params.push(value)
+    numbers[name] = params.length
     conditions.push(FILTER_SQL[name](params.length))
   }
+  const where = conditions.join(' AND ')
+  // A customer's or staff member's appointments are few: their own index counts them.
+  const byPerson = numbers.customerId !== undefined || numbers.staffId !== undefined
   return pageStatement({
     table: 'appointments',
-    where: conditions.join(' AND '),
+    where,
     params,
     orderBy: ['start_at', 'id'],
     fields: FIELDS,
+    ...(byPerson ? {} : { countText: dayCountsTotal(where, numbers, options) }),
   })
 }
 

@@ -63,6 +63,8 @@ export interface PageStatementParts {
   readonly orderBy: readonly string[]
   /** The item's fields, reading the table under the alias `r`. */
   readonly fields: readonly ItemField[]
+  /** The exact total as a statement of one row and column `total`; by default, count(*) over `where`. */
+  readonly countText?: string
 }
 
 /** A page's statements; their parameters are `params`, then limit and offset. */
@@ -78,20 +80,33 @@ export interface PageStatement {
 }
 
 /**
- * The page with its exact total as a scalar sub-query. The page's keys come from an
- * index-only scan; only its rows are read from the heap.
+ * The page and its exact total in one statement. The page's keys come from an index-only scan;
+ * only its rows are read from the heap. A page in the second half is read from the other end
+ * of the index, which the exact total allows: the last page costs what the first does, where
+ * OFFSET alone would step over every entry before it. Only the branch that applies runs.
  */
 export function pageStatement(parts: PageStatementParts): PageStatement {
-  const order = (alias: string) => parts.orderBy.map((column) => `${alias}.${column} DESC`).join(', ')
-  const limit = parts.params.length + 1
-  const countText = `SELECT count(*)::int AS total FROM ${parts.table} k WHERE ${parts.where}`
-  const from = `FROM (SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where}
-          ORDER BY ${order('k')} LIMIT $${limit} OFFSET $${limit + 1}) p
-    JOIN ${parts.table} r ON r.org_id = p.org_id AND r.id = p.id`
+  const order = (alias: string, direction: 'ASC' | 'DESC') =>
+    parts.orderBy.map((column) => `${alias}.${column} ${direction}`).join(', ')
+  const limit = `$${parts.params.length + 1}::bigint`
+  const offset = `$${parts.params.length + 2}::bigint`
+  const countText =
+    parts.countText ?? `SELECT count(*)::int AS total FROM ${parts.table} k WHERE ${parts.where}`
+  const keys = `SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where}`
+  const page = `(${keys} AND ${offset} * 2 < t.total
+        ORDER BY ${order('k', 'DESC')} LIMIT ${limit} OFFSET ${offset})
+      UNION ALL
+      (${keys} AND ${offset} * 2 >= t.total
+        ORDER BY ${order('k', 'ASC')} LIMIT greatest(0, least(${limit}, t.total - ${offset}))
+        OFFSET greatest(0, t.total - ${offset} - ${limit}))`
+  const rows = `FROM (${page}) p JOIN ${parts.table} r ON r.org_id = p.org_id AND r.id = p.id`
   const columns = parts.fields.map(({ key, sql }) => `${sql} AS "${key}"`).join(', ')
-  const rowsText = `SELECT ${columns}, (${countText}) AS total ${from} ORDER BY ${order('r')}`
-  const jsonText = `SELECT (${countText}) AS total,
-    coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${order('r')}), '') AS items ${from}`
+  const rowsText = `SELECT ${columns}, t.total FROM (${countText}) t CROSS JOIN LATERAL (
+      SELECT r.* ${rows}) r ORDER BY ${order('r', 'DESC')}`
+  const jsonText = `SELECT t.total, (
+      SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${order('r', 'DESC')}), '')
+      ${rows}) AS items
+    FROM (${countText}) t`
   return { rowsText, jsonText, countText, params: parts.params, fields: parts.fields }
 }
 

@@ -35,6 +35,12 @@ describe.each(STORE_KINDS)('the two forms of a page on %s', (kind) => {
         },
         { id: 'cus_bare', createdAt: '2025-01-03T00:00:00.000Z' },
         { id: 'cus_gone', createdAt: '2025-01-04T00:00:00.000Z', isActive: false },
+        // Ties on the time: the id orders them, read from either end.
+        ...['t1', 't2', 't3', 't4', 't5'].map((id) => ({
+          id: `cus_${id}`,
+          createdAt: '2025-01-05T00:00:00.000Z',
+        })),
+        ...['u1', 'u2'].map((id) => ({ id: `cus_${id}`, createdAt: '2024-12-31T23:59:59.999Z' })),
       ])
       await addStaff(store, 'org_f', ['stf_1'])
       await addAppointments(store, 'org_f', [
@@ -52,6 +58,8 @@ describe.each(STORE_KINDS)('the two forms of a page on %s', (kind) => {
           dayKey: '2025-03-01',
         },
         { id: 'apt_bare', start: '2025-03-02T09:00:00.999Z' },
+        ...['t1', 't2', 't3', 't4'].map((id) => ({ id: `apt_${id}`, start: '2025-03-01T09:00:00.000Z' })),
+        { id: 'apt_gone', start: '2025-03-03T09:00:00.000Z', isActive: false },
       ])
     })
 
@@ -85,6 +93,32 @@ describe.each(STORE_KINDS)('the two forms of a page on %s', (kind) => {
       const { json } = await bothForms(statement, 50, 0)
       expect(JSON.parse(`[${json.items}]`).length).toBeGreaterThanOrEqual(2)
     })
+
+    it.each([
+      ['customers', customersPage('org_f')],
+      ['appointments', appointmentsPage('org_f', {})],
+    ])(
+      '%s: every page, read from either end of the index, is its slice of the whole order',
+      async (_name, statement) => {
+        const { rows: whole } = await bothForms(statement, 100, 0)
+        const all = JSON.parse(`[${whole.items}]`) as { id: string }[]
+        const total = all.length
+        expect(whole.pagination.total).toBe(total)
+        for (const limit of [1, 2, 3, 4, 100]) {
+          for (let offset = 0; offset <= total + 1; offset++) {
+            const { rows, json } = await bothForms(statement, limit, offset)
+            const expected = all.slice(offset, offset + limit).map((item) => item.id)
+            const label = `limit ${limit} offset ${offset}`
+            expect(
+              JSON.parse(`[${rows.items}]`).map((item: { id: string }) => item.id),
+              label,
+            ).toEqual(expected)
+            expect(json.items, label).toBe(rows.items)
+            expect(rows.pagination, label).toEqual({ limit, offset, total, hasMore: offset + limit < total })
+          }
+        }
+      },
+    )
 
     it('writes the text exactly', async () => {
       const { json } = await bothForms(customersPage('org_f'), 50, 0)

@@ -79,7 +79,14 @@ describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
         ),
       )
       expect(rows.map((r) => r.table)).toEqual(
-        expect.arrayContaining(['api_keys', 'appointments', 'customers', 'organizations', 'staff']),
+        expect.arrayContaining([
+          'api_keys',
+          'appointment_day_counts',
+          'appointments',
+          'customers',
+          'organizations',
+          'staff',
+        ]),
       )
       for (const row of rows) expect(row, row.table).toMatchObject({ enabled: true, forced: true })
     })
@@ -92,13 +99,13 @@ describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
       async (_label, setup) => {
         const counts = await store.admin(async (sql) => {
           await sql.exec(`SET LOCAL ROLE ${READER}; ${setup}`)
-          const [row] = await sql.query<{ c: number; a: number; k: number }>(
+          const [row] = await sql.query<{ c: number; a: number; d: number; k: number }>(
             `SELECT (SELECT count(*)::int FROM customers) AS c, (SELECT count(*)::int FROM appointments) AS a,
-                  (SELECT count(*)::int FROM api_keys) AS k`,
+                  (SELECT count(*)::int FROM appointment_day_counts) AS d, (SELECT count(*)::int FROM api_keys) AS k`,
           )
           return row
         })
-        expect(counts).toEqual({ c: 0, a: 0, k: 0 })
+        expect(counts).toEqual({ c: 0, a: 0, d: 0, k: 0 })
         // The control: the same role with the setting named sees that organization's rows only.
         const named = await store.admin(async (sql) => {
           await sql.exec(`SET LOCAL ROLE ${READER}`)
@@ -397,7 +404,7 @@ describe.each(STORE_KINDS)('openbook_reader role on %s', (kind) => {
       expect(Number(owned?.n)).toBe(0)
     })
 
-    it('has exactly SELECT on customers, appointments, api_keys and UPDATE(last_used_at) on api_keys', async () => {
+    it('has exactly SELECT on customers, appointments, their day counts, api_keys and UPDATE(last_used_at) on api_keys', async () => {
       const grants = await store.admin((sql) =>
         sql.query<{ t: string; p: string }>(
           `SELECT table_name AS t, privilege_type AS p FROM information_schema.role_table_grants
@@ -407,6 +414,7 @@ describe.each(STORE_KINDS)('openbook_reader role on %s', (kind) => {
       )
       expect(grants).toEqual([
         { t: 'api_keys', p: 'SELECT' },
+        { t: 'appointment_day_counts', p: 'SELECT' },
         { t: 'appointments', p: 'SELECT' },
         { t: 'customers', p: 'SELECT' },
       ])
@@ -433,6 +441,7 @@ describe.each(STORE_KINDS)('openbook_reader role on %s', (kind) => {
       )
       expect(effective).toEqual([
         { t: 'api_keys', p: 'SELECT' },
+        { t: 'appointment_day_counts', p: 'SELECT' },
         { t: 'appointments', p: 'SELECT' },
         { t: 'customers', p: 'SELECT' },
       ])
@@ -481,6 +490,7 @@ describe.each(STORE_KINDS)('openbook_reader role on %s', (kind) => {
       expect(applying.map((p) => `${p.table}.${p.policy} ${p.command}`)).toEqual([
         'api_keys.key_lookup SELECT',
         'api_keys.tenant_isolation ALL',
+        'appointment_day_counts.tenant_isolation ALL',
         'appointments.tenant_isolation ALL',
         'customers.tenant_isolation ALL',
         'memberships.tenant_isolation ALL',
