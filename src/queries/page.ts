@@ -101,12 +101,14 @@ export function pageStatement(parts: PageStatementParts): PageStatement {
         OFFSET greatest(0, t.total - ${offset} - ${limit}))`
   const rows = `FROM (${page}) p JOIN ${parts.table} r ON r.org_id = p.org_id AND r.id = p.id`
   const columns = parts.fields.map(({ key, sql }) => `${sql} AS "${key}"`).join(', ')
-  const rowsText = `SELECT ${columns}, t.total FROM (${countText}) t CROSS JOIN LATERAL (
+  // MATERIALIZED: the total is computed once, not again wherever the branches name it.
+  const total = `WITH t AS MATERIALIZED (${countText})`
+  const rowsText = `${total} SELECT ${columns}, t.total FROM t CROSS JOIN LATERAL (
       SELECT r.* ${rows}) r ORDER BY ${order('r', 'DESC')}`
-  const jsonText = `SELECT t.total, (
+  const jsonText = `${total} SELECT t.total, (
       SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${order('r', 'DESC')}), '')
       ${rows}) AS items
-    FROM (${countText}) t`
+    FROM t`
   return { rowsText, jsonText, countText, params: parts.params, fields: parts.fields }
 }
 

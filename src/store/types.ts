@@ -49,6 +49,9 @@ export function readerPreamble(readOnly: boolean, statementTimeoutMs: number): s
     readOnly ? 'SET TRANSACTION READ ONLY' : '',
     `SET LOCAL ROLE ${READER_ROLE}`,
     `SET LOCAL statement_timeout = ${Math.trunc(statementTimeoutMs)}`,
+    // JIT compilation pays off for long analytic queries; a page costs 2-3 ms, and compiling one
+    // cost 40 ms whenever its estimate crossed jit_above_cost (bench/RESULTS.md, Findings).
+    'SET LOCAL jit = off',
   ]
     .filter(Boolean)
     .join('; ')

@@ -200,6 +200,9 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
       sql.query<{ statement_timeout: string }>('SHOW statement_timeout'),
     )
     expect(setting?.statement_timeout).toBe('5s')
+    // No JIT compilation on the request path: it cost 40 ms on a 3 ms page.
+    const [jit] = await store.read((sql) => sql.query<{ jit: string }>('SHOW jit'))
+    expect(jit?.jit).toBe('off')
     // The cut, with a 500 ms bound so that the test stays short; the last-used write path too.
     const quick = createPostgresStore({ connectionString: url, maxConnections: 1, statementTimeoutMs: 500 })
     try {
