@@ -45,6 +45,8 @@ const statement = (options?: TenantFilterOptions) =>
     params: ['$1'],
     orderBy: ['created_at', 'id'],
     fields: FIELDS,
+    // Kept per organization by triggers (migration 004): exact, from the same snapshot.
+    countText: `SELECT coalesce(sum(c.n), 0)::int AS total FROM customer_counts c WHERE ${tenantCondition('c', options)}`,
   })
 
 const DEFAULT = statement()

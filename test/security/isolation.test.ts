@@ -83,6 +83,7 @@ describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
           'api_keys',
           'appointment_day_counts',
           'appointments',
+          'customer_counts',
           'customers',
           'organizations',
           'staff',
@@ -99,13 +100,14 @@ describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
       async (_label, setup) => {
         const counts = await store.admin(async (sql) => {
           await sql.exec(`SET LOCAL ROLE ${READER}; ${setup}`)
-          const [row] = await sql.query<{ c: number; a: number; d: number; k: number }>(
+          const [row] = await sql.query<{ c: number; a: number; d: number; n: number; k: number }>(
             `SELECT (SELECT count(*)::int FROM customers) AS c, (SELECT count(*)::int FROM appointments) AS a,
-                  (SELECT count(*)::int FROM appointment_day_counts) AS d, (SELECT count(*)::int FROM api_keys) AS k`,
+                  (SELECT count(*)::int FROM appointment_day_counts) AS d,
+                  (SELECT count(*)::int FROM customer_counts) AS n, (SELECT count(*)::int FROM api_keys) AS k`,
           )
           return row
         })
-        expect(counts).toEqual({ c: 0, a: 0, d: 0, k: 0 })
+        expect(counts).toEqual({ c: 0, a: 0, d: 0, n: 0, k: 0 })
         // The control: the same role with the setting named sees that organization's rows only.
         const named = await store.admin(async (sql) => {
           await sql.exec(`SET LOCAL ROLE ${READER}`)
@@ -404,7 +406,7 @@ describe.each(STORE_KINDS)('openbook_reader role on %s', (kind) => {
       expect(Number(owned?.n)).toBe(0)
     })
 
-    it('has exactly SELECT on customers, appointments, their day counts, api_keys and UPDATE(last_used_at) on api_keys', async () => {
+    it('has exactly SELECT on customers, appointments, their counts, api_keys and UPDATE(last_used_at) on api_keys', async () => {
       const grants = await store.admin((sql) =>
         sql.query<{ t: string; p: string }>(
           `SELECT table_name AS t, privilege_type AS p FROM information_schema.role_table_grants
@@ -416,6 +418,7 @@ describe.each(STORE_KINDS)('openbook_reader role on %s', (kind) => {
         { t: 'api_keys', p: 'SELECT' },
         { t: 'appointment_day_counts', p: 'SELECT' },
         { t: 'appointments', p: 'SELECT' },
+        { t: 'customer_counts', p: 'SELECT' },
         { t: 'customers', p: 'SELECT' },
       ])
       // Column grants beyond the table-wide SELECTs: only the last-used column is writable.
@@ -443,6 +446,7 @@ describe.each(STORE_KINDS)('openbook_reader role on %s', (kind) => {
         { t: 'api_keys', p: 'SELECT' },
         { t: 'appointment_day_counts', p: 'SELECT' },
         { t: 'appointments', p: 'SELECT' },
+        { t: 'customer_counts', p: 'SELECT' },
         { t: 'customers', p: 'SELECT' },
       ])
       const writableColumns = await store.admin((sql) =>
@@ -492,6 +496,7 @@ describe.each(STORE_KINDS)('openbook_reader role on %s', (kind) => {
         'api_keys.tenant_isolation ALL',
         'appointment_day_counts.tenant_isolation ALL',
         'appointments.tenant_isolation ALL',
+        'customer_counts.tenant_isolation ALL',
         'customers.tenant_isolation ALL',
         'memberships.tenant_isolation ALL',
         'organizations.tenant_isolation ALL',

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { APPOINTMENT_STATUSES } from '../../src/schemas/resources.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
-import { addAppointments, createKey, createOrg } from '../helpers/fixtures.js'
+import { addAppointments, addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
 import { createTestStore, postgresAvailable, STORE_KINDS, type TestStore } from '../helpers/stores.js'
 
 type Status = (typeof APPOINTMENT_STATUSES)[number]
@@ -174,6 +174,67 @@ describe.each(STORE_KINDS)('exact totals of status and date filters on %s', (kin
       ).rejects.toThrow('abandoned')
       expect(await total({})).toBe(before)
       await expectCountsConsistent()
+    })
+  })
+})
+
+describe.each(STORE_KINDS)('exact customer totals on %s', (kind) => {
+  describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
+    let testStore: TestStore
+    let app: FastifyInstance
+    let key: string
+
+    beforeAll(async () => {
+      testStore = await createTestStore(kind)
+      const org = await createOrg(testStore.store, 'org_people')
+      await createOrg(testStore.store, 'org_other')
+      const people = (prefix: string, n: number) =>
+        Array.from({ length: n }, (_, i) => ({
+          id: `${prefix}_${String(i).padStart(3, '0')}`,
+          createdAt: iso(T0 + i * 60_000),
+          isActive: i % 4 !== 0,
+        }))
+      await addCustomers(testStore.store, org.id, people('cus', 40))
+      await addCustomers(testStore.store, 'org_other', people('cus', 25))
+      key = (await createKey(testStore.store, org)).key
+      ;({ app } = await buildTestApp(testStore.store, { logLevel: 'silent' }))
+    })
+
+    afterAll(async () => {
+      await app?.close()
+      await testStore?.close()
+    })
+
+    const total = async () =>
+      (await app.inject({ url: '/api/public/v1/customers?limit=1', headers: bearer(key) })).json().pagination
+        .total
+
+    async function expectConsistent(): Promise<void> {
+      const drift = await testStore.store.admin((sql) =>
+        sql.query(`SELECT * FROM (SELECT org_id, count(*)::int AS n FROM customers WHERE is_active GROUP BY 1) truth
+           FULL JOIN (SELECT * FROM customer_counts WHERE n > 0) kept USING (org_id)
+           WHERE truth.n IS DISTINCT FROM kept.n`),
+      )
+      expect(drift).toEqual([])
+    }
+
+    it('follows inserts, updates, deletes and upserts, and ignores other organizations', async () => {
+      expect(await total()).toBe(30)
+      await expectConsistent()
+      await testStore.store.admin(async (sql) => {
+        await sql.query(
+          "UPDATE customers SET is_active = false WHERE org_id = 'org_people' AND id < 'cus_010'",
+        )
+        await sql.query("DELETE FROM customers WHERE org_id = 'org_people' AND id >= 'cus_035'")
+      })
+      // cus_000..009: 7 active made inactive; cus_035..039: 4 active deleted.
+      expect(await total()).toBe(19)
+      await addCustomers(testStore.store, 'org_people', [
+        { id: 'cus_000', createdAt: iso(T0), isActive: true },
+        { id: 'cus_new', createdAt: iso(T0 + DAY), isActive: true },
+      ])
+      expect(await total()).toBe(21)
+      await expectConsistent()
     })
   })
 })
