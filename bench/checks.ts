@@ -118,6 +118,15 @@ export function checks(report: BenchReport): Check[] {
       largeFiltered,
       25,
     ),
+    {
+      target: 'exact total for the largest organization without scanning the table (EXPLAIN ANALYZE)',
+      met: report.explain.length > 0 && report.explain.every((plan) => !plan.readsTable && !plan.heapFetches),
+      figures: report.explain
+        .map(
+          (plan) => `${plan.label}: ${ms(plan.ms)} ms, ${plan.readsTable ? 'reads the table' : 'index-only'}`,
+        )
+        .join('; '),
+    },
     deepPageCheck(mixes),
     {
       target: 'embedded store ≥ 300 req/s',

@@ -18,7 +18,7 @@ import {
 } from './data.js'
 import { measureEmbedded } from './embedded.js'
 import type { LoadResult } from './load.js'
-import { type LoadSettings, measureHttp, measurePgbench, type TargetResult } from './measure.js'
+import { type LoadSettings, measureHttp, measurePgbench, type TargetResult, warmServer } from './measure.js'
 import { buildMixes, type Mix, PAGE_SIZE } from './mixes.js'
 import { type BenchOptions, parseOptions } from './options.js'
 import { pacedLoad } from './paced.js'
@@ -56,7 +56,7 @@ process.on('SIGINT', () => {
 function autoDuration(options: BenchOptions, mixes: number): number {
   if (options.duration !== undefined) return options.duration
   const left = options.budgetMinutes * 60 - seconds()
-  const fixed = mixes * (2 * options.warmup + 5) + 3 * options.warmup + 40
+  const fixed = mixes * (4 * options.warmup + 5) + 3 * options.warmup + 40
   return Math.min(5, Math.max(2, Math.floor((left - fixed) / (mixes * 6 + 4))))
 }
 
@@ -170,6 +170,11 @@ async function main(): Promise<void> {
     poolSize: options.poolSize,
   }
   for (const mix of mixes) await measurePgbench(url, scriptOf(mix), settings, monitor, () => {})
+  if (options.warmup > 0) {
+    log(`warming the servers: every mix for ${options.warmup} s through each`)
+    const paths = mixes.map((mix) => ({ path: mix.path, key: mix.org.key }))
+    for (const server of [baseline, openbook]) await warmServer(server, paths, settings)
+  }
   const load: LoadSettings = { ...settings, duration: autoDuration(options, mixes.length) }
   log(`${load.duration} s per measurement`)
 
