@@ -55,8 +55,7 @@ function contention(report: BenchReport): string {
   return (
     `Everything else on the machine used on average ${Math.round(mean)} % and at most ` +
     `${Math.round(Math.max(...others))} % of one core during the saturation runs (of ${report.machine.cpus * 100} %): ` +
-    "other processes, and PostgreSQL's parallel workers, which live too briefly to be sampled (the peaks are " +
-    "the largest organization's mixes, whose counts run in parallel)."
+    "other processes, and PostgreSQL's autovacuum and parallel workers, which live too briefly to be sampled."
   )
 }
 
@@ -131,8 +130,8 @@ function embeddedTable(report: BenchReport): string[] {
 export function renderBench(report: BenchReport, withPlans: boolean): string {
   const out = [...setup(report), '', ...mixTable(report), '']
   out.push(
-    "The largest organization's mixes finish only a few dozen requests per measurement (each exact count " +
-      'reads 300,000–600,000 index entries), so their ratios are coarse.',
+    'Ratios move by about ±0.2 from one run to the next on this shared machine (bench/RESULTS.md, ' +
+      'Findings): compare them within a run, and a mix over several runs.',
     '',
   )
   out.push(
