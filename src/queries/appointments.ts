@@ -6,8 +6,9 @@ import {
   iso,
   type Page,
   type PageRequest,
+  type PageSql,
   type PageStatement,
-  pageStatement,
+  pageSql,
   type TenantFilterOptions,
   tenantCondition,
 } from './page.js'
@@ -98,23 +99,36 @@ export function appointmentsPage(
   filters: AppointmentFilters,
   options?: TenantFilterOptions,
 ): PageStatement {
-  const params: unknown[] = [orgId]
+  const given = FILTER_NAMES.filter((name) => filters[name] !== undefined)
+  const params = [orgId, ...given.map((name) => filters[name])]
+  if (options) return { ...sqlFor(given, options), params }
+  // Thirty-two shapes at most, one per set of filters given: each built once.
+  const shape = given.join(',')
+  let sql = SHAPES.get(shape)
+  if (!sql) {
+    sql = sqlFor(given)
+    SHAPES.set(shape, sql)
+  }
+  return { ...sql, params }
+}
+
+const SHAPES = new Map<string, PageSql>()
+
+/** The page's SQL for the filters given, their parameters numbered from `$2` in that order. */
+function sqlFor(given: readonly (keyof AppointmentFilters)[], options?: TenantFilterOptions): PageSql {
   const numbers: FilterParams = {}
   const conditions = [tenantCondition('k', options), 'k.is_active']
-  for (const name of FILTER_NAMES) {
-    const value = filters[name]
-    if (value === undefined) continue
-    params.push(value)
-    numbers[name] = params.length
-    conditions.push(FILTER_SQL[name](params.length))
-  }
+  given.forEach((name, index) => {
+    numbers[name] = index + 2
+    conditions.push(FILTER_SQL[name](index + 2))
+  })
   const where = conditions.join(' AND ')
   // A customer's or staff member's appointments are few: their own index counts them.
   const byPerson = numbers.customerId !== undefined || numbers.staffId !== undefined
-  return pageStatement({
+  return pageSql({
     table: 'appointments',
     where,
-    params,
+    paramCount: given.length + 1,
     orderBy: ['start_at', 'id'],
     fields: FIELDS,
     ...(byPerson ? {} : { countText: dayCountsTotal(where, numbers, options) }),

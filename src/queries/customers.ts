@@ -6,7 +6,7 @@ import {
   type Page,
   type PageRequest,
   type PageStatement,
-  pageStatement,
+  pageSql,
   type TenantFilterOptions,
   tenantCondition,
 } from './page.js'
@@ -38,22 +38,22 @@ const FIELDS: readonly ItemField[] = [
   { key: 'updatedAt', sql: iso('r.updated_at') },
 ]
 
-const statement = (options?: TenantFilterOptions) =>
-  pageStatement({
+const sqlFor = (options?: TenantFilterOptions) =>
+  pageSql({
     table: 'customers',
     where: `${tenantCondition('k', options)} AND k.is_active`,
-    params: ['$1'],
+    paramCount: 1,
     orderBy: ['created_at', 'id'],
     fields: FIELDS,
     // Kept per organization by triggers (migration 004): exact, from the same snapshot.
     countText: `SELECT coalesce(sum(c.n), 0)::int AS total FROM customer_counts c WHERE ${tenantCondition('c', options)}`,
   })
 
-const DEFAULT = statement()
+const DEFAULT = sqlFor()
 
 /** The page statement of active customers of `orgId`, newest first (`createdAt DESC, id DESC`). */
 export function customersPage(orgId: string, options?: TenantFilterOptions): PageStatement {
-  return { ...(options ? statement(options) : DEFAULT), params: [orgId] }
+  return { ...(options ? sqlFor(options) : DEFAULT), params: [orgId] }
 }
 
 /** Active customers of one organization, newest first. */

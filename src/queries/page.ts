@@ -57,8 +57,8 @@ export interface PageStatementParts {
   readonly table: 'customers' | 'appointments'
   /** Conditions on the table under the alias `k`; `$1` is the organization. */
   readonly where: string
-  /** The values of the conditions' parameters, `$1` first. */
-  readonly params: readonly unknown[]
+  /** How many parameters the conditions use, `$1` first. */
+  readonly paramCount: number
   /** The order's columns; each sorts descending. The last one must be unique within an organization. */
   readonly orderBy: readonly string[]
   /** The item's fields, reading the table under the alias `r`. */
@@ -67,16 +67,21 @@ export interface PageStatementParts {
   readonly countText?: string
 }
 
-/** A page's statements; their parameters are `params`, then limit and offset. */
-export interface PageStatement {
+/** A page's SQL, built once per shape of request; its parameters: the conditions', then limit and offset. */
+export interface PageSql {
   /** The page's rows, one column per field and the exact `total`; no row when the page is empty. */
   readonly rowsText: string
   /** The same page as one row: the exact `total`, and `items` written as JSON by the database. */
   readonly jsonText: string
   /** The total alone. */
   readonly countText: string
+  /** The fields written as null rather than left out. */
+  readonly nullable: ReadonlySet<string>
+}
+
+/** A page's SQL with the values of its conditions' parameters. */
+export interface PageStatement extends PageSql {
   readonly params: readonly unknown[]
-  readonly fields: readonly ItemField[]
 }
 
 /**
@@ -85,11 +90,11 @@ export interface PageStatement {
  * of the index, which the exact total allows: the last page costs what the first does, where
  * OFFSET alone would step over every entry before it. Only the branch that applies runs.
  */
-export function pageStatement(parts: PageStatementParts): PageStatement {
+export function pageSql(parts: PageStatementParts): PageSql {
   const order = (alias: string, direction: 'ASC' | 'DESC') =>
     parts.orderBy.map((column) => `${alias}.${column} ${direction}`).join(', ')
-  const limit = `$${parts.params.length + 1}::bigint`
-  const offset = `$${parts.params.length + 2}::bigint`
+  const limit = `$${parts.paramCount + 1}::bigint`
+  const offset = `$${parts.paramCount + 2}::bigint`
   const countText =
     parts.countText ?? `SELECT count(*)::int AS total FROM ${parts.table} k WHERE ${parts.where}`
   const keys = `SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where}`
@@ -109,7 +114,8 @@ export function pageStatement(parts: PageStatementParts): PageStatement {
       SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${order('r', 'DESC')}), '')
       ${rows}) AS items
     FROM t`
-  return { rowsText, jsonText, countText, params: parts.params, fields: parts.fields }
+  const nullable = new Set(parts.fields.filter((field) => field.nullable).map((field) => field.key))
+  return { rowsText, jsonText, countText, nullable }
 }
 
 /**
@@ -124,17 +130,6 @@ function itemJson(row: Record<string, unknown>, nullable: ReadonlySet<string>): 
     if (key !== 'total' && (value !== null || nullable.has(key))) item[key] = value
   }
   return JSON.stringify(item)
-}
-
-const nullableKeys = new WeakMap<readonly ItemField[], ReadonlySet<string>>()
-
-function nullableOf(fields: readonly ItemField[]): ReadonlySet<string> {
-  let keys = nullableKeys.get(fields)
-  if (!keys) {
-    keys = new Set(fields.filter((field) => field.nullable).map((field) => field.key))
-    nullableKeys.set(fields, keys)
-  }
-  return keys
 }
 
 /** Runs a page statement for `page`, in the form the connection reads best (see `Sql.jsonPages`). */
@@ -155,8 +150,7 @@ export async function fetchPage(sql: Sql, statement: PageStatement, page: PageRe
       const [count] = await sql.query<{ total: number }>(statement.countText, statement.params)
       total = count?.total ?? 0
     }
-    const nullable = nullableOf(statement.fields)
-    items = rows.map((row) => itemJson(row, nullable)).join(',')
+    items = rows.map((row) => itemJson(row, statement.nullable)).join(',')
   }
   // Page and total come from one snapshot: more follow exactly when the page ends before the total.
   const hasMore = page.offset + page.limit < total

@@ -67,18 +67,10 @@ class DatabaseThread {
   }
 }
 
-/**
- * One transaction's connection: it refuses work once its transaction has ended. Statements
- * follow BEGIN without waiting for its answer; when BEGIN failed, its error is the one reported.
- */
-function sqlOf(thread: DatabaseThread, begun: Promise<void>, isOpen: () => boolean): AdminSql {
-  const call = <T>(request: DatabaseRequest): Promise<T> => {
-    if (!isOpen()) return Promise.reject(new Error('the transaction has ended'))
-    return thread.call<T>(request).catch(async (error) => {
-      await begun
-      throw error
-    })
-  }
+/** One transaction's connection: it refuses work once its transaction has ended. */
+function sqlOf(thread: DatabaseThread, isOpen: () => boolean): AdminSql {
+  const call = <T>(request: DatabaseRequest): Promise<T> =>
+    isOpen() ? thread.call<T>(request) : Promise.reject(new Error('the transaction has ended'))
   return {
     jsonPages: true,
     query: <Row extends object>(text: string, params: readonly unknown[] = []) =>
@@ -126,7 +118,7 @@ export async function createEmbeddedStore(dataDir: string, statementTimeoutMs = 
       let open = true
       let result: T
       try {
-        result = await work(sqlOf(thread, begun, () => open))
+        result = await work(sqlOf(thread, () => open))
       } catch (error) {
         open = false
         await thread.call({ op: 'end', commit: false }).catch(() => undefined)
