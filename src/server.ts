@@ -6,8 +6,10 @@ import { runCli } from './cli/program.js'
 import { type Config, ConfigError, loadConfig } from './config.js'
 import { seedDemoIfEmpty } from './seed/demo.js'
 import { assertSchemaCurrent, refreshStatistics, SchemaNotCurrentError } from './store/migrate.js'
-import { isPrivileged, openStore } from './store/open.js'
-import { connectOperatorSocket, serveOperatorSocket } from './store/operator-socket.js'
+import { cancellable } from './store/cancellable.js'
+import { DataDirBusyError } from './store/data-dir-lock.js'
+import { connectingRole, describeStoreError, openStore } from './store/open.js'
+import { type ForwardedIo, serveOperatorSocket } from './store/operator-socket.js'
 import type { Store } from './store/types.js'
 
 /** Exits at once with one line on stderr: bad settings, an old schema, a store that cannot be opened. */
@@ -16,34 +18,37 @@ function fail(message: string): never {
   process.exit(1)
 }
 
+class StartError extends Error {}
+
 async function prepareStore(config: Config, log: pino.Logger): Promise<Store> {
-  if (!config.databaseUrl) {
-    const holder = await connectOperatorSocket(config.dataDir)
-    if (holder) {
-      holder.destroy()
-      fail(`another openbook server is using DATA_DIR ${config.dataDir}`)
-    }
-  }
   const store = await openStore(config, {
+    command: 'an openbook server',
     onIdleError: (error) => log.warn({ err: error }, 'idle database connection failed'),
   })
-  if (config.databaseUrl) {
+  if (!config.databaseUrl) return store
+  try {
+    const role = await connectingRole(store)
+    if (!role.canActAsReader) {
+      throw new StartError(
+        `the role in DATABASE_URL (${role.name}) is not a member of openbook_reader, so requests cannot run as it: ` +
+          `connect as a dedicated member (README, Database roles), or make it one: GRANT openbook_reader TO ${role.name}`,
+      )
+    }
     await assertSchemaCurrent(store)
-    if (await isPrivileged(store)) {
+    if (role.privileged) {
       log.warn(
         'DATABASE_URL connects as a privileged role; requests run under SET LOCAL ROLE openbook_reader. ' +
           'In production, connect as a dedicated member of openbook_reader (see README, Database roles).',
       )
     }
+    return store
+  } catch (error) {
+    await store.close()
+    throw error
   }
-  return store
 }
 
-function operatorContext(
-  store: Store,
-  config: Config,
-  io: Parameters<Parameters<typeof serveOperatorSocket>[1]>[1],
-): CliContext {
+function operatorContext(store: Store, config: Config, io: ForwardedIo): CliContext {
   return {
     stdout: io.stdout,
     stderr: io.stderr,
@@ -51,7 +56,7 @@ function operatorContext(
     interactive: false,
     apiKeyBrand: config.apiKeyBrand,
     openInput: async () => io.stdin,
-    withStore: (work) => work(store),
+    withStore: (work) => work(cancellable(store, io.signal)),
   }
 }
 
@@ -69,9 +74,9 @@ async function main(): Promise<void> {
   try {
     store = await prepareStore(config, log)
   } catch (error) {
-    if (error instanceof SchemaNotCurrentError) fail(error.message)
-    const { code, message } = error as { code?: string; message?: string }
-    fail(`cannot open the store: ${code ?? message?.split('\n')[0] ?? 'unknown error'}`)
+    if (error instanceof StartError || error instanceof SchemaNotCurrentError || error instanceof DataDirBusyError)
+      fail(error.message)
+    fail(`cannot open the store: ${describeStoreError(error)}`)
   }
 
   if (store.kind === 'embedded') {
@@ -98,7 +103,8 @@ async function main(): Promise<void> {
   closeWithGrace({ delay: 10_000, logger: log }, async ({ signal, err }) => {
     if (err) log.error({ err }, 'shutting down after an unexpected error')
     else log.info({ signal }, 'shutting down: draining requests in flight')
-    operatorSocket?.close()
+    // Operator commands running in this server (an import, a seed) are cancelled and roll back.
+    await operatorSocket?.close()
     await app.close()
     await store.close()
   })

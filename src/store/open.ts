@@ -7,6 +7,8 @@ import type { Store } from './types.js'
 export interface OpenStoreOptions {
   readonly onIdleError?: (error: Error) => void
   readonly maxConnections?: number
+  /** What this process is, named to a second process that finds the embedded DATA_DIR held. */
+  readonly command?: string
 }
 
 /**
@@ -24,21 +26,92 @@ export async function openStore(
       ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
     })
   }
-  const store = await createEmbeddedStore(config.dataDir)
-  await migrate(store)
+  const store = await createEmbeddedStore(config.dataDir, options.command ? { command: options.command } : {})
+  try {
+    await migrate(store)
+  } catch (error) {
+    await store.close()
+    throw error
+  }
   return store
 }
 
-/** True when the connecting role can do more than openbook_reader (superuser, owner, or not a member). */
-export async function isPrivileged(store: Store): Promise<boolean> {
+export interface ConnectingRole {
+  readonly name: string
+  /** May run requests as openbook_reader (a member of it, or a superuser). */
+  readonly canActAsReader: boolean
+  /** Can do more than openbook_reader: a superuser, BYPASSRLS, or the owner of the tables. */
+  readonly privileged: boolean
+}
+
+/** What the role in DATABASE_URL is, as far as the request path cares. */
+export async function connectingRole(store: Store): Promise<ConnectingRole> {
   const [row] = await store.admin((sql) =>
-    sql.query<{ privileged: boolean }>(
-      `SELECT r.rolsuper OR r.rolbypassrls
-              OR NOT pg_has_role(current_user, 'openbook_reader', 'MEMBER')
-              OR EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = 'public' AND tableowner = current_user)
-              AS privileged
+    sql.query<{ name: string; member: boolean; privileged: boolean }>(
+      `SELECT current_user AS name,
+              EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'openbook_reader')
+                AND pg_has_role(current_user, 'openbook_reader', 'MEMBER') AS member,
+              r.rolsuper OR r.rolbypassrls
+                OR EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = 'public' AND tableowner = current_user)
+                AS privileged
        FROM pg_roles r WHERE r.rolname = current_user`,
     ),
   )
-  return row?.privileged ?? true
+  return {
+    name: row?.name ?? '',
+    canActAsReader: row?.member ?? false,
+    privileged: row?.privileged ?? true,
+  }
+}
+
+/** True when the connecting role can do more than openbook_reader (superuser, BYPASSRLS or owner). */
+export async function isPrivileged(store: Store): Promise<boolean> {
+  return (await connectingRole(store)).privileged
+}
+
+/**
+ * Refuses, with what to do, an operator command whose role would see none of openbook's rows:
+ * row-level security is forced, and only the schema owner's policy (or a superuser) admits them.
+ */
+export async function assertOperatorAccess(store: Store): Promise<void> {
+  const [row] = await store.admin((sql) =>
+    sql.query<{ name: string; owner: string | null; sees: boolean }>(
+      `SELECT current_user AS name,
+              (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = to_regclass('public.organizations')) AS owner,
+              (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)
+                OR EXISTS (SELECT 1 FROM pg_policies p, unnest(p.roles) AS r(role)
+                           WHERE p.schemaname = 'public' AND p.tablename = 'organizations'
+                             AND p.policyname = 'owner_access'
+                             AND r.role <> 'public' AND pg_has_role(current_user, r.role, 'MEMBER')) AS sees`,
+    ),
+  )
+  // No schema yet: the schema check says to run `openbook migrate`.
+  if (row?.owner && !row.sees) {
+    throw new AccessError(
+      `role ${row.name} cannot see openbook's rows (row-level security admits the schema owner ${row.owner ?? '?'}): ` +
+        `run this command as ${row.owner ?? 'the owner'}, or run \`openbook migrate\` as the owner to restore its access`,
+    )
+  }
+}
+
+export class AccessError extends Error {}
+
+/**
+ * Why a store could not be opened, in words, for the one-line message at start: the driver's
+ * first line (which names the database, the role or the address) and its code.
+ */
+export function describeStoreError(error: unknown): string {
+  const { code, message } = error as { code?: string; message?: string }
+  const words = message?.split('\n')[0]?.trim() || 'unknown error'
+  const hint = code ? STORE_ERROR_HINTS[code] : undefined
+  return [words, hint].filter(Boolean).join('; ') + (code && !words.includes(code) ? ` (${code})` : '')
+}
+
+const STORE_ERROR_HINTS: Readonly<Record<string, string>> = {
+  '3D000': 'create the database, or fix the name in DATABASE_URL',
+  '28000': 'the role may not log in to this database (pg_hba.conf, or a role without LOGIN)',
+  '28P01': 'check the user and password in DATABASE_URL',
+  '42501': 'the role lacks a privilege openbook needs; see README, Database roles',
+  ECONNREFUSED: 'is PostgreSQL running, and on that host and port?',
+  ENOTFOUND: 'the host in DATABASE_URL is not known',
 }

@@ -1,13 +1,6 @@
--- Run by `openbook migrate` after the numbered migrations, every time: creates
--- and maintains the role whose privileges bound every query on the request path.
-DO $$
-BEGIN
-  CREATE ROLE openbook_reader NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE;
-EXCEPTION
-  -- Another database of the same cluster (or a concurrent migrate) made it first.
-  WHEN duplicate_object OR unique_violation THEN NULL;
-END $$;
-
+-- Run by `openbook migrate` after the numbered migrations, every time, as the schema owner
+-- (migrate.ts creates openbook_reader first when it is missing): maintains the privileges that
+-- bound every query on the request path.
 DO $$
 BEGIN
   IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'openbook_reader' AND (rolsuper OR rolbypassrls)) THEN
@@ -22,8 +15,17 @@ GRANT SELECT ON customers, customer_counts, appointments, appointment_day_counts
 GRANT UPDATE (last_used_at) ON api_keys TO openbook_reader;
 GRANT EXECUTE ON FUNCTION openbook_authenticate(text) TO openbook_reader;
 
--- Row-level security is forced on the owner too; the owner (the role that runs
--- migrate and the operator commands) keeps full access through its own policy.
+-- The server checks at start that the schema is current. It may log in as a member of
+-- openbook_reader, which reads no table but the request path's: this function answers for it.
+CREATE OR REPLACE FUNCTION openbook_schema_version() RETURNS integer
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public
+  AS $$ SELECT max(version) FROM public.openbook_schema_migrations $$;
+REVOKE ALL ON FUNCTION openbook_schema_version() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION openbook_schema_version() TO openbook_reader;
+
+-- Row-level security is forced on the owner too; the owner (the role that owns the schema and
+-- runs the operator commands; current_user here, whoever logged in) keeps full access through
+-- its own policy.
 DO $$
 DECLARE t text;
 BEGIN
