@@ -3,7 +3,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createPostgresStore } from '../../src/store/postgres.js'
-import type { Store } from '../../src/store/types.js'
+import type { Sql, Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
 import { cleanEnv, freePort, start } from '../helpers/process.js'
@@ -191,6 +191,66 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
       await admin.end()
       await app.close()
       await victim.close()
+    }
+  })
+
+  it('a pooled connection that died while idle is replaced before the work runs; a failure inside the work is not retried', async () => {
+    const victimUrl = new URL(url)
+    victimUrl.searchParams.set('application_name', 'openbook_retry')
+    const retrying = createPostgresStore({
+      connectionString: victimUrl.toString(),
+      maxConnections: 3,
+      onIdleError: () => {},
+    })
+    const admin = await adminClient(url)
+    const terminate = () =>
+      admin.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = $1 AND application_name = 'openbook_retry'`,
+        [dbName],
+      )
+    try {
+      for (let round = 0; round < 5; round++) {
+        // Three connections in the pool, idle, each of which has served a transaction...
+        await Promise.all(
+          Array.from({ length: 3 }, () => retrying.read((sql) => sql.query('SELECT pg_sleep(0.02)'))),
+        )
+        // ...all killed at once; whether or not their errors have been read yet, every kind of
+        // transaction starts on a live connection and runs its work once.
+        expect((await terminate()).rowCount).toBe(3)
+        let calls = 0
+        const work = async (sql: Sql) => {
+          calls++
+          return sql.query<{ one: number }>('SELECT 1 AS one')
+        }
+        expect(await retrying.read(work)).toEqual([{ one: 1 }])
+        expect(await retrying.asReader(work)).toEqual([{ one: 1 }])
+        expect(await retrying.admin(work)).toEqual([{ one: 1 }])
+        expect(calls).toBe(3)
+      }
+      // The connection dies inside the work: the error is the caller's, the work is not run again.
+      let calls = 0
+      const error = await retrying
+        .admin(async (sql) => {
+          calls++
+          await sql.query('SELECT pg_terminate_backend(pg_backend_pid())')
+        })
+        .catch((e: unknown) => e)
+      expect((error as { code?: string }).code).toBe('57P01')
+      expect(calls).toBe(1)
+      // A statement error on a live connection is not retried either.
+      const refused = await retrying
+        .read(async (sql) => {
+          calls++
+          await sql.query('SELECT 1/0')
+        })
+        .catch((e: unknown) => e)
+      expect((refused as { code?: string }).code).toBe('22012')
+      expect(calls).toBe(2)
+      expect(await retrying.read((sql) => sql.query('SELECT 1 AS one'))).toEqual([{ one: 1 }])
+    } finally {
+      await admin.end()
+      await retrying.close()
     }
   })
 
