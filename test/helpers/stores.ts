@@ -5,6 +5,7 @@ import { createEmbeddedStore } from '../../src/store/embedded.js'
 import { migrate } from '../../src/store/migrate.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Store, StoreKind } from '../../src/store/types.js'
+import { dropRole, TEST_ROLE_PREFIX } from './roles.js'
 
 export const STORE_KINDS: readonly StoreKind[] = ['postgres', 'embedded']
 
@@ -49,6 +50,23 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     url: urlFor(name),
     drop: () => adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
   }
+}
+
+export interface TestRole {
+  readonly name: string
+  /** Drops the role in every database that knows it; call it in the teardown, after the role's last session. */
+  drop(): Promise<void>
+}
+
+/**
+ * A login role that is a member of `memberOf` (trust authentication here, so no password). Roles
+ * are cluster-wide and outlive the test's database: the global teardown fails the run over any
+ * role created here and not dropped.
+ */
+export async function createTestRole(memberOf: string): Promise<TestRole> {
+  const name = `${TEST_ROLE_PREFIX}${inject('roleTag')}_${randomBytes(4).toString('hex')}`
+  await adminQuery(`CREATE ROLE ${name} LOGIN IN ROLE ${memberOf}`)
+  return { name, drop: () => dropRole(adminUrl(), name) }
 }
 
 export interface TestStore {

@@ -1,12 +1,17 @@
-import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
-import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { isPrivileged } from '../../src/store/open.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Sql, Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
-import { createTestStore, postgresAvailable, STORE_KINDS, type TestStore } from '../helpers/stores.js'
+import {
+  createTestRole,
+  createTestStore,
+  postgresAvailable,
+  STORE_KINDS,
+  type TestRole,
+  type TestStore,
+} from '../helpers/stores.js'
 import { STATUSES, seedTenants, type Tenant } from './tenants.js'
 
 const READER = 'openbook_reader'
@@ -630,33 +635,27 @@ describe.skipIf(!postgresAvailable())('a dedicated login role that is a member o
   let tenants: Tenant[]
   let apiStore: Store
   let app: FastifyInstance
-  const role = `openbook_api_${randomBytes(4).toString('hex')}`
-
-  const asOwner = async (text: string) => {
-    const client = new pg.Client({ connectionString: testStore.url as string })
-    await client.connect()
-    try {
-      await client.query(text)
-    } finally {
-      await client.end()
-    }
-  }
+  let role: TestRole | undefined
 
   beforeAll(async () => {
     testStore = await createTestStore('postgres')
     tenants = await seedTenants(testStore.store, ['org_d1', 'org_d2'])
     // What the README tells production to do (trust authentication here, so no password).
-    await asOwner(`CREATE ROLE ${role} LOGIN IN ROLE ${READER}`)
+    role = await createTestRole(READER)
     const url = new URL(testStore.url as string)
-    url.username = role
+    url.username = role.name
     apiStore = createPostgresStore({ connectionString: url.toString(), maxConnections: 2 })
     ;({ app } = await buildTestApp(apiStore, { logLevel: 'silent' }))
   })
   afterAll(async () => {
-    await app?.close()
-    await apiStore?.close()
-    await testStore?.close()
-    await asOwner(`DROP ROLE IF EXISTS ${role}`).catch(() => {})
+    // The role is cluster-wide: it is dropped even when closing the rest fails, and its error is not swallowed.
+    try {
+      await app?.close()
+      await apiStore?.close()
+      await testStore?.close()
+    } finally {
+      await role?.drop()
+    }
   })
 
   it('serves each organization its own rows, is not privileged, and reads nothing outside a request', async () => {
