@@ -5,9 +5,9 @@ import type { CliContext } from './cli/context.js'
 import { runCli } from './cli/program.js'
 import { type Config, ConfigError, loadConfig } from './config.js'
 import { seedDemoIfEmpty } from './seed/demo.js'
-import { assertSchemaCurrent, refreshStatistics, SchemaNotCurrentError } from './store/migrate.js'
 import { cancellable } from './store/cancellable.js'
 import { DataDirBusyError } from './store/data-dir-lock.js'
+import { assertSchemaCurrent, refreshStatistics, SchemaNotCurrentError } from './store/migrate.js'
 import { connectingRole, describeStoreError, openStore } from './store/open.js'
 import { type ForwardedIo, serveOperatorSocket } from './store/operator-socket.js'
 import type { Store } from './store/types.js'
@@ -74,7 +74,11 @@ async function main(): Promise<void> {
   try {
     store = await prepareStore(config, log)
   } catch (error) {
-    if (error instanceof StartError || error instanceof SchemaNotCurrentError || error instanceof DataDirBusyError)
+    if (
+      error instanceof StartError ||
+      error instanceof SchemaNotCurrentError ||
+      error instanceof DataDirBusyError
+    )
       fail(error.message)
     fail(`cannot open the store: ${describeStoreError(error)}`)
   }

@@ -1,22 +1,44 @@
-import { createReadStream } from 'node:fs'
-import { access } from 'node:fs/promises'
+import { constants, createReadStream } from 'node:fs'
+import { access, stat } from 'node:fs/promises'
 import type { Readable } from 'node:stream'
 import { ConfigError, loadConfig } from '../config.js'
 import { OperatorError } from '../domain/api-keys.js'
+import { cancellable } from '../store/cancellable.js'
 import { assertSchemaCurrent } from '../store/migrate.js'
-import { openStore } from '../store/open.js'
+import { assertOperatorAccess, openStore } from '../store/open.js'
 import { connectOperatorSocket, forwardCommand } from '../store/operator-socket.js'
 import type { CliContext } from './context.js'
 import { runCli } from './program.js'
 
 async function openInput(file: string): Promise<Readable> {
   if (file === '-') return process.stdin
+  let isFile: boolean
   try {
-    await access(file)
+    await access(file, constants.R_OK)
+    isFile = (await stat(file)).isFile()
   } catch {
     throw new OperatorError(`cannot read ${file}`)
   }
+  if (!isFile) throw new OperatorError(`${file} is not a file`)
   return createReadStream(file)
+}
+
+/**
+ * Ctrl-C (or SIGTERM) during a command cancels it: its transaction rolls back at the next
+ * statement and the store is closed cleanly. A second Ctrl-C stops at once; PostgreSQL and
+ * PGlite then roll back the unfinished transaction themselves.
+ */
+function interruptSignal(): AbortSignal {
+  const controller = new AbortController()
+  const onSignal = () => {
+    if (controller.signal.aborted) process.exit(130)
+    controller.abort(
+      new OperatorError('interrupted: the command was cancelled and nothing of it was written'),
+    )
+  }
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+  return controller.signal
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -47,10 +69,17 @@ async function main(argv: string[]): Promise<number> {
       } else if (argv[0] === 'import' && argv[1] === '-') {
         input = process.stdin
       }
-      return forwardCommand(socket, argv, input, { stdout: process.stdout, stderr: process.stderr })
+      const exit = await forwardCommand(socket, argv, input, {
+        stdout: process.stdout,
+        stderr: process.stderr,
+      })
+      // Standard input left open (the server stopped first) would keep this process alive.
+      input?.destroy()
+      return exit
     }
   }
 
+  const signal = interruptSignal()
   const context: CliContext = {
     stdout: process.stdout,
     stderr: process.stderr,
@@ -59,10 +88,13 @@ async function main(argv: string[]): Promise<number> {
     apiKeyBrand: config.apiKeyBrand,
     openInput,
     async withStore(work, options) {
-      const store = await openStore(config)
+      const store = await openStore(config, { command: `\`openbook ${argv[0] ?? ''}\`` })
       try {
-        if (!options?.migrating) await assertSchemaCurrent(store)
-        return await work(store)
+        if (!options?.migrating) {
+          await assertOperatorAccess(store)
+          await assertSchemaCurrent(store)
+        }
+        return await work(cancellable(store, signal))
       } finally {
         await store.close()
       }

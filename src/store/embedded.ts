@@ -1,5 +1,7 @@
 import { mkdirSync } from 'node:fs'
 import { Worker } from 'node:worker_threads'
+import { StoreBusyError } from './busy.js'
+import { type DataDirLock, lockDataDir } from './data-dir-lock.js'
 import {
   type DatabaseRequest,
   type DatabaseResponse,
@@ -80,6 +82,11 @@ function sqlOf(thread: DatabaseThread, isOpen: () => boolean): AdminSql {
   }
 }
 
+/** An operator transaction running longer than this is an import or a seed, not a quick command. */
+const LONG_OPERATOR_MS = 1_000
+/** How long a request may wait for the store before it is answered 503. */
+const READ_WAIT_MS = 2_000
+
 interface TransactionKind {
   readonly preamble: string
   /** The request path: its statements are kept prepared in the database thread. */
@@ -93,17 +100,46 @@ interface TransactionKind {
  * stays free for HTTP while the database works. PGlite runs one transaction at a time, so
  * transactions queue here, in the order they were asked for.
  */
-export async function createEmbeddedStore(dataDir: string, statementTimeoutMs = 5_000): Promise<Store> {
-  // A new DATA_DIR is its owner's alone: it holds key hashes and customers' personal data.
-  if (!dataDir.startsWith('memory://')) mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+export interface EmbeddedStoreOptions {
+  readonly statementTimeoutMs?: number
+  /** What this process is, for the message a second process gets: `openbook server`, `openbook import`. */
+  readonly command?: string
+  /** DATA_DIR's lock was lost: another process may now write it. Defaults to exiting at once. */
+  readonly onLockLost?: (error: Error) => void
+}
+
+function exitOnLockLost(error: Error): void {
+  process.stderr.write(
+    `openbook: lost the lock on DATA_DIR (${error.message}); stopping to protect the data\n`,
+  )
+  process.exit(1)
+}
+
+export async function createEmbeddedStore(
+  dataDir: string,
+  options: EmbeddedStoreOptions = {},
+): Promise<Store> {
+  const statementTimeoutMs = options.statementTimeoutMs ?? 5_000
+  let lock: DataDirLock | undefined
+  if (!dataDir.startsWith('memory://')) {
+    // A new DATA_DIR is its owner's alone: it holds key hashes and customers' personal data.
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+    lock = await lockDataDir(dataDir, {
+      command: options.command ?? 'openbook',
+      onCompromised: options.onLockLost ?? exitOnLockLost,
+    })
+  }
   const thread = new DatabaseThread(dataDir)
   try {
     await thread.call({ op: 'open' })
   } catch (error) {
     await thread.terminate()
+    await lock?.release()
     throw error
   }
   let queue: Promise<unknown> = Promise.resolve()
+  /** When the operator transaction now running began (an import or seed can hold the store for minutes). */
+  let operatorSince: number | undefined
 
   /**
    * Runs `work` in a transaction once the ones before it have ended. Every step is a message to
@@ -137,6 +173,58 @@ export async function createEmbeddedStore(dataDir: string, statementTimeoutMs = 
     return done
   }
 
+  /**
+   * An operator transaction. One that fails after running for a while (a cancelled import or seed)
+   * leaves its rows behind as dead tuples, and PGlite has no autovacuum: they are vacuumed at once,
+   * so that reads do not wade through them until the next start.
+   */
+  async function operatorTransaction<T>(work: (sql: AdminSql) => Promise<T>): Promise<T> {
+    const run = async (sql: AdminSql) => {
+      operatorSince = Date.now()
+      try {
+        return await work(sql)
+      } finally {
+        operatorSince = undefined
+      }
+    }
+    const started = Date.now()
+    try {
+      return await transaction(admin, run)
+    } catch (error) {
+      if (Date.now() - started > LONG_OPERATOR_MS) {
+        await transaction(admin, (sql) => sql.exec('VACUUM')).catch(() => undefined)
+      }
+      throw error
+    }
+  }
+
+  /**
+   * The request path waits for the transactions ahead of it, but not for long: while an import or
+   * a seed holds the store, or when a request cannot start within READ_WAIT_MS, it is refused at
+   * once with StoreBusyError (503 and Retry-After), rather than left to time out without an answer.
+   */
+  function requestTransaction<T>(work: (sql: AdminSql) => Promise<T>): Promise<T> {
+    if (operatorSince !== undefined && Date.now() - operatorSince > LONG_OPERATOR_MS) {
+      return Promise.reject(
+        new StoreBusyError('The embedded store is busy with an import or seed; retry shortly', 5),
+      )
+    }
+    let abandoned = false
+    let timer: NodeJS.Timeout | undefined
+    const done = transaction(read, (sql) => {
+      clearTimeout(timer)
+      if (abandoned) return Promise.reject(new StoreBusyError('abandoned'))
+      return work(sql)
+    })
+    return new Promise<T>((resolve, reject) => {
+      timer = setTimeout(() => {
+        abandoned = true
+        reject(new StoreBusyError('The embedded store is busy; retry shortly', 1))
+      }, READ_WAIT_MS)
+      done.then(resolve, reject)
+    })
+  }
+
   const read: TransactionKind = {
     preamble: readerPreamble(true, statementTimeoutMs),
     prepared: true,
@@ -151,15 +239,16 @@ export async function createEmbeddedStore(dataDir: string, statementTimeoutMs = 
 
   return {
     kind: 'embedded',
-    read: (work) => transaction(read, work),
+    read: requestTransaction,
     asReader: (work) => transaction(asReader, work),
-    admin: (work) => transaction(admin, work),
+    admin: operatorTransaction,
     async close() {
       await queue
       try {
         await thread.call({ op: 'close' })
       } finally {
         await thread.terminate()
+        await lock?.release()
       }
     },
   }

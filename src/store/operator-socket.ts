@@ -1,16 +1,21 @@
 import { chmodSync, existsSync, rmSync } from 'node:fs'
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { resolve } from 'node:path'
-import { PassThrough, type Readable } from 'node:stream'
+import { PassThrough, type Readable, Transform, type TransformCallback } from 'node:stream'
 
 /**
- * PGlite is one process's database. While the embedded server holds it, the
- * CLI hands its command to the server over a Unix socket in DATA_DIR (owner
- * only) and the server runs it against the store it already has open.
+ * PGlite is one process's database. While the embedded server holds it, the CLI hands its
+ * command to the server over a Unix socket in DATA_DIR (owner only) and the server runs it
+ * against the store it already has open.
  *
- * Protocol: the client sends one JSON line {argv}, then the command's input
- * (for import) and ends; the server answers with JSON lines {o}, {e} and
- * finally {exit}.
+ * Protocol:
+ * - the client sends one JSON line `{argv, input}`; with `input`, the command's input follows
+ *   as frames (a 4-byte big-endian length, then that many bytes), closed by an empty frame: the
+ *   end-of-input marker. Input that stops short of the marker (the client was interrupted or
+ *   died) is an error, so an import never commits a part of its file;
+ * - the server answers with JSON lines `{o}`, `{e}` and finally `{exit}`, then closes;
+ * - the client keeps its side open until then: its end before `{exit}` means it went away
+ *   (Ctrl-C, kill), which cancels the command, and its transaction rolls back.
  */
 export function operatorSocketPath(dataDir: string): string {
   return resolve(dataDir, 'openbook.sock')
@@ -20,24 +25,87 @@ export interface ForwardedIo {
   readonly stdout: { write(text: string): unknown }
   readonly stderr: { write(text: string): unknown }
   readonly stdin: Readable
+  /** Aborted when the client goes away or the server stops: the command must roll back. */
+  readonly signal: AbortSignal
 }
 
 export type CommandRunner = (argv: string[], io: ForwardedIo) => Promise<number>
 
-function splitHeader(socket: Socket, onHeader: (header: string, rest: PassThrough) => void): void {
+/** The header line's size limit; argv is a handful of words. */
+const MAX_HEADER_BYTES = 64 * 1024
+
+export class InputCutShortError extends Error {
+  constructor() {
+    super('the input ended before its end-of-input marker (the client went away): nothing was imported')
+  }
+}
+
+/** Frames a byte stream: each chunk as length + bytes, then the empty end-of-input frame. */
+export class InputFramer extends Transform {
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    if (chunk.length === 0) {
+      done()
+      return
+    }
+    const length = Buffer.alloc(4)
+    length.writeUInt32BE(chunk.length)
+    this.push(length)
+    done(null, chunk)
+  }
+
+  override _flush(done: TransformCallback): void {
+    done(null, Buffer.alloc(4))
+  }
+}
+
+/** Reads frames back into the bytes they carry; ends at the end-of-input marker only. */
+export class InputUnframer extends Transform {
+  #pending: Buffer = Buffer.alloc(0)
+  #ended = false
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    if (this.#ended) {
+      done()
+      return
+    }
+    this.#pending = this.#pending.length ? Buffer.concat([this.#pending, chunk]) : chunk
+    while (this.#pending.length >= 4) {
+      const length = this.#pending.readUInt32BE(0)
+      if (length === 0) {
+        this.#ended = true
+        this.#pending = Buffer.alloc(0)
+        this.push(null)
+        done()
+        return
+      }
+      if (this.#pending.length < 4 + length) break
+      this.push(this.#pending.subarray(4, 4 + length))
+      this.#pending = this.#pending.subarray(4 + length)
+    }
+    done()
+  }
+
+  override _flush(done: TransformCallback): void {
+    done(this.#ended ? null : new InputCutShortError())
+  }
+
+  get complete(): boolean {
+    return this.#ended
+  }
+}
+
+function readHeader(socket: Socket, onHeader: (header: string, rest: Buffer) => void): void {
   let buffer = Buffer.alloc(0)
-  const rest = new PassThrough()
   const onData = (chunk: Buffer) => {
     buffer = Buffer.concat([buffer, chunk])
     const newline = buffer.indexOf(10)
     if (newline === -1) {
-      if (buffer.length > 1_000_000) socket.destroy()
+      if (buffer.length > MAX_HEADER_BYTES) socket.destroy()
       return
     }
     socket.off('data', onData)
-    rest.write(buffer.subarray(newline + 1))
-    socket.pipe(rest)
-    onHeader(buffer.subarray(0, newline).toString('utf8'), rest)
+    socket.pause()
+    onHeader(buffer.subarray(0, newline).toString('utf8'), buffer.subarray(newline + 1))
   }
   socket.on('data', onData)
 }
@@ -52,34 +120,66 @@ function privateUmask(): () => void {
   }
 }
 
-export async function serveOperatorSocket(dataDir: string, run: CommandRunner): Promise<Server> {
+export interface OperatorServer {
+  /** Stops accepting commands and cancels those running; resolves when they have ended. */
+  close(): Promise<void>
+}
+
+export async function serveOperatorSocket(dataDir: string, run: CommandRunner): Promise<OperatorServer> {
   const path = operatorSocketPath(dataDir)
+  // This process holds DATA_DIR's lock: a socket file here is a dead server's.
   if (existsSync(path)) rmSync(path)
-  // Half-open: the client ends its side after sending the input, and still awaits the answer.
-  const server = createServer({ allowHalfOpen: true }, (socket) => {
+  const running = new Set<{ controller: AbortController; done: Promise<unknown> }>()
+  // Half-open, so that a client's end is seen as such (it went away) rather than closing the socket.
+  const server: Server = createServer({ allowHalfOpen: true }, (socket) => {
+    const controller = new AbortController()
+    let answered = false
     socket.on('error', () => socket.destroy())
-    splitHeader(socket, (header, stdin) => {
+    const wentAway = () => {
+      if (!answered) controller.abort(new Error('the operator client went away'))
+    }
+    socket.on('end', wentAway)
+    socket.on('close', wentAway)
+    readHeader(socket, (header, rest) => {
       const send = (message: object) => socket.writable && socket.write(`${JSON.stringify(message)}\n`)
+      const finish = (exit: number) => {
+        answered = true
+        send({ exit })
+        socket.end()
+      }
       let argv: string[]
+      let hasInput: boolean
       try {
-        argv = (JSON.parse(header) as { argv: string[] }).argv
-        if (!Array.isArray(argv) || !argv.every((a) => typeof a === 'string')) throw new Error('bad argv')
+        const parsed = JSON.parse(header) as { argv?: unknown; input?: unknown }
+        if (!Array.isArray(parsed.argv) || !parsed.argv.every((a) => typeof a === 'string')) throw new Error()
+        argv = parsed.argv
+        hasInput = parsed.input === true
       } catch {
         send({ e: 'openbook: bad request on the operator socket\n' })
-        send({ exit: 2 })
-        socket.end()
-        return
+        return finish(2)
       }
-      run(argv, {
+      const stdin = new PassThrough()
+      if (hasInput) {
+        // pipe(), not pipeline(): the socket must outlive its input, to carry the answer.
+        const unframer = new InputUnframer()
+        unframer.on('error', (error) => stdin.destroy(error))
+        unframer.write(rest)
+        socket.pipe(unframer).pipe(stdin)
+      } else {
+        stdin.end()
+        socket.resume()
+      }
+      const done = run(argv, {
         stdout: { write: (text) => send({ o: text }) },
         stderr: { write: (text) => send({ e: text }) },
         stdin,
+        signal: controller.signal,
       })
         .catch(() => 1)
-        .then((exit) => {
-          send({ exit })
-          socket.end()
-        })
+        .then(finish)
+      const entry = { controller, done }
+      running.add(entry)
+      void done.finally(() => running.delete(entry))
     })
   })
   await new Promise<void>((resolveListen, reject) => {
@@ -94,7 +194,16 @@ export async function serveOperatorSocket(dataDir: string, run: CommandRunner): 
     }
   })
   chmodSync(path, 0o600)
-  return server
+  return {
+    async close() {
+      server.close()
+      for (const { controller } of running)
+        controller.abort(
+          new Error('the server is stopping: the command was cancelled and nothing of it was written'),
+        )
+      await Promise.all([...running].map((entry) => entry.done))
+    },
+  }
 }
 
 /** Connects to a running embedded server's operator socket; undefined when none is listening. */
@@ -108,15 +217,18 @@ export function connectOperatorSocket(dataDir: string): Promise<Socket | undefin
   })
 }
 
-/** Runs a command in the server behind `socket`, relaying its output; resolves to its exit status. */
+/**
+ * Runs a command in the server behind `socket`, relaying its output; resolves to its exit status.
+ * A server that goes away before answering is reported in one line, with exit 1.
+ */
 export function forwardCommand(
   socket: Socket,
   argv: readonly string[],
   input: Readable | undefined,
-  io: Omit<ForwardedIo, 'stdin'>,
+  io: Omit<ForwardedIo, 'stdin' | 'signal'>,
 ): Promise<number> {
   return new Promise((resolveExit) => {
-    let exit = 1
+    let exit: number | undefined
     let buffer = ''
     socket.setEncoding('utf8')
     socket.on('data', (chunk: string) => {
@@ -131,10 +243,25 @@ export function forwardCommand(
         newline = buffer.indexOf('\n')
       }
     })
-    socket.on('close', () => resolveExit(exit))
-    socket.on('error', () => resolveExit(1))
-    socket.write(`${JSON.stringify({ argv })}\n`)
-    if (input) input.pipe(socket)
-    else socket.end()
+    socket.on('close', () => {
+      if (exit === undefined) {
+        io.stderr.write(
+          'openbook: the embedded server stopped before the command finished; an import or seed was rolled back, ' +
+            'other commands may not have run\n',
+        )
+      }
+      resolveExit(exit ?? 1)
+    })
+    socket.on('error', () => undefined)
+    socket.write(`${JSON.stringify({ argv, input: input !== undefined })}\n`)
+    if (!input) return
+    // The end-of-input marker is sent only when the input really ended: a failed read sends none,
+    // and the server rolls the command back.
+    const framer = new InputFramer()
+    input.on('error', (error) => {
+      io.stderr.write(`openbook: cannot read the input: ${error.message}\n`)
+      socket.destroy()
+    })
+    input.pipe(framer).pipe(socket, { end: false })
   })
 }
