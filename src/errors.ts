@@ -13,6 +13,7 @@ export type ApiErrorCode =
   | 'unsupported_media_type'
   | 'header_too_large'
   | 'internal_error'
+  | 'service_unavailable'
 
 export interface ErrorBody {
   readonly error: string
@@ -41,6 +42,8 @@ export function statusOf(code: ApiErrorCode): number {
       return 431
     case 'internal_error':
       return 500
+    case 'service_unavailable':
+      return 503
   }
 }
 
@@ -65,6 +68,8 @@ function titleOf(code: ApiErrorCode): string {
       return 'Request Header Fields Too Large'
     case 'internal_error':
       return 'Internal server error'
+    case 'service_unavailable':
+      return 'Service Unavailable'
   }
 }
 
@@ -93,6 +98,8 @@ export class ApiError extends Error {
 
 export const MISSING_KEY_MESSAGE = 'API key required in Authorization header'
 export const INVALID_KEY_MESSAGE = 'Invalid or expired API key'
+/** The 503 message for PostgreSQL's passing conditions (a lock, a restart, no free connection). */
+export const STORE_BUSY_MESSAGE = 'The data store is busy or restarting; retry after the Retry-After delay'
 
 export const missingApiKey = () =>
   new ApiError('missing_api_key', MISSING_KEY_MESSAGE, undefined, {
@@ -102,9 +109,21 @@ export const invalidApiKey = () =>
   new ApiError('invalid_api_key', INVALID_KEY_MESSAGE, undefined, {
     'www-authenticate': 'Bearer realm="openbook", error="invalid_token"',
   })
+/** The methods every path of the API answers: GET, and HEAD (Fastify serves it from each GET route). */
+export const ALLOWED_METHODS = 'GET, HEAD'
+
 export const methodNotAllowed = (method: string) =>
   new ApiError('method_not_allowed', `Method ${method} is not allowed; this API is read-only`, undefined, {
-    allow: 'GET',
+    allow: ALLOWED_METHODS,
   })
 export const internalError = (requestId: string) =>
   new ApiError('internal_error', `Internal server error (request id ${requestId})`)
+
+/**
+ * A temporary refusal: the client may retry the same request after `retryAfterSeconds` (a whole
+ * number of seconds, at least 1, as `Retry-After` carries it). The message is sent as it is.
+ */
+export const serviceUnavailable = (message: string, retryAfterSeconds: number) => {
+  const seconds = Number.isFinite(retryAfterSeconds) ? Math.max(1, Math.ceil(retryAfterSeconds)) : 1
+  return new ApiError('service_unavailable', message, undefined, { 'retry-after': String(seconds) })
+}

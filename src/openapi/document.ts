@@ -1,4 +1,4 @@
-import { INVALID_KEY_MESSAGE, MISSING_KEY_MESSAGE } from '../errors.js'
+import { INVALID_KEY_MESSAGE, MISSING_KEY_MESSAGE, STORE_BUSY_MESSAGE } from '../errors.js'
 import type { AnyListRoute } from '../routes/public/v1/list-route.js'
 import { errorSchema, listEnvelope, paginationSchema } from '../schemas/envelope.js'
 import { type JsonSchema, jsonSchemaOf } from '../schemas/json-schema.js'
@@ -17,7 +17,7 @@ const ERROR_RESPONSES = {
       limitTooLarge: {
         value: {
           error: 'Invalid query parameters',
-          message: 'limit: Number must be less than or equal to 100',
+          message: 'limit: limit must be at most 100',
           code: 'invalid_query',
           details: [
             {
@@ -26,7 +26,7 @@ const ERROR_RESPONSES = {
               type: 'number',
               inclusive: true,
               exact: false,
-              message: 'Number must be less than or equal to 100',
+              message: 'limit must be at most 100',
               path: ['limit'],
             },
           ],
@@ -51,6 +51,22 @@ const ERROR_RESPONSES = {
           message: 'Internal server error (request id req-3f2a)',
           code: 'internal_error',
         },
+      },
+    }),
+  },
+  503: {
+    description:
+      'The data store is briefly unavailable (a maintenance lock, a restart, no free connection); ' +
+      'retry the same request after Retry-After seconds',
+    headers: {
+      'Retry-After': {
+        schema: { type: 'integer', minimum: 1 },
+        description: 'Seconds to wait before a retry',
+      },
+    },
+    content: jsonContent(ref('Error'), {
+      busy: {
+        value: { error: 'Service Unavailable', message: STORE_BUSY_MESSAGE, code: 'service_unavailable' },
       },
     }),
   },

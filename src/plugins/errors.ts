@@ -1,12 +1,22 @@
-import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { ApiError, type ApiErrorCode, internalError } from '../errors.js'
+import {
+  ApiError,
+  type ApiErrorCode,
+  internalError,
+  methodNotAllowed,
+  STORE_BUSY_MESSAGE,
+  serviceUnavailable,
+} from '../errors.js'
+import { StoreBusyError } from '../store/busy.js'
 
-function send(reply: FastifyReply, error: ApiError): FastifyReply {
+/** Renders an error in the API's shape. Never cached: an error says nothing lasting about the resource. */
+export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
   return reply
     .code(error.statusCode)
     .headers(error.headers)
     .header('content-type', 'application/json; charset=utf-8')
+    .header('cache-control', 'no-store')
     .send(error.toBody())
 }
 
@@ -19,10 +29,35 @@ function fromFramework(error: FastifyError): ApiError | undefined {
   return new ApiError(code, code === 'bad_request' ? 'The request could not be understood' : error.message)
 }
 
+/**
+ * PostgreSQL's conditions that pass by themselves: lock_not_available, admin_shutdown,
+ * cannot_connect_now, too_many_connections. The same request may succeed a moment later.
+ */
+const TRANSIENT_SQLSTATES = new Set(['55P03', '57P01', '57P03', '53300'])
+
+/** A 503 for a store that cannot serve just now; undefined for any other error. */
+function fromBusyStore(error: FastifyError): ApiError | undefined {
+  if (error instanceof StoreBusyError) return serviceUnavailable(error.message, error.retryAfterSeconds)
+  const { code } = error as { code?: unknown }
+  if (typeof code === 'string' && TRANSIENT_SQLSTATES.has(code))
+    return serviceUnavailable(STORE_BUSY_MESSAGE, 1)
+  return undefined
+}
+
 /** The path alone, bounded: a query string may carry personal data. */
 function pathOf(url: string): string {
   const path = url.split('?')[0] ?? ''
   return path.length > 200 ? `${path.slice(0, 200)}…` : path
+}
+
+/** The path as the router matches it: percent-decoded, except for reserved characters. */
+function routedPath(url: string): string {
+  const path = url.split('?')[0] ?? ''
+  try {
+    return decodeURI(path)
+  } catch {
+    return path
+  }
 }
 
 /** Quoted text in driver messages is the offending value or a query literal: never logged. */
@@ -45,18 +80,43 @@ function loggable(error: FastifyError): Record<string, unknown> {
   }
 }
 
+/**
+ * Only GET (and HEAD) are routed; refuseOtherMethods adds 405 routes for the common write
+ * methods. Any other method Node parses (TRACE, QUERY, PROPFIND, M-SEARCH, CONNECT...) meets no
+ * route: on a path that has a GET route it is a 405, not a 404.
+ */
+function isOtherMethodOnKnownPath(request: FastifyRequest): boolean {
+  return (
+    request.method !== 'GET' &&
+    request.method !== 'HEAD' &&
+    request.server.hasRoute({ method: 'GET', url: routedPath(request.url) })
+  )
+}
+
 /** The one place where errors become responses: same shape everywhere, nothing internal in a 5xx. */
 export default fp(
   async (app: FastifyInstance) => {
     app.setErrorHandler((error: FastifyError, request, reply) => {
-      const known = error instanceof ApiError ? error : fromFramework(error)
-      if (known) return send(reply, known)
+      if (error instanceof ApiError) return sendError(reply, error)
+      const busy = fromBusyStore(error)
+      if (busy) {
+        // Not the client's fault and likely to pass; the operator still learns what happened.
+        request.log.warn({ err: loggable(error) }, 'store busy')
+        return sendError(reply, busy)
+      }
+      const known = fromFramework(error)
+      if (known) return sendError(reply, known)
       request.log.error({ err: loggable(error) }, 'request failed')
-      return send(reply, internalError(request.id))
+      return sendError(reply, internalError(request.id))
+    })
+
+    // In onRequest, so that the 405 comes before any body is read (Fastify parses one for QUERY).
+    app.addHook('onRequest', async (request) => {
+      if (request.is404 && isOtherMethodOnKnownPath(request)) throw methodNotAllowed(request.method)
     })
 
     app.setNotFoundHandler((request, reply) =>
-      send(reply, new ApiError('not_found', `No route for ${request.method} ${pathOf(request.url)}`)),
+      sendError(reply, new ApiError('not_found', `No route for ${request.method} ${pathOf(request.url)}`)),
     )
   },
   { name: 'errors' },

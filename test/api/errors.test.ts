@@ -1,5 +1,7 @@
+import { METHODS } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { StoreBusyError } from '../../src/store/busy.js'
 import type { Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { createKey, createOrg } from '../helpers/fixtures.js'
@@ -41,6 +43,81 @@ describe('error responses', () => {
     await testStore?.close()
   })
 
+  describe('a busy store: 503 with Retry-After', () => {
+    let busy: FastifyInstance
+    let busyLogs: string[]
+    let thrown: unknown
+
+    beforeAll(async () => {
+      const store: Store = {
+        ...testStore.store,
+        kind: 'postgres',
+        read: async () => {
+          throw thrown
+        },
+        asReader: testStore.store.asReader.bind(testStore.store),
+        admin: testStore.store.admin.bind(testStore.store),
+        close: async () => {},
+      }
+      ;({ app: busy, logs: busyLogs } = await buildTestApp(store))
+    })
+    afterAll(async () => {
+      await busy?.close()
+    })
+
+    const expect503 = async (retryAfter: string) => {
+      const response = await busy.inject({ url: '/api/public/v1/appointments', headers: bearer(key) })
+      expect(response.statusCode).toBe(503)
+      expect(response.headers['retry-after']).toBe(retryAfter)
+      expect(response.headers['cache-control']).toBe('no-store')
+      expect(response.headers['content-type']).toBe('application/json; charset=utf-8')
+      expect(response.headers['x-request-id']).toMatch(/^req-/)
+      const body = response.json()
+      expect(Object.keys(body).sort()).toEqual(['code', 'error', 'message'])
+      expect(body).toMatchObject({ error: 'Service Unavailable', code: 'service_unavailable' })
+      return { response, body }
+    }
+
+    it('a StoreBusyError: its own message and Retry-After', async () => {
+      thrown = new StoreBusyError('The store is being restarted; retry shortly', 7)
+      const { body } = await expect503('7')
+      expect(body.message).toBe('The store is being restarted; retry shortly')
+      thrown = new StoreBusyError('The store is busy')
+      await expect503('1')
+    })
+
+    it.each([
+      ['55P03', 'could not obtain lock on relation "appointment"'],
+      ['57P01', 'terminating connection due to administrator command'],
+      ['57P03', 'the database system is starting up'],
+      ['53300', 'sorry, too many clients already'],
+    ])('PostgreSQL %s: Retry-After 1, no driver text, the code in the log', async (code, driverMessage) => {
+      const error = new Error(`${driverMessage} at SELECT a.id FROM appointment a WHERE org_id = $1`)
+      Object.assign(error, { code, severity: 'FATAL', routine: 'ProcessInterrupts' })
+      thrown = error
+      const { response } = await expect503('1')
+      for (const leak of [driverMessage, 'SELECT', 'appointment', code, 'FATAL', 'ProcessInterrupts']) {
+        expect(response.body).not.toContain(leak)
+      }
+      const id = String(response.headers['x-request-id'])
+      expect(busyLogs.some((line) => line.includes(code) && line.includes(id))).toBe(true)
+      // The request itself is in the request log, with its status.
+      expect(
+        busyLogs.some(
+          (line) => line.includes('"msg":"request"') && line.includes(id) && line.includes('503'),
+        ),
+      ).toBe(true)
+    })
+
+    it('other PostgreSQL errors remain a 500', async () => {
+      thrown = Object.assign(new Error('division by zero'), { code: '22012' })
+      const response = await busy.inject({ url: '/api/public/v1/customers', headers: bearer(key) })
+      expect(response.statusCode).toBe(500)
+      expect(response.headers['retry-after']).toBeUndefined()
+      expect(response.headers['cache-control']).toBe('no-store')
+    })
+  })
+
   it('a 500 says Internal server error with a request id, and nothing internal', async () => {
     const response = await failing.inject({ url: '/api/public/v1/customers', headers: bearer(key) })
     expect(response.statusCode).toBe(500)
@@ -73,25 +150,83 @@ describe('error responses', () => {
       expect(response.statusCode, url).toBe(404)
       expect(response.headers['content-type']).toBe('application/json; charset=utf-8')
       expect(response.json()).toMatchObject({ error: 'Not Found', code: 'not_found' })
+      expect(response.headers['cache-control'], url).toBe('no-store')
     }
   })
 
-  it.each(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const)(
-    '%s on a list path: 405 with Allow: GET',
+  // Every method Node parses, whether or not Fastify routes it (TRACE, QUERY, PROPFIND, M-SEARCH...).
+  const OTHER_METHODS = METHODS.filter((method) => method !== 'GET' && method !== 'HEAD')
+
+  it.each(OTHER_METHODS)(
+    '%s on a list path: 405 with Allow: GET, HEAD, before any body is read',
     async (method) => {
-      for (const url of ['/api/public/v1/customers', '/api/public/v1/appointments', '/openapi.json']) {
-        const response = await app.inject({
-          method,
-          url,
-          headers: { ...bearer(key), 'content-type': 'application/json' },
-          payload: method === 'POST' ? '{"broken json' : undefined,
-        })
-        expect(response.statusCode, `${method} ${url}`).toBe(405)
-        expect(response.headers.allow).toBe('GET')
-        expect(response.json()).toMatchObject({ error: 'Method Not Allowed', code: 'method_not_allowed' })
+      for (const url of [
+        '/api/public/v1/customers',
+        '/api/public/v1/appointments?limit=5',
+        '/openapi.json',
+      ]) {
+        for (const withKey of [true, false]) {
+          const response = await app.inject({
+            method: method as 'GET',
+            url,
+            headers: { ...(withKey ? bearer(key) : {}), 'content-type': 'application/json' },
+            payload: '{"broken json',
+          })
+          expect(response.statusCode, `${method} ${url}`).toBe(405)
+          expect(response.headers.allow).toBe('GET, HEAD')
+          expect(response.headers['cache-control']).toBe('no-store')
+          expect(response.headers['x-request-id']).toMatch(/^req-/)
+          expect(response.json()).toMatchObject({ error: 'Method Not Allowed', code: 'method_not_allowed' })
+        }
       }
     },
   )
+
+  it.each(['TRACE', 'PROPFIND', 'M-SEARCH'])(
+    '%s on an unknown path: 404, as GET would be',
+    async (method) => {
+      for (const url of ['/api/public/v1/customers/', '/api/public/v1/services', '/nope']) {
+        const response = await app.inject({ method: method as 'GET', url, headers: bearer(key) })
+        expect(response.statusCode, `${method} ${url}`).toBe(404)
+        expect(response.headers['cache-control']).toBe('no-store')
+        expect(response.json()).toMatchObject({ code: 'not_found' })
+      }
+    },
+  )
+
+  it('pagination bounds are named in the message: limit at least 1 and at most 100, offset at least 0', async () => {
+    const message = async (query: string) => {
+      const response = await app.inject({ url: `/api/public/v1/appointments?${query}`, headers: bearer(key) })
+      expect(response.statusCode, query).toBe(400)
+      expect(response.headers['cache-control']).toBe('no-store')
+      return response.json().message as string
+    }
+    expect(await message('limit=-1')).toBe('limit: limit must be at least 1')
+    expect(await message('limit=0')).toBe('limit: limit must be at least 1')
+    expect(await message('limit=-99999999999999999999')).toBe('limit: limit must be at least 1')
+    expect(await message('limit=101')).toBe('limit: limit must be at most 100')
+    expect(await message('offset=-1')).toBe('offset: offset must be at least 0')
+    expect(await message(`offset=${'9'.repeat(40)}`)).toBe(
+      `offset: offset must be at most ${Number.MAX_SAFE_INTEGER}`,
+    )
+    // What is not an integer at all still says so.
+    expect(await message('limit=abc')).toBe('limit: limit must be a decimal integer, given once')
+    expect(await message('offset=1.5')).toBe('offset: offset must be a decimal integer, given once')
+  })
+
+  it('a date-time with more than 9 fractional-second digits is 400 naming the parameter', async () => {
+    for (const name of ['startDate', 'endDate']) {
+      const response = await app.inject({
+        url: `/api/public/v1/appointments?${name}=2025-01-01T00:00:00.${'1'.repeat(140)}Z`,
+        headers: bearer(key),
+      })
+      expect(response.statusCode, name).toBe(400)
+      const body = response.json()
+      expect(body.code).toBe('invalid_query')
+      expect(body.message).toBe(`${name}: ${name} must have at most 9 fractional-second digits`)
+      expect(body.details).toEqual([expect.objectContaining({ path: [name] })])
+    }
+  })
 
   it('HEAD is served like GET, without a body', async () => {
     const response = await app.inject({

@@ -82,8 +82,12 @@ describe('GET /openapi.json', () => {
     for (const path of ['/api/public/v1/customers', '/api/public/v1/appointments']) {
       const operation = document.paths[path].get
       expect(operation.security).toEqual([{ bearerAuth: [] }])
-      expect(Object.keys(operation.responses).sort()).toEqual(['200', '400', '401', '500'])
-      for (const status of ['200', '400', '401', '500']) {
+      expect(Object.keys(operation.responses).sort()).toEqual(['200', '400', '401', '500', '503'])
+      expect(operation.responses['503'].headers['Retry-After'].schema).toEqual({
+        type: 'integer',
+        minimum: 1,
+      })
+      for (const status of ['200', '400', '401', '500', '503']) {
         expect(operation.responses[status].content['application/json'].examples).toBeDefined()
       }
     }

@@ -29,7 +29,10 @@ export function invalidQuery(error: z.ZodError): ApiError {
 
 export const NON_GET_METHODS = ['DELETE', 'OPTIONS', 'PATCH', 'POST', 'PUT'] as const
 
-/** Answers every other method on `url` with 405 before any body is read. */
+/**
+ * Answers the write methods on `url` with 405 before any body is read. Every other method meets
+ * no route and gets its 405 from the errors plugin (plugins/errors.ts), also before the body.
+ */
 export function refuseOtherMethods(app: FastifyInstance, url: string): void {
   app.route({
     method: [...NON_GET_METHODS],
