@@ -5,31 +5,34 @@ import { z } from 'zod'
  * parameter is repeated, which fails the type check and so is a 400).
  */
 
-const DECIMAL = /^[0-9]+$/
+const DECIMAL = /^-?[0-9]+$/
 
-/** Plain decimal digits become a number; anything else stays as it is and fails the number check. */
+/**
+ * Decimal digits, with an optional minus, become a number (so that `-1` is refused with the bound,
+ * not as a non-number); anything else stays as it is and fails the number check.
+ */
 function decimal(value: unknown): unknown {
   return typeof value === 'string' && DECIMAL.test(value) ? Number(value) : value
 }
 
-function integerMessage(name: string) {
-  return { invalid_type_error: `${name} must be a decimal integer, given once` }
+function integer(name: string, min: number, max: number) {
+  return z
+    .number({ invalid_type_error: `${name} must be a decimal integer, given once` })
+    .int()
+    .min(min, `${name} must be at least ${min}`)
+    .max(max, `${name} must be at most ${max}`)
 }
 
 export const limitParam = z.preprocess(
   decimal,
-  z.number(integerMessage('limit')).int().min(1).max(100).default(50).describe('Page size: 1 to 100'),
+  integer('limit', 1, 100).default(50).describe('Page size: 1 to 100'),
 )
 
 /** `offset=` and `offset=null` mean 0: the published schema accepts null. */
 export const offsetParam = z
   .preprocess(
     (value) => (value === '' || value === 'null' ? null : decimal(value)),
-    z
-      .number(integerMessage('offset'))
-      .int()
-      .min(0)
-      .max(Number.MAX_SAFE_INTEGER)
+    integer('offset', 0, Number.MAX_SAFE_INTEGER)
       .nullable()
       .default(0)
       .describe('Rows to skip; null or empty means 0'),
@@ -72,12 +75,74 @@ function hasUsableOffset(value: string): boolean {
   return !offset || (Number(offset[1]) <= 15 && Number(offset[2]) <= 59)
 }
 
+/** RFC 3339 (5.6) lets `T` and `Z` be written in lower case; the rest of the API sees upper case. */
+function upperCaseDesignators(value: unknown): unknown {
+  return typeof value === 'string' ? value.replace(/[tz]/g, (letter) => letter.toUpperCase()) : value
+}
+
+/**
+ * RFC 3339 sets no limit on fractional-second digits; nine (nanoseconds) is the finest any common
+ * clock or library writes. PostgreSQL refuses a literal with very many of them (a 500 before).
+ */
+export const MAX_FRACTION_DIGITS = 9
+
+const FRACTION = /\.(\d+)/
+
+function hasBoundedFraction(value: string): boolean {
+  return (FRACTION.exec(value)?.[1]?.length ?? 0) <= MAX_FRACTION_DIGITS
+}
+
+/**
+ * Which way a bound is brought to the microsecond, PostgreSQL's precision, so that it still means
+ * exactly what was sent: start times are stored to the microsecond, so `start >= x` selects what
+ * `start >= x rounded up` does, and `start <= x` what `start <= x rounded down` does.
+ */
+export type BoundRounding = 'up' | 'down'
+
+/**
+ * Cuts the fraction to six digits, rounding `up` or `down`. The offset is kept as sent: PostgreSQL
+ * applies it, and 9999-12-31T23:59:59-15:00 in UTC would fall in a year JavaScript writes as +010000.
+ */
+export function toMicroseconds(value: string, rounding: BoundRounding): string {
+  const match = /^(.+T\d{2}:\d{2}:\d{2})\.(\d+)(.*)$/.exec(value)
+  const [, wallClock = '', digits = '', offset = ''] = match ?? []
+  if (!match || digits.length <= 6) return value
+  const micros = digits.slice(0, 6)
+  if (rounding === 'down' || !/[1-9]/.test(digits.slice(6))) return `${wallClock}.${micros}${offset}`
+  if (micros !== '999999') return `${wallClock}.${String(Number(micros) + 1).padStart(6, '0')}${offset}`
+  // Up from .999999…: the next whole second on the same wall clock, which may change the day.
+  const next = new Date(Date.parse(`${wallClock}Z`) + 1_000).toISOString()
+  // After 9999-12-31T23:59:59 on the wall clock (+010000-…): keep .999999, the last representable.
+  return next.startsWith('+') ? `${wallClock}.999999${offset}` : `${next.slice(0, 19)}.000000${offset}`
+}
+
+/** The instant of a validated date-time in nanoseconds since the epoch, to compare two bounds exactly. */
+export function epochNanoseconds(value: string): bigint | undefined {
+  const fraction = FRACTION.exec(value)?.[1] ?? ''
+  const millis = Date.parse(value.replace(FRACTION, ''))
+  if (Number.isNaN(millis)) return undefined
+  return BigInt(millis) * 1_000_000n + BigInt(fraction.padEnd(MAX_FRACTION_DIGITS, '0'))
+}
+
+/**
+ * An RFC 3339 date-time with `Z` or an offset, a real calendar date and at most nine
+ * fractional-second digits, in upper case. It may carry more digits than PostgreSQL keeps: bring
+ * it to the microsecond with `toMicroseconds` before it reaches SQL, after any comparison.
+ */
 export function dateTimeParam(name: string, description: string) {
   return z
-    .string({ invalid_type_error: `${name} must be an ISO-8601 date-time, given once` })
-    .datetime({ offset: true, message: `${name} must be an ISO-8601 date-time with Z or an offset` })
-    .refine(isCalendarDate, `${name} is not a calendar date`)
-    .refine(hasUsableOffset, `${name} must have a UTC offset between -15:59 and +15:59`)
+    .preprocess(
+      upperCaseDesignators,
+      z
+        .string({ invalid_type_error: `${name} must be an ISO-8601 date-time, given once` })
+        .datetime({ offset: true, message: `${name} must be an ISO-8601 date-time with Z or an offset` })
+        .refine(isCalendarDate, `${name} is not a calendar date`)
+        .refine(hasUsableOffset, `${name} must have a UTC offset between -15:59 and +15:59`)
+        .refine(
+          hasBoundedFraction,
+          `${name} must have at most ${MAX_FRACTION_DIGITS} fractional-second digits`,
+        ),
+    )
     .optional()
     .describe(description)
 }

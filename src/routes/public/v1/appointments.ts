@@ -1,6 +1,13 @@
 import { z } from 'zod'
 import { listAppointments } from '../../../queries/appointments.js'
-import { dateTimeParam, idParam, limitParam, offsetParam } from '../../../schemas/query.js'
+import {
+  dateTimeParam,
+  epochNanoseconds,
+  idParam,
+  limitParam,
+  offsetParam,
+  toMicroseconds,
+} from '../../../schemas/query.js'
 import { APPOINTMENT_STATUSES, appointmentSchema } from '../../../schemas/resources.js'
 import type { ListRoute } from './list-route.js'
 
@@ -14,14 +21,31 @@ export const appointmentsQuery = z
       .describe('Only appointments in this status'),
     customerId: idParam('customerId', 'Only appointments of this customer'),
     staffId: idParam('staffId', 'Only appointments of this staff member'),
-    startDate: dateTimeParam('startDate', 'Inclusive lower bound on the start time'),
-    endDate: dateTimeParam('endDate', 'Inclusive upper bound on the start time'),
+    startDate: dateTimeParam(
+      'startDate',
+      'Inclusive lower bound on the start time; up to 9 fractional-second digits, compared to the microsecond',
+    ),
+    endDate: dateTimeParam(
+      'endDate',
+      'Inclusive upper bound on the start time; up to 9 fractional-second digits, compared to the microsecond',
+    ),
   })
   .superRefine((query, context) => {
-    if (query.startDate && query.endDate && Date.parse(query.endDate) < Date.parse(query.startDate)) {
+    if (!query.startDate || !query.endDate) return
+    // Compared as sent, to the nanosecond: two bounds within one microsecond are not reversed.
+    const start = epochNanoseconds(query.startDate)
+    const end = epochNanoseconds(query.endDate)
+    if (start !== undefined && end !== undefined && end < start) {
       context.addIssue({ code: 'custom', path: ['endDate'], message: 'endDate must not be before startDate' })
     }
   })
+  // Start times are kept to the microsecond: the lower bound rounds up and the upper bound down,
+  // so that each still selects exactly the start times it names.
+  .transform(({ startDate, endDate, ...query }) => ({
+    ...query,
+    startDate: startDate === undefined ? undefined : toMicroseconds(startDate, 'up'),
+    endDate: endDate === undefined ? undefined : toMicroseconds(endDate, 'down'),
+  }))
 
 export const appointmentsRoute: ListRoute<typeof appointmentsQuery, typeof appointmentSchema> = {
   operationId: 'listAppointments',
