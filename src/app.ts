@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto'
-import Fastify, { type FastifyInstance, LogController } from 'fastify'
+import { type IncomingMessage, ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
 import type { Config } from './config.js'
 import type { LastUsedOptions } from './domain/last-used.js'
 import { ApiError } from './errors.js'
-import errors from './plugins/errors.js'
+import errors, { sendError } from './plugins/errors.js'
 import openapi from './plugins/openapi.js'
-import requestLog from './plugins/request-log.js'
+import requestLog, { identifyingHeaders, logRequest } from './plugins/request-log.js'
 import storePlugin from './plugins/store.js'
 import type { TenantFilterOptions } from './queries/page.js'
 import publicV1, { LIST_ROUTES, PUBLIC_V1_PREFIX } from './routes/public/v1/index.js'
@@ -45,24 +48,50 @@ export const BODY_LIMIT = 1024
 
 export const DEFAULT_LAST_USED: LastUsedOptions = { resolutionMs: 60_000, flushEveryMs: 5_000 }
 
+const newRequestId = () => `req-${randomUUID()}`
+
 const HEADER_TOO_LARGE = JSON.stringify(
   new ApiError('header_too_large', 'Request line and headers must stay under 16 KiB').toBody(),
 )
 const BAD_REQUEST = JSON.stringify(new ApiError('bad_request', 'Malformed HTTP request').toBody())
 const TOO_SLOW = JSON.stringify(new ApiError('bad_request', 'Request not received in time').toBody())
 
-/** A raw response for errors Node's HTTP parser raises before Fastify sees a request. */
-function clientErrorResponse(code: string | undefined): string {
-  const [status, body] =
+/**
+ * A raw response for errors Node's HTTP parser raises before Fastify sees a request, with the
+ * headers every response carries; `log` writes the request line under the same request id.
+ */
+function clientErrorResponse(code: string | undefined, log: FastifyBaseLogger): string {
+  const [status, reason, body] =
     code === 'HPE_HEADER_OVERFLOW'
-      ? ['431 Request Header Fields Too Large', HEADER_TOO_LARGE]
+      ? ([431, 'Request Header Fields Too Large', HEADER_TOO_LARGE] as const)
       : code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? ['400 Bad Request', TOO_SLOW]
-        : ['400 Bad Request', BAD_REQUEST]
-  return (
-    `HTTP/1.1 ${status}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
-  )
+        ? ([400, 'Bad Request', TOO_SLOW] as const)
+        : ([400, 'Bad Request', BAD_REQUEST] as const)
+  const id = newRequestId()
+  logRequest(log.child({ reqId: id }), { method: '(unparsed)', route: '(no route)', status })
+  const headers = Object.entries({
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': String(Buffer.byteLength(body)),
+    'Cache-Control': 'no-store',
+    ...identifyingHeaders(id),
+    Connection: 'close',
+  })
+  return `HTTP/1.1 ${status} ${reason}\r\n${headers.map(([name, value]) => `${name}: ${value}\r\n`).join('')}\r\n${body}`
+}
+
+/** RFC 9112 3.2: an HTTP/1.1 request carries exactly one Host header, and no request carries two. */
+const HOST_REQUIRED = 'An HTTP/1.1 request must carry exactly one Host header'
+
+function hasValidHost(request: IncomingMessage): boolean {
+  let count = 0
+  for (let i = 0; i < request.rawHeaders.length; i += 2) {
+    if (request.rawHeaders[i]?.toLowerCase() === 'host') count++
+  }
+  if (count > 1) return false
+  const required =
+    request.httpVersionMajor > 1 || (request.httpVersionMajor === 1 && request.httpVersionMinor >= 1)
+  // An empty Host names no host either: RFC 9110 4.2.1, an http URI has a non-empty host.
+  return count === 0 ? !required : Boolean(request.headers.host)
 }
 
 /** Builds the HTTP application: plugins in a fixed order, then routes, then the error handler. */
@@ -75,12 +104,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
     // request-log writes the one line per request; Fastify's own lines would carry the URL.
     logController: new LogController({ disableRequestLogging: true }),
-    genReqId: () => `req-${randomUUID()}`,
+    genReqId: newRequestId,
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT,
     // Slow clients cannot hold a connection: headers within 5 s, the whole request within 10 s,
     // both checked every second (Node's default check runs every 30 s); idle keep-alive 5 s.
-    http: { connectionsCheckingInterval: timeouts.checkEveryMs },
+    // Node answers an HTTP/1.1 request without Host with a bare 400 (no body, no request id, not
+    // logged): the onRequest hook below refuses it instead, in the API's error shape.
+    http: { connectionsCheckingInterval: timeouts.checkEveryMs, requireHostHeader: false },
     requestTimeout: timeouts.requestMs,
     connectionTimeout: 15_000,
     keepAliveTimeout: 5_000,
@@ -89,19 +120,56 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // (a 503 is not in the contract); new connections are refused by the closed listener.
     return503OnClosing: false,
     routerOptions: { maxParamLength: 200, ignoreTrailingSlash: false },
+    // The router's own refusals (a path that is not valid percent-encoding) bypass the hooks:
+    // answered here in the API's shape, with the headers and the log line of every request.
+    frameworkErrors: (_error, request, reply) => {
+      reply.raw.once('close', () =>
+        logRequest(request.log, {
+          method: request.method,
+          route: '(no route)',
+          status: reply.statusCode,
+          ms: Math.round(reply.elapsedTime * 100) / 100,
+        }),
+      )
+      reply.headers(identifyingHeaders(request.id))
+      sendError(reply, new ApiError('bad_request', 'The request path is not valid percent-encoding'))
+    },
     clientErrorHandler: (error, socket) => {
       // Once a request's headers were parsed it belongs to the app, which may have answered it
       // already (a body still dribbling in when the deadline passes): then just close, never a
       // second, unsolicited response.
       const { parser, _httpMessage } = socket as { parser?: { incoming?: unknown }; _httpMessage?: unknown }
       if (socket.writable && !parser?.incoming && !_httpMessage) {
-        socket.end(clientErrorResponse((error as NodeJS.ErrnoException).code))
+        socket.end(clientErrorResponse((error as NodeJS.ErrnoException).code, app.log))
       } else {
         socket.destroy(error)
       }
     },
   })
   app.server.headersTimeout = timeouts.headersMs
+
+  // Node hands a CONNECT request to a 'connect' listener, and without one closes the connection
+  // unanswered: route it like any other method (405 on an API path, else 404), then close.
+  app.server.on('connect', (request: IncomingMessage, duplex: Duplex) => {
+    const socket = duplex as Socket
+    socket.on('error', () => socket.destroy())
+    socket.setTimeout(timeouts.requestMs, () => socket.destroy())
+    const response = new ServerResponse(request)
+    response.shouldKeepAlive = false
+    response.assignSocket(socket)
+    response.once('finish', () => {
+      response.detachSocket(socket)
+      socket.end()
+    })
+    app.routing(request, response)
+  })
+
+  // Checked first, before the body limit and the key; the connection is closed, as Node does.
+  app.addHook('onRequest', async (request, reply) => {
+    if (hasValidHost(request.raw)) return
+    reply.header('connection', 'close')
+    throw new ApiError('bad_request', HOST_REQUIRED)
+  })
 
   // No route reads a body. A GET may carry a small one (ignored); a larger or chunked one is
   // refused before it is read, and the connection is closed rather than drained.

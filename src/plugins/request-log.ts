@@ -1,4 +1,23 @@
+import type { FastifyBaseLogger } from 'fastify'
 import fp from 'fastify-plugin'
+
+/** Headers every response carries, including those written before Fastify has a request. */
+export function identifyingHeaders(requestId: string): Record<string, string> {
+  return { 'x-request-id': requestId, 'x-content-type-options': 'nosniff' }
+}
+
+export interface RequestLine {
+  readonly method: string
+  readonly route: string
+  readonly status: number
+  /** Omitted where the start of the request is unknown (refused by Node's HTTP parser). */
+  readonly ms?: number
+}
+
+/** The one line per request; `log` carries the request id (Fastify's request logger does). */
+export function logRequest(log: FastifyBaseLogger, line: RequestLine): void {
+  log.info(line, 'request')
+}
 
 /**
  * One line per request: method, route pattern, status, duration, request id.
@@ -7,18 +26,15 @@ import fp from 'fastify-plugin'
 export default fp(
   async (app) => {
     app.addHook('onSend', async (request, reply) => {
-      reply.header('x-request-id', request.id).header('x-content-type-options', 'nosniff')
+      reply.headers(identifyingHeaders(request.id))
     })
     app.addHook('onResponse', async (request, reply) => {
-      request.log.info(
-        {
-          method: request.method,
-          route: request.routeOptions.url ?? '(no route)',
-          status: reply.statusCode,
-          ms: Math.round(reply.elapsedTime * 100) / 100,
-        },
-        'request',
-      )
+      logRequest(request.log, {
+        method: request.method,
+        route: request.routeOptions.url ?? '(no route)',
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 100) / 100,
+      })
     })
   },
   { name: 'request-log' },

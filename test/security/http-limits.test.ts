@@ -305,6 +305,121 @@ describe.each(STORE_KINDS)('limits over real HTTP on %s', (kind) => {
 })
 
 /**
+ * Requests that Node's HTTP parser, its Host rule or Fastify's router refuse, and methods Node
+ * hands over apart (CONNECT): every answer is a JSON error with a request id, `no-store` and
+ * `nosniff`, and every one is in the request log. One store suffices: none reaches the store.
+ */
+describe('requests refused before routing, over real HTTP', () => {
+  let testStore: TestStore
+  let app: FastifyInstance
+  let logs: string[]
+  let port: number
+  let key: string
+
+  beforeAll(async () => {
+    testStore = await createTestStore('embedded')
+    const org = await createOrg(testStore.store, 'org_refused')
+    key = (await createKey(testStore.store, org)).key
+    ;({ app, logs } = await buildTestApp(testStore.store))
+    port = await listenOnLoopback(app)
+  })
+  afterAll(async () => {
+    await app?.close()
+    await testStore?.close()
+  })
+
+  /** The request log's line for this response, found by its request id. */
+  const logLine = (response: RawResponse) => {
+    const id = response.headers['x-request-id']
+    expect(id).toMatch(/^req-/)
+    const lines = logs
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.msg === 'request' && line.reqId === id)
+    expect(lines).toHaveLength(1)
+    return lines[0]
+  }
+
+  const expectRefused = (response: RawResponse, status: number, code: string) => {
+    expect(expectErrorShape(response, status)).toMatchObject({ code })
+    expect(response.headers['cache-control']).toBe('no-store')
+    expect(response.headers['x-content-type-options']).toBe('nosniff')
+    expect(logLine(response)).toMatchObject({ status })
+  }
+
+  it('an HTTP/1.1 request without Host: 400 bad_request in the error shape, with a request id, logged', async () => {
+    const response = await raw(
+      port,
+      `GET /api/public/v1/customers HTTP/1.1\r\nAuthorization: Bearer ${key}\r\nConnection: close\r\n\r\n`,
+    )
+    expectRefused(response, 400, 'bad_request')
+    expect(JSON.parse(response.body)).toEqual({
+      error: 'Bad Request',
+      message: 'An HTTP/1.1 request must carry exactly one Host header',
+      code: 'bad_request',
+    })
+  })
+
+  it('an empty Host or two Host headers: 400 too; HTTP/1.0 needs no Host', async () => {
+    const at = (headers: string, version = '1.1') =>
+      raw(
+        port,
+        `GET /api/public/v1/customers HTTP/${version}\r\nAuthorization: Bearer ${key}\r\n${headers}Connection: close\r\n\r\n`,
+      )
+    expectRefused(await at('Host:\r\n'), 400, 'bad_request')
+    expectRefused(await at('Host: 127.0.0.1\r\nHost: evil.example\r\n'), 400, 'bad_request')
+    expect((await at('')).status).toBe(400)
+    expect((await at('', '1.0')).status).toBe(200)
+    expect((await at('Host: 127.0.0.1\r\n')).status).toBe(200)
+  })
+
+  it.each(['CONNECT', 'TRACE', 'PROPFIND', 'M-SEARCH', 'QUERY'])(
+    '%s on a list path: 405 with Allow: GET, HEAD, logged',
+    async (method) => {
+      for (const path of ['/api/public/v1/customers', '/openapi.json']) {
+        const response = await raw(
+          port,
+          `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n` +
+            'Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}',
+        )
+        expectRefused(response, 405, 'method_not_allowed')
+        expect(response.headers.allow).toBe('GET, HEAD')
+      }
+    },
+  )
+
+  it('CONNECT to a host and port: 404 in the error shape, and the server stays up', async () => {
+    const response = await raw(port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n')
+    expectRefused(response, 404, 'not_found')
+    const after = await fetch(`http://127.0.0.1:${port}/api/public/v1/customers`, {
+      headers: { authorization: `Bearer ${key}` },
+    })
+    expect(after.status).toBe(200)
+  })
+
+  it('a path with invalid percent-encoding: 400 bad_request in the error shape, logged, the path not echoed', async () => {
+    const response = await raw(
+      port,
+      'GET /api/public/v1/customers%ZZ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n',
+    )
+    expectRefused(response, 400, 'bad_request')
+    expect(response.body).not.toContain('%ZZ')
+  })
+
+  it("errors of Node's parser (431, malformed) carry a request id, no-store and nosniff, and are logged", async () => {
+    const big = await raw(
+      port,
+      `GET /api/public/v1/customers HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'a'.repeat(17 * 1024)}\r\n\r\n`,
+    )
+    expectRefused(big, 431, 'header_too_large')
+    const malformed = await raw(
+      port,
+      'GET /api/public/v1/customers HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n',
+    )
+    expectRefused(malformed, 400, 'bad_request')
+  })
+})
+
+/**
  * Slow-loris. The deadlines are shortened through the test-only `httpTimeouts` option so that the
  * test takes seconds; the production values are checked separately. One store suffices: the
  * deadlines are Node's HTTP server's, before any request reaches the store.
