@@ -454,6 +454,41 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
       expectOneLineFailure(await cli('import', join(tempDir(), 'missing.ndjson')), 1, /cannot read/)
     })
 
+    it('import refuses a line over 1 MiB and bytes that are not UTF-8 in one line, exit 1; a BOM is skipped', async () => {
+      const dir = tempDir()
+      const org = ndjson(organizationLines('org_huge', 'o@huge.test').slice(0, 1))
+      // 8 MiB on one line without a newline. Beside a running server the client is left sending
+      // the rest of a file the server stopped reading (the operator socket's protocol): run where
+      // the CLI imports itself.
+      if (onPostgres) {
+        const huge = join(dir, 'huge.ndjson')
+        writeFileSync(huge, Buffer.concat([Buffer.from(org), Buffer.alloc(8 * 1024 * 1024, 'x')]))
+        expectOneLineFailure(
+          await cli('import', huge),
+          1,
+          /^openbook: line 2: line too long \(over 1 MiB\)\n$/,
+        )
+      }
+      const latin1 = join(dir, 'latin1.ndjson')
+      writeFileSync(
+        latin1,
+        Buffer.from(
+          `${org}{"type":"user","id":"usr_huge","email":"o@huge.test","name":"Jos\xe9"}\n`,
+          'latin1',
+        ),
+      )
+      expectOneLineFailure(
+        await cli('import', latin1),
+        1,
+        /^openbook: line 2: user\.name: not valid UTF-8\n$/,
+      )
+      const bom = join(dir, 'bom.ndjson')
+      writeFileSync(bom, `\ufeff${org}`)
+      expect(json<{ counts: Record<string, number> }>(await cli('import', bom, '--json')).counts).toEqual({
+        organization: 1,
+      })
+    })
+
     it('seed: exact counts, skewed sizes, the same data for the same seed', async () => {
       const args = [
         'seed',

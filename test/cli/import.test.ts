@@ -163,6 +163,101 @@ describe.each(STORE_KINDS)('bulk import on %s', (kind) => {
       expect(rewritten).toEqual(['cus_org_again_2'])
     })
 
+    it('a line over 1 MiB is refused by its number, read no further than the limit', async () => {
+      const store = await open()
+      const org = organizationLines('org_long', 'o@long.test')
+      const head = Buffer.from(ndjson(org.slice(0, 2)))
+      let pulled = 0
+      // 16 MiB without a newline, made as it is read: only what the import pulls exists at all.
+      async function* endless() {
+        yield head
+        yield Buffer.from('{"type":"user","id":"usr_long","email":"l@long.test","name":"')
+        const piece = Buffer.alloc(64 * 1024, 'x')
+        for (let i = 0; i < 256; i++) {
+          pulled += piece.length
+          yield piece
+        }
+      }
+      const message = await failure(importNdjson(store, Readable.from(endless(), { objectMode: false })))
+      expect(message).toBe('line 3: line too long (over 1 MiB)')
+      expect(pulled).toBeLessThan(4 * 1024 * 1024)
+      const [stored] = await store.admin((sql) =>
+        sql.query<{ n: number }>("SELECT count(*)::int AS n FROM organizations WHERE id = 'org_long'"),
+      )
+      expect(stored?.n).toBe(0)
+    })
+
+    it('a line of exactly 1 MiB is read (CRLF or not), one byte more is refused', async () => {
+      const store = await open()
+      const line = '{"type":"organization","id":"org_mib","name":"MiB","plan":"free"}'
+      // JSON allows trailing white space: a valid line of any length.
+      const exactly = line.padEnd(1_048_576, ' ')
+      expect(Buffer.byteLength(exactly)).toBe(1_048_576)
+      const summary = await importNdjson(
+        store,
+        input(`${exactly}
+${exactly}
+${exactly}`),
+      )
+      expect(summary.lines).toBe(3)
+      expect(
+        await failure(
+          importNdjson(
+            store,
+            input(`${line}
+${exactly} 
+`),
+          ),
+        ),
+      ).toBe('line 2: line too long (over 1 MiB)')
+    })
+
+    it('bytes that are not UTF-8 are refused, naming the line and field; a BOM may open the file only', async () => {
+      const store = await open()
+      const org = Buffer.from(ndjson(organizationLines('org_utf', 'o@utf.test').slice(0, 1)))
+      const user = (name: Buffer) =>
+        Buffer.concat([
+          Buffer.from('{"type":"user","id":"usr_utf","email":"u@utf.test","name":"'),
+          name,
+          Buffer.from('"}\n'),
+        ])
+      const bytes = (...parts: Buffer[]) => Readable.from([Buffer.concat(parts)])
+      expect(await failure(importNdjson(store, bytes(org, user(Buffer.from([0x41, 0xff, 0x42])))))).toBe(
+        'line 2: user.name: not valid UTF-8',
+      )
+      // A lone continuation byte, an overlong encoding, a surrogate: each is invalid.
+      for (const bad of [[0x80], [0xc0, 0xaf], [0xed, 0xa0, 0x80]]) {
+        expect(await failure(importNdjson(store, bytes(org, user(Buffer.from(bad)))))).toBe(
+          'line 2: user.name: not valid UTF-8',
+        )
+      }
+      expect(await failure(importNdjson(store, bytes(org, Buffer.from([0x7b, 0xfe, 0x7d, 0x0a]))))).toMatch(
+        /^line 2: not valid UTF-8/,
+      )
+      // A BOM opens the file: skipped. Anywhere else it is not JSON.
+      const bom = Buffer.from([0xef, 0xbb, 0xbf])
+      expect((await importNdjson(store, bytes(bom, org))).counts).toEqual({ organization: 1 })
+      expect(await failure(importNdjson(store, bytes(org, bom, org)))).toBe('line 2: not valid JSON')
+      // A character split between two chunks of the stream is still one character.
+      const name = Buffer.from('Zoë Æther 🙂')
+      const whole = Buffer.concat([org, user(name)])
+      const split = [...whole].map((byte) => Buffer.from([byte]))
+      await importNdjson(store, Readable.from(split))
+      const [stored] = await store.admin((sql) =>
+        sql.query<{ name: string }>("SELECT name FROM users WHERE id = 'usr_utf'"),
+      )
+      expect(stored?.name).toBe('Zoë Æther 🙂')
+    })
+
+    it('a NUL character, which PostgreSQL text cannot hold, is refused naming its field', async () => {
+      const store = await open()
+      const org = organizationLines('org_nul', 'o@nul.test')
+      const lines = [...org.slice(0, 3), { ...(org[3] as Line), name: 'Ma\u0000ra' }]
+      expect(await failure(importNdjson(store, input(ndjson(lines))))).toBe(
+        'line 4: staff.name: must not contain NUL (\\u0000)',
+      )
+    })
+
     it("a user with another user's e-mail is refused, naming the line and field", async () => {
       const store = await open()
       await importNdjson(store, input(ndjson(organizationLines('org_mail', 'taken@mail.test'))))
