@@ -21,6 +21,8 @@ const cents = z.int().min(0).max(2_147_483_647)
 const record = <Shape extends Record<string, z.ZodType>>(shape: Shape) =>
   z.strictObject({ type: z.string(), ...shape })
 const opt = <T extends z.ZodType>(schema: T) => schema.nullable().optional()
+/** The UTC calendar day (YYYY-MM-DD) of a date-time with an offset: an appointment's dayKey. */
+export const utcDay = (timestamp: string): string => new Date(timestamp).toISOString().slice(0, 10)
 
 export const RECORD_SCHEMAS = {
   organization: record({
@@ -84,8 +86,22 @@ export const RECORD_SCHEMAS = {
     isActive: z.boolean(),
     createdAt: timestamp,
     updatedAt: timestamp,
-  }).refine((a) => Date.parse(a.end) >= Date.parse(a.start), {
-    message: 'must not be before start',
-    path: ['end'],
-  }),
+  })
+    .refine((a) => Date.parse(a.end) >= Date.parse(a.start), {
+      message: 'must not be before start',
+      path: ['end'],
+    })
+    // dayKey is the UTC day of start (README): derived when absent, refused when it says otherwise.
+    .transform((a, context) => {
+      const day = utcDay(a.start)
+      if (a.dayKey == null) a.dayKey = day
+      else if (a.dayKey !== day) {
+        context.addIssue({
+          code: 'custom',
+          message: `must be the UTC day of start (${day})`,
+          path: ['dayKey'],
+        })
+      }
+      return a
+    }),
 } satisfies Record<RecordType, z.ZodType>

@@ -258,6 +258,30 @@ ${exactly}
       )
     })
 
+    it('dayKey is derived from start when absent, and refused when it is not the UTC day of start', async () => {
+      const store = await open()
+      const org = organizationLines('org_day', 'o@day.test')
+      const appointment = org[8] as Line
+      // 23:30 at UTC-5 is the next day in UTC.
+      const late = { ...appointment, start: '2025-02-01T23:30:00-05:00', end: '2025-02-02T00:30:00-05:00' }
+      expect(
+        await failure(
+          importNdjson(store, input(ndjson([...org.slice(0, 8), { ...late, dayKey: '2025-02-01' }]))),
+        ),
+      ).toBe('line 9: appointment.dayKey: must be the UTC day of start (2025-02-02)')
+      await importNdjson(
+        store,
+        input(ndjson([...org.slice(0, 8), late, { ...(org[9] as Line), dayKey: '2025-01-12' }])),
+      )
+      const days = await store.admin((sql) =>
+        sql.query<{ id: string; day_key: string }>('SELECT id, day_key FROM appointments ORDER BY id'),
+      )
+      expect(days).toEqual([
+        { id: 'apt_org_day_1', day_key: '2025-02-02' },
+        { id: 'apt_org_day_2', day_key: '2025-01-12' },
+      ])
+    })
+
     it("a user with another user's e-mail is refused, naming the line and field", async () => {
       const store = await open()
       await importNdjson(store, input(ndjson(organizationLines('org_mail', 'taken@mail.test'))))
