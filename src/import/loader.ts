@@ -3,6 +3,7 @@ import {
   FIELDS,
   fieldOf,
   insertSql,
+  KEPT_COLUMNS,
   KEY_FIELDS,
   RECORD_TYPES,
   type RecordType,
@@ -88,6 +89,8 @@ interface TypeRows {
   readonly lines: number[]
   readonly firstLines: number[]
   readonly slotOfKey: Map<string, number>
+  /** Each row's values, kept only for types with columns to keep (KEPT_COLUMNS). */
+  readonly values: string[][]
 }
 
 /**
@@ -107,7 +110,7 @@ export class Chunk {
   add(type: RecordType, line: number, row: Readonly<Record<string, unknown>>, byField = false): void {
     let rows = this.byType.get(type)
     if (!rows) {
-      rows = { text: [], lines: [], firstLines: [], slotOfKey: new Map() }
+      rows = { text: [], lines: [], firstLines: [], slotOfKey: new Map(), values: [] }
       this.byType.set(type, rows)
     }
     const keyNames = byField ? KEY_FIELDS[type] : TABLES[type].key
@@ -121,6 +124,14 @@ export class Chunk {
     values[0] = String(line)
     values[1] = String(rows.firstLines[slot] ?? line)
     for (let i = 0; i < names.length; i++) values[i + 2] = copyValue(row[names[i] as string])
+    const kept = KEPT_COLUMNS[type]
+    if (kept.length) {
+      // A later line that leaves a kept column out keeps the earlier line's value, as the merge
+      // keeps a stored one.
+      const earlier = rows.values[slot]
+      if (earlier) for (const i of kept) if (values[i + 2] === '\\N') values[i + 2] = earlier[i + 2] as string
+      rows.values[slot] = values
+    }
     rows.text[slot] = values.join('\t')
     rows.lines[slot] = line
     rows.firstLines[slot] ??= line

@@ -7,6 +7,8 @@ export const TABLES = {
     key: ['id'],
     columns: ['id', 'name', 'plan', 'created_at'],
     defaults: { created_at: 'now()' },
+    // A record without createdAt keeps the stored one: now() again would rewrite the row.
+    keep: ['created_at'],
   },
   user: { table: 'users', key: ['id'], columns: ['id', 'email', 'name'] },
   membership: { table: 'memberships', key: ['org_id', 'user_id'], columns: ['org_id', 'user_id', 'role'] },
@@ -82,10 +84,19 @@ export const TABLES = {
       'updated_at',
     ],
   },
-} as const satisfies Record<
-  string,
-  { table: string; key: readonly string[]; columns: readonly string[]; defaults?: Record<string, string> }
->
+} as const satisfies Record<string, TableSpec>
+
+/**
+ * `defaults`: the value of a column left out of a new row. `keep`: columns that, left out, keep
+ * an existing row's value rather than take the default (a record without them changes nothing).
+ */
+interface TableSpec {
+  readonly table: string
+  readonly key: readonly string[]
+  readonly columns: readonly string[]
+  readonly defaults?: Readonly<Record<string, string>>
+  readonly keep?: readonly string[]
+}
 
 export type RecordType = keyof typeof TABLES
 export const RECORD_TYPES = Object.keys(TABLES) as RecordType[]
@@ -114,6 +125,16 @@ export const FIELDS: Readonly<Record<RecordType, readonly string[]>> = (() => {
   return fields
 })()
 
+/** Each type's columns to keep when left out (`keep`), by their position among its columns. */
+export const KEPT_COLUMNS: Readonly<Record<RecordType, readonly number[]>> = (() => {
+  const kept = {} as Record<RecordType, readonly number[]>
+  for (const type of RECORD_TYPES) {
+    const spec: TableSpec = TABLES[type]
+    kept[type] = (spec.keep ?? []).map((column) => spec.columns.indexOf(column))
+  }
+  return kept
+})()
+
 /** Each type's key, by field name. */
 export const KEY_FIELDS: Readonly<Record<RecordType, readonly string[]>> = (() => {
   const keys = {} as Record<RecordType, readonly string[]>
@@ -128,14 +149,21 @@ export const KEY_FIELDS: Readonly<Record<RecordType, readonly string[]>> = (() =
  * violation (23505).
  */
 export function insertSql(type: RecordType, source: string, upsert: boolean): string {
-  const spec: {
-    table: string
-    key: readonly string[]
-    columns: readonly string[]
-    defaults?: Record<string, string>
-  } = TABLES[type]
-  const { table, key, columns } = spec
-  const values = columns.map((c) => (spec.defaults?.[c] ? `coalesce(${c}, ${spec.defaults[c]})` : c))
+  const spec: TableSpec = TABLES[type]
+  const { table, key, columns, keep = [] } = spec
+  // Columns to keep are looked up in the stored row (s: the source, t: the table); the others'
+  // statements stay as plain as they were.
+  const from = keep.length
+    ? `${source} s LEFT JOIN ${table} t ON ${key.map((k) => `t.${k} = s.${k}`).join(' AND ')}`
+    : source
+  const values = columns.map((c) => {
+    const candidates = [
+      keep.length ? `s.${c}` : c,
+      ...(keep.includes(c) ? [`t.${c}`] : []),
+      ...(spec.defaults?.[c] ? [spec.defaults[c]] : []),
+    ]
+    return candidates.length > 1 ? `coalesce(${candidates.join(', ')})` : candidates[0]
+  })
   const updates = columns.filter((c) => !key.includes(c))
   // A row that would not change is left alone: no new row version, no index entries, no bloat
   // (importing the same file twice writes nothing the second time).
@@ -145,7 +173,7 @@ export function insertSql(type: RecordType, source: string, upsert: boolean): st
              IS DISTINCT FROM (${updates.map((c) => `EXCLUDED.${c}`).join(', ')})`
     : 'DO NOTHING'
   return `INSERT INTO ${table} (${columns.join(', ')})
-    SELECT ${values.join(', ')} FROM ${source}
+    SELECT ${values.join(', ')} FROM ${from}
     ${upsert ? `ON CONFLICT (${key.join(', ')}) ${conflict}` : ''}`
 }
 

@@ -282,6 +282,38 @@ ${exactly}
       ])
     })
 
+    it('an organization line without createdAt keeps the stored one: the same file again writes nothing', async () => {
+      const store = await open()
+      const lines: Line[] = [{ type: 'organization', id: 'org_keep', name: 'Keep', plan: 'free' }]
+      const stored = () =>
+        store.admin((sql) =>
+          sql.query<{ name: string; created_at: string; version: string }>(
+            "SELECT name, created_at::text, xmin::text AS version FROM organizations WHERE id = 'org_keep'",
+          ),
+        )
+      await importNdjson(store, input(ndjson(lines)))
+      const [first] = await stored()
+      await importNdjson(store, input(ndjson(lines)))
+      expect(await stored()).toEqual([first])
+      await importNdjson(store, input(ndjson([{ ...(lines[0] as Line), name: 'Renamed' }])))
+      const [renamed] = await stored()
+      expect(renamed).toMatchObject({ name: 'Renamed', created_at: first?.created_at })
+      expect(renamed?.version).not.toBe(first?.version)
+      // A createdAt given is a createdAt stored.
+      await importNdjson(store, input(ndjson([{ ...(lines[0] as Line), createdAt: '2020-01-01T00:00:00Z' }])))
+      expect((await stored())[0]?.created_at).toMatch(/^2020-01-01 00:00:00/)
+      // A later line of the same file without it keeps it too, in one chunk or across two.
+      for (const chunkLines of [10, 1]) {
+        const twice = [{ ...(lines[0] as Line), createdAt: '2021-01-01T00:00:00Z' }, lines[0] as Line]
+        await importNdjson(store, input(ndjson(twice)), { chunkLines })
+        expect((await stored())[0]?.created_at).toMatch(/^2021-01-01 00:00:00/)
+        await importNdjson(
+          store,
+          input(ndjson([{ ...(lines[0] as Line), createdAt: '2020-01-01T00:00:00Z' }])),
+        )
+      }
+    })
+
     it("a user with another user's e-mail is refused, naming the line and field", async () => {
       const store = await open()
       await importNdjson(store, input(ndjson(organizationLines('org_mail', 'taken@mail.test'))))
