@@ -64,6 +64,17 @@ const REFERENCES: Readonly<Partial<Record<RecordType, readonly Reference[]>>> = 
 
 const GLOBAL_PARENTS: readonly RecordType[] = ['organization', 'user']
 
+/** How a message names one record of a type: "refers to a user that …". */
+const A_RECORD: Readonly<Record<RecordType, string>> = {
+  organization: 'an organization',
+  user: 'a user',
+  membership: 'a membership',
+  staff: 'a staff member',
+  service: 'a service',
+  customer: 'a customer',
+  appointment: 'an appointment',
+}
+
 const staging = (type: RecordType) => `import_${TABLES[type].table}`
 /** `_line`: where the row's values come from; `_first`: where its key first appeared in the file. */
 const stagingColumns = (type: RecordType): readonly string[] => ['_line', '_first', ...TABLES[type].columns]
@@ -187,8 +198,9 @@ function referenceCheck(type: RecordType, reference: Reference): string {
   const parent = TABLES[reference.parent].table
   const scoped = !GLOBAL_PARENTS.includes(reference.parent)
   const match = `p.id = r.${reference.column}${scoped ? ' AND p.org_id = r.org_id' : ''}`
-  const article = /^[aeiou]/.test(reference.parent) ? 'an' : 'a'
-  const what = `refers to ${article} ${reference.parent} that is not in this organization (earlier in the file or already stored)`
+  const what = scoped
+    ? `refers to ${A_RECORD[reference.parent]} that is not in this organization (earlier in the file or already stored)`
+    : `refers to ${A_RECORD[reference.parent]} that does not exist (earlier in the file or already stored)`
   return `SELECT min(r._line) AS line, '${type}' AS type, '${reference.field}' AS field, '${what}' AS problem
     FROM (SELECT * FROM ${staging(type)} r
           WHERE r.${reference.column} IS NOT NULL

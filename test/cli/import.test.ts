@@ -103,7 +103,7 @@ describe.each(STORE_KINDS)('bulk import on %s', (kind) => {
         importNdjson(store, input(`${[...lines, bad].join('\n')}\n`), { chunkLines: lines.length }),
       )
       expect(message).toBe(
-        `line ${lines.length + 1}: staff.orgId: refers to an organization that is not in this organization (earlier in the file or already stored)`,
+        `line ${lines.length + 1}: staff.orgId: refers to an organization that does not exist (earlier in the file or already stored)`,
       )
       expect(await catalog(store)).toEqual(before)
       expect(await contents(store)).toMatchObject({ customers: 0, appointments: 0 })
@@ -161,6 +161,27 @@ describe.each(STORE_KINDS)('bulk import on %s', (kind) => {
       const after = await versions()
       const rewritten = after.filter((row, i) => row.version !== first[i]?.version).map((row) => row.id)
       expect(rewritten).toEqual(['cus_org_again_2'])
+    })
+
+    it('a reference to nothing says what is missing, in plain words', async () => {
+      const store = await open()
+      const org = organizationLines('org_ref', 'o@ref.test')
+      const cases: [Line[], string][] = [
+        [
+          [...org.slice(0, 2), { ...(org[2] as Line), userId: 'usr_nobody' }],
+          'line 3: membership.userId: refers to a user that does not exist (earlier in the file or already stored)',
+        ],
+        [
+          [org[0] as Line, { ...(org[3] as Line), orgId: 'org_nowhere' }],
+          'line 2: staff.orgId: refers to an organization that does not exist (earlier in the file or already stored)',
+        ],
+        [
+          [...org.slice(0, 5), { ...(org[5] as Line), preferredStaffId: 'stf_elsewhere' }],
+          'line 6: customer.preferredStaffId: refers to a staff member that is not in this organization (earlier in the file or already stored)',
+        ],
+      ]
+      for (const [lines, message] of cases)
+        expect(await failure(importNdjson(store, input(ndjson(lines))))).toBe(message)
     })
 
     it('a line over 1 MiB is refused by its number, read no further than the limit', async () => {
