@@ -5,6 +5,7 @@ import {
   type CreateKeyInput,
   createApiKey,
   listApiKeys,
+  MAX_KEY_LIFETIME_MS,
   OperatorError,
   revokeApiKey,
 } from '../domain/api-keys.js'
@@ -26,6 +27,13 @@ export function parseDuration(text: string): number {
   return Number(match[1]) * (UNIT_MS[match[2] ?? 's'] ?? 1_000)
 }
 
+/** Whether YYYY-MM-DD at the start of `text` is a day of the calendar (not 30 February). */
+function isCalendarDate(text: string): boolean {
+  const [year, month, day] = text.slice(0, 10).split('-').map(Number) as [number, number, number]
+  const date = new Date(Date.UTC(year, month - 1, day))
+  return date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day
+}
+
 function count(name: string) {
   return (value: string): number => {
     if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be a whole number`)
@@ -33,18 +41,44 @@ function count(name: string) {
   }
 }
 
+/** The expiry of --expires-in or --expires-at, checked before the store opens: a day that exists, ahead, within 100 years. */
 function expiryOf(options: { expiresIn?: string; expiresAt?: string }): CreateKeyInput['expiry'] {
   if (options.expiresIn && options.expiresAt)
     throw new OperatorError('give --expires-in or --expires-at, not both')
-  if (options.expiresIn) return { inMs: parseDuration(options.expiresIn) }
+  const now = Date.now()
+  const check = (flag: string, text: string, at: number) => {
+    if (at <= now) throw new OperatorError(`${flag} ${text}: the expiry must be in the future`)
+    if (!(at <= now + MAX_KEY_LIFETIME_MS)) {
+      throw new OperatorError(
+        `${flag} ${text} is too far: an expiry must lie within 100 years (leave it out for a key that does not expire)`,
+      )
+    }
+  }
+  if (options.expiresIn) {
+    const inMs = parseDuration(options.expiresIn)
+    check('--expires-in', options.expiresIn, now + inMs)
+    return { inMs }
+  }
   if (options.expiresAt) {
     const at = new Date(options.expiresAt)
     if (Number.isNaN(at.getTime()) || !/^\d{4}-\d{2}-\d{2}/.test(options.expiresAt)) {
       throw new OperatorError(`bad --expires-at "${options.expiresAt}": use an ISO-8601 date-time`)
     }
+    // Date reads 2027-02-30 as 2 March: a date the calendar does not have is a typo.
+    if (!isCalendarDate(options.expiresAt)) {
+      throw new OperatorError(`bad --expires-at "${options.expiresAt}": no such date`)
+    }
+    check('--expires-at', options.expiresAt, at.getTime())
     return { at }
   }
   return undefined
+}
+
+/** --name and --id of `orgs create`, checked before any SQL (the schema's own limits). */
+function ensureText(flag: string, value: string, max: number): string {
+  if (value.trim() === '') throw new OperatorError(`${flag} must not be empty`)
+  if ([...value].length > max) throw new OperatorError(`${flag} must be at most ${max} characters`)
+  return value
 }
 
 function ensurePlan(plan: string): Plan {
@@ -124,8 +158,14 @@ export function buildProgram(context: CliContext): Command {
     .option('--json', 'print one JSON document')
     .action(
       async (options: { name: string; plan: string; id?: string; ownerEmail?: string; json?: boolean }) => {
+        const name = ensureText('--name', options.name, 200)
         const plan = ensurePlan(options.plan)
-        const id = options.id ?? `org_${randomBytes(8).toString('hex')}`
+        const id =
+          options.id === undefined
+            ? `org_${randomBytes(8).toString('hex')}`
+            : ensureText('--id', options.id, 128)
+        if (options.ownerEmail !== undefined && !/^[^@\s]+@[^@\s]+$/.test(options.ownerEmail))
+          throw new OperatorError(`bad email "${options.ownerEmail}"`)
         const created = await context.withStore((store) =>
           store.admin(async (sql) => {
             const [exists] = await sql.query('SELECT 1 FROM organizations WHERE id = $1', [id])
@@ -133,12 +173,10 @@ export function buildProgram(context: CliContext): Command {
             const [org] = await sql.query<{ createdAt: string }>(
               `INSERT INTO organizations (id, name, plan) VALUES ($1, $2, $3)
              RETURNING ${iso('created_at')} AS "createdAt"`,
-              [id, options.name, plan],
+              [id, name, plan],
             )
             let owner: { userId: string; email: string } | undefined
             if (options.ownerEmail) {
-              if (!/^[^@\s]+@[^@\s]+$/.test(options.ownerEmail))
-                throw new OperatorError(`bad email "${options.ownerEmail}"`)
               const [user] = await sql.query<{ id: string }>(
                 `INSERT INTO users (id, email) VALUES ($1, $2)
                ON CONFLICT (lower(email)) DO UPDATE SET email = users.email RETURNING id`,
@@ -150,7 +188,7 @@ export function buildProgram(context: CliContext): Command {
               ])
               owner = { userId: String(user?.id), email: options.ownerEmail }
             }
-            return { id, name: options.name, plan, createdAt: org?.createdAt, ...(owner ? { owner } : {}) }
+            return { id, name, plan, createdAt: org?.createdAt, ...(owner ? { owner } : {}) }
           }),
         )
         if (options.json) printJson(context, created)

@@ -7,6 +7,9 @@ import { KEY_MANAGER_ROLES, MAX_ACTIVE_KEYS, type Plan, type Role } from './plan
 /** A refusal the operator can act on; the CLI prints its message as the one-line reason. */
 export class OperatorError extends Error {}
 
+/** The furthest a key's expiry may lie ahead: 100 years (of 365.25 days). Further is a typo, or "never". */
+export const MAX_KEY_LIFETIME_MS = 36_525 * 86_400_000
+
 export interface CreateKeyInput {
   readonly orgId: string
   readonly actorEmail: string
@@ -55,6 +58,10 @@ export async function createApiKey(sql: Sql, input: CreateKeyInput): Promise<Cre
     input.expiry && ('at' in input.expiry ? input.expiry.at : new Date(Date.now() + input.expiry.inMs))
   if (expiresAt && expiresAt.getTime() <= Date.now()) {
     throw new OperatorError('the expiry must be in the future')
+  }
+  // Also when the lifetime is too long for a Date at all (getTime() is NaN then).
+  if (expiresAt && !(expiresAt.getTime() <= Date.now() + MAX_KEY_LIFETIME_MS)) {
+    throw new OperatorError('the expiry must lie within 100 years')
   }
   const [active] = await sql.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM api_keys

@@ -160,6 +160,30 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
       expect((await cli('orgs', 'create', '--plan', 'free')).code).toBe(2)
     })
 
+    it('orgs create checks --name and --id before the database sees them', async () => {
+      const create = (...args: string[]) => cli('orgs', 'create', '--plan', 'free', ...args)
+      expectOneLineFailure(await create('--name', ''), 1, /^openbook: --name must not be empty/)
+      expectOneLineFailure(await create('--name', '   '), 1, /^openbook: --name must not be empty/)
+      expectOneLineFailure(
+        await create('--name', 'x'.repeat(201)),
+        1,
+        /^openbook: --name must be at most 200 characters/,
+      )
+      expectOneLineFailure(await create('--name', 'X', '--id', ''), 1, /^openbook: --id must not be empty/)
+      expectOneLineFailure(
+        await create('--name', 'X', '--id', 'o'.repeat(129)),
+        1,
+        /^openbook: --id must be at most 128 characters/,
+      )
+      expectOneLineFailure(
+        await create('--name', 'X', '--id', 'org_mail', '--owner-email', 'nobody'),
+        1,
+        /^openbook: bad email "nobody"/,
+      )
+      const names = json<OrgRow[]>(await cli('orgs', 'list', '--json')).map((o) => o.id)
+      expect(names).not.toContain('org_mail')
+    })
+
     it('keys create: owner or admin only, and only on plans with API access', async () => {
       expectOneLineFailure(
         await cli('keys', 'create', '--org', 'org_free', '--as', 'owner@free.test', '--env', 'test'),
@@ -285,6 +309,25 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
         1,
         /must be in the future/,
       )
+      // A day the calendar does not have is not quietly moved to another.
+      for (const day of ['2027-02-30T00:00:00Z', '2027-02-29', '2027-04-31T10:00:00+02:00']) {
+        expectOneLineFailure(
+          await entKey('test', '--expires-at', day),
+          1,
+          /bad --expires-at ".*": no such date/,
+        )
+      }
+      expect(
+        json<{ expiresAt: string }>(await entKey('test', '--expires-at', '2028-02-29', '--json')).expiresAt,
+      ).toBe('2028-02-29T00:00:00.000Z')
+      for (const far of [
+        ['--expires-in', '99999999999d'],
+        ['--expires-in', `${'9'.repeat(400)}s`],
+        ['--expires-at', '2999-01-01T00:00:00Z'],
+      ]) {
+        expectOneLineFailure(await entKey('test', ...far), 1, /too far: an expiry must lie within 100 years/)
+      }
+      expectOneLineFailure(await entKey('test', '--expires-in', '0s'), 1, /must be in the future/)
       const short = json<{ id: string; key: string }>(await entKey('test', '--expires-in', '1s', '--json'))
       await new Promise((resolve) => setTimeout(resolve, 1_200))
       const list = json<{ id: string; status: string }[]>(
