@@ -26,16 +26,18 @@ function migrations(): Migration[] {
 
 export const LATEST_VERSION = Math.max(...migrations().map((m) => m.version))
 
-async function appliedVersion(sql: Sql): Promise<number> {
-  const [row] = await sql.query<{ table: boolean; reader: boolean }>(
+/**
+ * The applied schema version. The owner (in `migrate`) reads the migrations table; anyone else
+ * asks openbook_schema_version(), which a member of openbook_reader may call (publishVersion).
+ */
+async function appliedVersion(sql: Sql, reader: 'owner' | 'anyone' = 'anyone'): Promise<number> {
+  const [row] = await sql.query<{ table: boolean; published: boolean }>(
     `SELECT to_regclass('public.openbook_schema_migrations') IS NOT NULL AS table,
-            to_regprocedure('public.openbook_schema_version()') IS NOT NULL AS reader`,
+            to_regprocedure('public.openbook_schema_version()') IS NOT NULL AS published`,
   )
   if (!row?.table) return 0
-  // The server may log in as a member of openbook_reader, which cannot read the table itself: the
-  // function, owned by the schema owner, answers for it (reader-role.sql).
   const [current] = await sql.query<{ version: number | null }>(
-    row.reader
+    row.published && reader === 'anyone'
       ? 'SELECT public.openbook_schema_version() AS version'
       : 'SELECT max(version) AS version FROM openbook_schema_migrations',
   )
@@ -88,6 +90,19 @@ async function ensureReaderRole(sql: Sql, owner: string): Promise<void> {
   }
 }
 
+/**
+ * The server checks at start that the schema is current, and may log in as a member of
+ * openbook_reader, which reads no table but the request path's. So the version is also published
+ * as a function that returns it as a constant: it reads nothing, and runs with the caller's rights.
+ */
+async function publishVersion(sql: Sql): Promise<void> {
+  const version = Math.trunc(await appliedVersion(sql, 'owner'))
+  await sql.exec(`CREATE OR REPLACE FUNCTION openbook_schema_version() RETURNS integer
+      LANGUAGE sql IMMUTABLE SECURITY INVOKER AS $$ SELECT ${version} $$;
+    REVOKE ALL ON FUNCTION openbook_schema_version() FROM PUBLIC;
+    GRANT EXECUTE ON FUNCTION openbook_schema_version() TO ${READER_ROLE}`)
+}
+
 /** A migration that cannot run as this role; the message says what to do. */
 export class MigrationError extends Error {}
 
@@ -112,7 +127,7 @@ export async function migrate(store: Store): Promise<MigrateResult> {
     await sql.exec(`SET LOCAL ROLE ${quoteIdent(owner)}`)
     await sql.exec(`CREATE TABLE IF NOT EXISTS openbook_schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-    const from = await appliedVersion(sql)
+    const from = await appliedVersion(sql, 'owner')
     const applied: string[] = []
     for (const migration of migrations().filter((m) => m.version > from)) {
       await sql.exec(migration.sql)
@@ -123,6 +138,7 @@ export async function migrate(store: Store): Promise<MigrateResult> {
       applied.push(migration.name)
     }
     await sql.exec(readFileSync(`${MIGRATIONS_DIR}reader-role.sql`, 'utf8'))
+    await publishVersion(sql)
     return { applied, version: LATEST_VERSION }
   })
 }

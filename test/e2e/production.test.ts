@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { json, openbook } from '../cli/run.js'
 import { cleanEnv, freePort, start } from '../helpers/process.js'
+import { dropRole, TEST_ROLE_PREFIX } from '../helpers/roles.js'
 import { postgresAvailable, urlFor } from '../helpers/stores.js'
 
 /**
@@ -13,10 +14,12 @@ import { postgresAvailable, urlFor } from '../helpers/stores.js'
 describe.skipIf(!postgresAvailable())('the documented production sequence, as a non-superuser owner', () => {
   const suffix = randomBytes(4).toString('hex')
   const database = `openbook_prod_${suffix}`
-  const owner = `openbook_owner_${suffix}`
-  const api = `openbook_api_${suffix}`
-  const stranger = `openbook_stranger_${suffix}`
-  const bare = `openbook_bare_${suffix}`
+  // Roles are cluster-wide: named with the run's tag, so that the global teardown checks they are gone.
+  const roleName = (kind: string) => `${TEST_ROLE_PREFIX}${inject('roleTag')}_${kind}_${suffix}`
+  const owner = roleName('owner')
+  const api = roleName('api')
+  const stranger = roleName('stranger')
+  const bare = roleName('bare')
   const urlAs = (role: string) => {
     const url = new URL(urlFor(database))
     url.username = role
@@ -50,10 +53,8 @@ describe.skipIf(!postgresAvailable())('the documented production sequence, as a 
     )
   })
   afterAll(async () => {
-    await asRoot(
-      `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`,
-      ...[api, stranger, bare, owner].map((role) => `DROP ROLE IF EXISTS ${role}`),
-    )
+    await asRoot(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
+    for (const role of [api, stranger, bare, owner]) await dropRole(urlFor('test'), role)
   })
 
   /** Starts the server binary; resolves once it listens, or with its exit code and output. */

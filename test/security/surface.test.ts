@@ -139,7 +139,7 @@ describe.each(STORE_KINDS)('security headers, surface and logs on %s', (kind) =>
         for (const method of ['DELETE', 'OPTIONS', 'PATCH', 'POST', 'PUT'] as const) {
           const refused = await app.inject({ method, url: path, headers: bearer(key) })
           expect(refused.statusCode, `${method} ${path}`).toBe(405)
-          expect(refused.headers.allow).toBe('GET')
+          expect(refused.headers.allow).toBe('GET, HEAD')
         }
       }
       const head = await app.inject({ method: 'HEAD', url: '/api/public/v1/customers' })

@@ -15,14 +15,6 @@ GRANT SELECT ON customers, customer_counts, appointments, appointment_day_counts
 GRANT UPDATE (last_used_at) ON api_keys TO openbook_reader;
 GRANT EXECUTE ON FUNCTION openbook_authenticate(text) TO openbook_reader;
 
--- The server checks at start that the schema is current. It may log in as a member of
--- openbook_reader, which reads no table but the request path's: this function answers for it.
-CREATE OR REPLACE FUNCTION openbook_schema_version() RETURNS integer
-  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public
-  AS $$ SELECT max(version) FROM public.openbook_schema_migrations $$;
-REVOKE ALL ON FUNCTION openbook_schema_version() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION openbook_schema_version() TO openbook_reader;
-
 -- Row-level security is forced on the owner too; the owner (the role that owns the schema and
 -- runs the operator commands; current_user here, whoever logged in) keeps full access through
 -- its own policy.
