@@ -6,6 +6,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import type { Config } from './config.js'
 import type { LastUsedOptions } from './domain/last-used.js'
 import { ApiError } from './errors.js'
+import { type Metrics, metricsPlugin } from './ops/metrics.js'
 import errors, { sendError } from './plugins/errors.js'
 import openapi from './plugins/openapi.js'
 import requestLog, { identifyingHeaders, logRequest } from './plugins/request-log.js'
@@ -23,6 +24,8 @@ export interface AppOptions {
   readonly tenantFilter?: TenantFilterOptions
   /** A pino destination stream (tests capture log lines with it). */
   readonly logStream?: NodeJS.WritableStream
+  /** Request counts, latencies and store failures, served on the ops port (src/ops/). */
+  readonly metrics?: Metrics
   /** Test-only: shorter HTTP deadlines, so that a slow-client test stays short. */
   readonly httpTimeouts?: HttpTimeouts
 }
@@ -147,6 +150,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   })
   app.server.headersTimeout = timeouts.headersMs
+  // First, so that every request the hooks below refuse is counted too.
+  if (options.metrics) await app.register(metricsPlugin, { metrics: options.metrics })
 
   // Node hands a CONNECT request to a 'connect' listener, and without one closes the connection
   // unanswered: route it like any other method (405 on an API path, else 404), then close.

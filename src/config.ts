@@ -21,6 +21,19 @@ export const environmentSchema = z.object({
     .regex(/^[a-z][a-z0-9]{0,15}$/, 'must be 1-16 lowercase letters or digits, starting with a letter')
     .default('svc'),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+  OPS_PORT: z
+    .string()
+    .regex(/^\d{1,5}$/, 'must be a port number')
+    .transform(Number)
+    .pipe(z.number().int().min(0).max(65_535))
+    .default('9464'),
+  OPS_HOST: z.string().min(1).default('127.0.0.1'),
+  SHUTDOWN_DELAY_MS: z
+    .string()
+    .regex(/^\d{1,6}$/, 'must be a whole number of milliseconds')
+    .transform(Number)
+    .pipe(z.number().int().min(0).max(600_000))
+    .default('0'),
 })
 
 export interface Config {
@@ -30,6 +43,11 @@ export interface Config {
   readonly dataDir: string
   readonly apiKeyBrand: string
   readonly logLevel: (typeof LOG_LEVELS)[number]
+  /** The operations listener (health, readiness, metrics); never the public port. */
+  readonly opsPort: number
+  readonly opsHost: string
+  /** After SIGTERM, /readyz answers 503 this long before the public listener closes. */
+  readonly shutdownDelayMs: number
 }
 
 export class ConfigError extends Error {}
@@ -55,5 +73,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: value.DATA_DIR,
     apiKeyBrand: value.API_KEY_BRAND,
     logLevel: value.LOG_LEVEL,
+    opsPort: value.OPS_PORT,
+    opsHost: value.OPS_HOST,
+    shutdownDelayMs: value.SHUTDOWN_DELAY_MS,
   }
 }

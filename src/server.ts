@@ -1,9 +1,14 @@
+import { readFileSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import { pino } from 'pino'
-import { buildApp } from './app.js'
+import { buildApp, DEFAULT_LAST_USED } from './app.js'
 import type { CliContext } from './cli/context.js'
 import { runCli } from './cli/program.js'
 import { type Config, ConfigError, loadConfig } from './config.js'
+import { CONTRACT_VERSION } from './openapi/document.js'
+import { Metrics } from './ops/metrics.js'
+import { buildOpsApp, type Readiness } from './ops/ops-app.js'
 import { seedDemoIfEmpty } from './seed/demo.js'
 import { cancellable } from './store/cancellable.js'
 import { DataDirBusyError } from './store/data-dir-lock.js'
@@ -19,6 +24,11 @@ function fail(message: string): never {
 }
 
 class StartError extends Error {}
+
+function packageVersion(): string {
+  const file = new URL('../package.json', import.meta.url)
+  return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version
+}
 
 async function prepareStore(config: Config, log: pino.Logger): Promise<Store> {
   const store = await openStore(config, {
@@ -96,7 +106,26 @@ async function main(): Promise<void> {
     }
   }
 
-  const app = await buildApp({ store, config })
+  const metrics = new Metrics({
+    version: packageVersion(),
+    contractVersion: CONTRACT_VERSION,
+    pools: () => store.pools(),
+  })
+  const readiness: Readiness = {
+    draining: false,
+    async check() {
+      await store.read((sql) => sql.query('SELECT 1'))
+      // The embedded store is migrated when it opens; PostgreSQL's schema may be changed under us.
+      if (store.kind === 'postgres') await assertSchemaCurrent(store)
+    },
+  }
+  const app = await buildApp({
+    store,
+    config,
+    metrics,
+    lastUsed: { ...DEFAULT_LAST_USED, observer: metrics },
+  })
+  const ops = await buildOpsApp({ metrics, readiness })
   const operatorSocket =
     store.kind === 'embedded'
       ? await serveOperatorSocket(config.dataDir, (argv, io) =>
@@ -104,21 +133,36 @@ async function main(): Promise<void> {
         )
       : undefined
 
-  closeWithGrace({ delay: 10_000, logger: log }, async ({ signal, err }) => {
+  closeWithGrace({ delay: 10_000 + config.shutdownDelayMs, logger: log }, async ({ signal, err }) => {
     if (err) log.error({ err }, 'shutting down after an unexpected error')
     else log.info({ signal }, 'shutting down: draining requests in flight')
+    // Readiness turns off first, so that a load balancer stops sending before the listener closes.
+    readiness.draining = true
+    if (config.shutdownDelayMs > 0) await sleep(config.shutdownDelayMs)
     // Operator commands running in this server (an import, a seed) are cancelled and roll back.
     await operatorSocket?.close()
     await app.close()
+    await ops.close()
     await store.close()
   })
 
-  try {
-    await app.listen({ port: config.port, host: config.host })
-  } catch (error) {
-    await store.close()
-    fail(`cannot listen on ${config.host}:${config.port}: ${(error as { code?: string }).code ?? 'error'}`)
+  for (const [listener, port, host] of [
+    [app, config.port, config.host],
+    [ops, config.opsPort, config.opsHost],
+  ] as const) {
+    try {
+      await listener.listen({ port, host })
+    } catch (error) {
+      await app.close()
+      await store.close()
+      fail(`cannot listen on ${host}:${port}: ${(error as { code?: string }).code ?? 'error'}`)
+    }
   }
+  const opsAddress = ops.server.address()
+  log.info(
+    { opsPort: typeof opsAddress === 'object' && opsAddress ? opsAddress.port : config.opsPort },
+    'operations listener (healthz, readyz, metrics) ready',
+  )
 }
 
 await main()

@@ -7,6 +7,14 @@ export interface LastUsedOptions {
   readonly resolutionMs: number
   /** Pending uses are written in one batch at this interval. */
   readonly flushEveryMs: number
+  /** Told how far behind the writes are, and of each failed batch (the metrics). */
+  readonly observer?: LastUsedObserver
+}
+
+export interface LastUsedObserver {
+  /** `since`: when the oldest use still to be written happened; undefined when none waits. */
+  lastUsedPending(since: number | undefined): void
+  lastUsedFlushFailed(): void
 }
 
 /**
@@ -17,6 +25,7 @@ export interface LastUsedOptions {
 export class LastUsedTracker {
   private readonly pending = new Map<string, Set<string>>()
   private readonly timer: NodeJS.Timeout
+  private oldestPending: number | undefined
 
   constructor(
     private readonly store: Store,
@@ -33,6 +42,10 @@ export class LastUsedTracker {
     const keys = this.pending.get(orgId) ?? new Set<string>()
     keys.add(keyId)
     this.pending.set(orgId, keys)
+    if (this.oldestPending === undefined) {
+      this.oldestPending = Date.now()
+      this.options.observer?.lastUsedPending(this.oldestPending)
+    }
   }
 
   async flush(): Promise<void> {
@@ -43,7 +56,12 @@ export class LastUsedTracker {
         await this.store.asReader((sql) => touchKeys(sql, orgId, [...keys]))
       } catch (error) {
         this.log.warn({ err: error }, 'could not record API key use')
+        this.options.observer?.lastUsedFlushFailed()
       }
+    }
+    if (batches.length > 0 && this.pending.size === 0) {
+      this.oldestPending = undefined
+      this.options.observer?.lastUsedPending(undefined)
     }
   }
 

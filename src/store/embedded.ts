@@ -138,6 +138,8 @@ export async function createEmbeddedStore(
     throw error
   }
   let queue: Promise<unknown> = Promise.resolve()
+  /** Transactions asked for and not yet ended: the one running, and those queued behind it. */
+  let pending = 0
   /** When the operator transaction now running began (an import or seed can hold the store for minutes). */
   let operatorSince: number | undefined
 
@@ -168,7 +170,8 @@ export async function createEmbeddedStore(
       else await ended
       return result
     }
-    const done = queue.then(run, run)
+    pending++
+    const done = queue.then(run, run).finally(() => pending--)
     queue = done.catch(() => undefined)
     return done
   }
@@ -242,6 +245,10 @@ export async function createEmbeddedStore(
     read: requestTransaction,
     asReader: (work) => transaction(asReader, work),
     admin: operatorTransaction,
+    // PGlite is one connection: busy while a transaction runs, the others wait for it.
+    pools: () => [
+      { database: 'embedded', total: 1, idle: pending === 0 ? 1 : 0, waiting: Math.max(0, pending - 1) },
+    ],
     async close() {
       await queue
       try {

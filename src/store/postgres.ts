@@ -118,6 +118,9 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     read: (work) => transaction(readerPreamble(true, timeout), work),
     asReader: (work) => transaction(readerPreamble(false, timeout), work),
     admin: (work) => transaction('', work),
+    pools: () => [
+      { database: 'primary', total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount },
+    ],
     close: () => pool.end(),
   }
 }

@@ -26,6 +26,14 @@ export const copyStatement = (table: string, columns: readonly string[], source:
 
 export type StoreKind = 'postgres' | 'embedded'
 
+/** A connection pool's state, for the metrics; `database` names it (`primary`, `embedded`). */
+export interface PoolStats {
+  readonly database: string
+  readonly total: number
+  readonly idle: number
+  readonly waiting: number
+}
+
 /**
  * One interface over real PostgreSQL and embedded PGlite; the same SQL runs on both.
  *
@@ -38,6 +46,8 @@ export interface Store {
   read<T>(work: (sql: Sql) => Promise<T>): Promise<T>
   asReader<T>(work: (sql: Sql) => Promise<T>): Promise<T>
   admin<T>(work: (sql: AdminSql) => Promise<T>): Promise<T>
+  /** The state of the store's connection pools, read at each metrics scrape. */
+  pools(): readonly PoolStats[]
   close(): Promise<void>
 }
 

@@ -3,6 +3,7 @@ import { Writable } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import type { LastUsedOptions } from '../../src/domain/last-used.js'
+import type { Metrics } from '../../src/ops/metrics.js'
 import type { TenantFilterOptions } from '../../src/queries/page.js'
 import type { Store } from '../../src/store/types.js'
 import { BRAND } from './fixtures.js'
@@ -19,6 +20,7 @@ export async function buildTestApp(
     lastUsed?: LastUsedOptions
     tenantFilter?: TenantFilterOptions
     logLevel?: 'info' | 'silent'
+    metrics?: Metrics
   } = {},
 ): Promise<TestApp> {
   const logs: string[] = []
@@ -34,6 +36,7 @@ export async function buildTestApp(
     logStream,
     ...(options.lastUsed ? { lastUsed: options.lastUsed } : {}),
     ...(options.tenantFilter ? { tenantFilter: options.tenantFilter } : {}),
+    ...(options.metrics ? { metrics: options.metrics } : {}),
   })
   await app.ready()
   return { app, logs }

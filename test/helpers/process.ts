@@ -26,8 +26,19 @@ export interface RunningProcess {
 /** Environment without the variables that would point a child at the developer's own store. */
 export function cleanEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env }
-  for (const name of ['DATABASE_URL', 'DATA_DIR', 'PORT', 'HOST', 'API_KEY_BRAND', 'LOG_LEVEL'])
+  for (const name of [
+    'DATABASE_URL',
+    'DATA_DIR',
+    'PORT',
+    'HOST',
+    'API_KEY_BRAND',
+    'LOG_LEVEL',
+    'OPS_HOST',
+    'SHUTDOWN_DELAY_MS',
+  ])
     delete env[name]
+  // Servers started side by side by parallel test files must not share the default ops port.
+  env.OPS_PORT = '0'
   for (const [name, value] of Object.entries(extra)) if (value !== undefined) env[name] = value
   return env
 }

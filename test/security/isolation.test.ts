@@ -288,6 +288,7 @@ function probing(store: Store, probes: Probe[], adminUse: { count: number }): St
       adminUse.count++
       return store.admin(work)
     },
+    pools: () => store.pools(),
     close: () => store.close(),
   }
 }

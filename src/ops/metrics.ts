@@ -1,0 +1,214 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+import type { LastUsedObserver } from '../domain/last-used.js'
+import { StoreBusyError } from '../store/busy.js'
+import type { PoolStats } from '../store/types.js'
+
+export interface MetricsSources {
+  readonly version: string
+  readonly contractVersion: string
+  /** The store's pools, read at each scrape. */
+  readonly pools?: () => readonly PoolStats[]
+  /** Seconds the read replica is behind, read at each scrape; undefined without a replica. */
+  readonly replicaLagSeconds?: () => number | undefined
+}
+
+/**
+ * What the store's failures were, for `openbook_store_errors_total{kind}`: a closed set, so that
+ * no label ever carries a message, a query value or an identifier.
+ */
+export type StoreErrorKind = 'busy' | 'timeout' | 'lock_timeout' | 'connection' | 'other'
+
+const CONNECTION_CODES = new Set([
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+  '08000',
+  '08003',
+  '08006',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+])
+
+export function storeErrorKind(error: unknown): StoreErrorKind {
+  if (error instanceof StoreBusyError) return 'busy'
+  const { code, message } = error as { code?: string; message?: string }
+  if (code === '57014') return 'timeout'
+  if (code === '55P03') return 'lock_timeout'
+  if (
+    (code && CONNECTION_CODES.has(code)) ||
+    /Connection terminated|connection error|timeout exceeded when trying to connect/i.test(message ?? '')
+  )
+    return 'connection'
+  return 'other'
+}
+
+/**
+ * The process's Prometheus metrics, on a registry of its own. Labels are route patterns, methods,
+ * statuses and closed sets of kinds: never a key, an organization, a customer or a query value.
+ */
+export class Metrics implements LastUsedObserver {
+  readonly registry = new Registry()
+  readonly #requests: Counter<'route' | 'method' | 'status'>
+  readonly #duration: Histogram<'route' | 'method' | 'status'>
+  readonly #inFlight: Gauge
+  readonly #storeErrors: Counter<'kind'>
+  readonly #lastUsedLag: Gauge
+  readonly #lastUsedFailures: Counter
+  readonly #replicaFallbacks: Counter<'reason'>
+  #oldestPendingUse: number | undefined
+
+  constructor(sources: MetricsSources) {
+    const registers = [this.registry]
+    collectDefaultMetrics({ register: this.registry, prefix: 'openbook_process_' })
+    new Gauge({
+      name: 'openbook_build_info',
+      help: 'Build and contract version of this openbook; always 1',
+      labelNames: ['version', 'contract'],
+      registers,
+    }).set({ version: sources.version, contract: sources.contractVersion }, 1)
+    this.#requests = new Counter({
+      name: 'openbook_http_requests_total',
+      help: 'HTTP requests answered on the public port, by route pattern, method and status',
+      labelNames: ['route', 'method', 'status'],
+      registers,
+    })
+    this.#duration = new Histogram({
+      name: 'openbook_http_request_duration_seconds',
+      help: 'Time from the start of a request to the end of its response, by route pattern, method and status',
+      labelNames: ['route', 'method', 'status'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    })
+    this.#inFlight = new Gauge({
+      name: 'openbook_http_requests_in_flight',
+      help: 'Requests received on the public port and not yet answered',
+      registers,
+    })
+    this.#storeErrors = new Counter({
+      name: 'openbook_store_errors_total',
+      help: 'Failures of the store on the request path, by kind (busy, timeout, lock_timeout, connection, other)',
+      labelNames: ['kind'],
+      registers,
+    })
+    this.#lastUsedLag = new Gauge({
+      name: 'openbook_last_used_flush_lag_seconds',
+      help: 'Age of the oldest key use not yet written to api_keys.last_used_at (0 when none waits)',
+      registers,
+      collect: () => {
+        const oldest = this.#oldestPendingUse
+        this.#lastUsedLag.set(oldest === undefined ? 0 : (Date.now() - oldest) / 1000)
+      },
+    })
+    this.#lastUsedFailures = new Counter({
+      name: 'openbook_last_used_flush_failures_total',
+      help: 'Batches of key uses that could not be written',
+      registers,
+    })
+    this.#replicaFallbacks = new Counter({
+      name: 'openbook_replica_fallbacks_total',
+      help: 'List reads sent to the primary because the replica was down or too far behind',
+      labelNames: ['reason'],
+      registers,
+    })
+    const pools = sources.pools
+    if (pools) {
+      const poolGauge = (name: string, help: string, pick: (stats: PoolStats) => number) =>
+        new Gauge({
+          name,
+          help,
+          labelNames: ['database'],
+          registers,
+          collect() {
+            for (const stats of pools()) this.set({ database: stats.database }, pick(stats))
+          },
+        })
+      poolGauge('openbook_db_pool_connections', 'Connections open in the pool, by database', (s) => s.total)
+      poolGauge(
+        'openbook_db_pool_idle_connections',
+        'Idle connections in the pool, by database',
+        (s) => s.idle,
+      )
+      poolGauge(
+        'openbook_db_pool_waiting_requests',
+        'Requests waiting for a pooled connection, by database',
+        (s) => s.waiting,
+      )
+    }
+    const lag = sources.replicaLagSeconds
+    if (lag) {
+      new Gauge({
+        name: 'openbook_replica_lag_seconds',
+        help: 'How far the read replica is behind the primary, in seconds (NaN when unknown)',
+        registers,
+        collect() {
+          this.set(lag() ?? Number.NaN)
+        },
+      })
+    }
+  }
+
+  requestStarted(): void {
+    this.#inFlight.inc()
+  }
+
+  requestEnded(labels: { route: string; method: string; status: number }, seconds: number): void {
+    this.#inFlight.dec()
+    const values = { route: labels.route, method: labels.method, status: String(labels.status) }
+    this.#requests.inc(values)
+    this.#duration.observe(values, seconds)
+  }
+
+  storeFailed(error: unknown): void {
+    this.#storeErrors.inc({ kind: storeErrorKind(error) })
+  }
+
+  /** Last-used tracking: a use waits to be written (`since`), or every pending use was written. */
+  lastUsedPending(since: number | undefined): void {
+    this.#oldestPendingUse = since
+  }
+
+  lastUsedFlushFailed(): void {
+    this.#lastUsedFailures.inc()
+  }
+
+  replicaFallback(reason: 'down' | 'behind'): void {
+    this.#replicaFallbacks.inc({ reason })
+  }
+
+  text(): Promise<string> {
+    return this.registry.metrics()
+  }
+
+  get contentType(): string {
+    return this.registry.contentType
+  }
+}
+
+const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? '(no route)'
+
+/** Counts and times every request of the app it is registered in, and its store failures. */
+export const metricsPlugin = fp<{ metrics: Metrics }>(
+  async (app: FastifyInstance, { metrics }) => {
+    app.addHook('onRequest', async (request, reply) => {
+      metrics.requestStarted()
+      // 'close' ends every response, answered or aborted: in-flight never drifts.
+      reply.raw.once('close', () =>
+        metrics.requestEnded(
+          { route: routeOf(request), method: request.method, status: reply.statusCode },
+          reply.elapsedTime / 1000,
+        ),
+      )
+    })
+    app.addHook('onError', async (_request, _reply, error) => {
+      // API errors (400, 401, …) are the client's; anything else on the request path is the store's.
+      if ((error as { statusCode?: number }).statusCode === undefined || error instanceof StoreBusyError)
+        metrics.storeFailed(error)
+    })
+  },
+  { name: 'metrics' },
+)
