@@ -26,7 +26,9 @@ import type { AdminSql, Store } from '../store/types.js'
  * transaction and rebuilt from their own definitions at the end, which is several times faster
  * than maintaining them row by row. The references were checked already, so the rebuilt
  * foreign keys validate the same rule again. It holds an exclusive lock on that table until
- * the transaction ends.
+ * the transaction ends, so it is taken only on a store where no reader runs beside an operator
+ * transaction anyway (Store.concurrentReads false: the embedded store). On PostgreSQL, other
+ * organizations keep reading (fast, correct, empty pages) while one organization's first load runs.
  */
 
 export class ImportError extends OperatorError {}
@@ -236,10 +238,13 @@ class BulkLoader {
   private readonly dropped: Dropped[] = []
   private chunks = 0
 
-  private constructor(private readonly sql: AdminSql) {}
+  private constructor(
+    private readonly sql: AdminSql,
+    private readonly firstLoadAllowed: boolean,
+  ) {}
 
   /** Creates the staging tables (dropped at commit) in the caller's transaction. */
-  static async begin(sql: AdminSql): Promise<BulkLoader> {
+  static async begin(sql: AdminSql, firstLoadAllowed: boolean): Promise<BulkLoader> {
     const statements = [
       // The checks' hash joins and the first load's index builds stay in memory.
       "SET LOCAL work_mem = '64MB'",
@@ -258,7 +263,7 @@ class BulkLoader {
       }),
     ]
     await sql.exec(statements.join(';\n'))
-    return new BulkLoader(sql)
+    return new BulkLoader(sql, firstLoadAllowed)
   }
 
   /** Copies, checks and merges one chunk. */
@@ -266,7 +271,8 @@ class BulkLoader {
     const types = chunk.types()
     if (types.length === 0) return
     // A large first chunk means a large load: empty tables take the first-load path.
-    if (this.chunks++ === 0 && chunk.rows >= FIRST_LOAD_MIN_ROWS) await this.prepareFirstLoad()
+    if (this.chunks++ === 0 && this.firstLoadAllowed && chunk.rows >= FIRST_LOAD_MIN_ROWS)
+      await this.prepareFirstLoad()
     for (const type of types) {
       try {
         await this.sql.copyIn(staging(type), stagingColumns(type), chunk.copyText(type))
@@ -391,7 +397,8 @@ export async function bulkLoad(
   produce: (add: AddRow) => Promise<void>,
 ): Promise<{ firstLoad: string[] }> {
   return store.admin(async (sql) => {
-    const loader = await BulkLoader.begin(sql)
+    // A table-wide exclusive lock would stall every organization's reads where they run beside us.
+    const loader = await BulkLoader.begin(sql, !store.concurrentReads)
     let inFlight: Promise<void> = Promise.resolve()
     let chunk = new Chunk()
     const send = async () => {

@@ -242,6 +242,7 @@ export async function createEmbeddedStore(
 
   return {
     kind: 'embedded',
+    concurrentReads: false,
     read: requestTransaction,
     asReader: (work) => transaction(asReader, work),
     admin: operatorTransaction,

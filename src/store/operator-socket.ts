@@ -146,6 +146,10 @@ export async function serveOperatorSocket(dataDir: string, run: CommandRunner): 
         answered = true
         send({ exit })
         socket.end()
+        // A command that failed early leaves input unread: discard it, so that the client, told
+        // the outcome, is not left sending into a socket nobody reads.
+        socket.unpipe()
+        socket.resume()
       }
       let argv: string[]
       let hasInput: boolean
@@ -239,7 +243,12 @@ export function forwardCommand(
         buffer = buffer.slice(newline + 1)
         if (message.o !== undefined) io.stdout.write(message.o)
         if (message.e !== undefined) io.stderr.write(message.e)
-        if (message.exit !== undefined) exit = message.exit
+        if (message.exit !== undefined) {
+          exit = message.exit
+          // The outcome is known: whatever input is left is not needed.
+          input?.unpipe()
+          socket.end()
+        }
         newline = buffer.indexOf('\n')
       }
     })

@@ -115,6 +115,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
 
   return {
     kind: 'postgres',
+    concurrentReads: true,
     read: (work) => transaction(readerPreamble(true, timeout), work),
     asReader: (work) => transaction(readerPreamble(false, timeout), work),
     admin: (work) => transaction('', work),

@@ -43,6 +43,11 @@ export interface PoolStats {
  */
 export interface Store {
   readonly kind: StoreKind
+  /**
+   * Requests read while an operator transaction writes (PostgreSQL). False where transactions
+   * run one at a time (PGlite): there a bulk load may lock a table whole, as nobody reads beside it.
+   */
+  readonly concurrentReads: boolean
   read<T>(work: (sql: Sql) => Promise<T>): Promise<T>
   asReader<T>(work: (sql: Sql) => Promise<T>): Promise<T>
   admin<T>(work: (sql: AdminSql) => Promise<T>): Promise<T>

@@ -74,7 +74,8 @@ describe.each(STORE_KINDS)('bulk import on %s', (kind) => {
       const before = await catalog(bulk)
       const summary = await importNdjson(bulk, input(text), { chunkLines: lines.length })
       expect(summary.lines).toBe(lines.length + renamed.length)
-      expect(summary.firstLoad).toEqual(['customers', 'appointments'])
+      // Only where no reader runs beside the load: on PostgreSQL other organizations go on reading.
+      expect(summary.firstLoad).toEqual(kind === 'embedded' ? ['customers', 'appointments'] : [])
       expect(await catalog(bulk)).toEqual(before)
 
       const small = await open()

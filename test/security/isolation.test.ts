@@ -282,6 +282,7 @@ function probing(store: Store, probes: Probe[], adminUse: { count: number }): St
   }
   return {
     kind: store.kind,
+    concurrentReads: store.concurrentReads,
     read: (work) => store.read((sql) => work(wrap(sql, 'read'))),
     asReader: (work) => store.asReader((sql) => work(wrap(sql, 'asReader'))),
     admin: (work) => {
