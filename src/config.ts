@@ -15,6 +15,15 @@ export const environmentSchema = z.object({
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
     .optional(),
+  DATABASE_READ_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .optional(),
+  DATABASE_READ_MAX_LAG_MS: z
+    .string()
+    .regex(/^\d{1,7}$/, 'must be a whole number of milliseconds')
+    .transform(Number)
+    .default('5000'),
   DATA_DIR: z.string().min(1).default('./data'),
   API_KEY_BRAND: z
     .string()
@@ -40,6 +49,10 @@ export interface Config {
   readonly port: number
   readonly host: string
   readonly databaseUrl: string | undefined
+  /** A streaming replica for list reads; only with DATABASE_URL. */
+  readonly databaseReadUrl: string | undefined
+  /** Reads go to the primary while the replica is further behind than this. */
+  readonly databaseReadMaxLagMs: number
   readonly dataDir: string
   readonly apiKeyBrand: string
   readonly logLevel: (typeof LOG_LEVELS)[number]
@@ -66,10 +79,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid ${name}: ${issue?.message ?? 'invalid value'}`)
   }
   const value = parsed.data
+  if (value.DATABASE_READ_URL && !value.DATABASE_URL) {
+    throw new ConfigError(
+      'invalid DATABASE_READ_URL: a read replica needs DATABASE_URL (the primary) as well',
+    )
+  }
   return {
     port: value.PORT,
     host: value.HOST,
     databaseUrl: value.DATABASE_URL,
+    databaseReadUrl: value.DATABASE_READ_URL,
+    databaseReadMaxLagMs: value.DATABASE_READ_MAX_LAG_MS,
     dataDir: value.DATA_DIR,
     apiKeyBrand: value.API_KEY_BRAND,
     logLevel: value.LOG_LEVEL,

@@ -30,10 +30,17 @@ function packageVersion(): string {
   return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version
 }
 
-async function prepareStore(config: Config, log: pino.Logger): Promise<Store> {
+async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics): Promise<Store> {
   const store = await openStore(config, {
     command: 'an openbook server',
     onIdleError: (error) => log.warn({ err: error }, 'idle database connection failed'),
+    replicaEvents: {
+      stateChanged: (state, detail) =>
+        state === 'ok'
+          ? log.info({ replica: state, detail }, 'list reads are back on the read replica')
+          : log.warn({ replica: state, detail }, 'list reads fall back to the primary'),
+      fellBack: (reason) => metrics.replicaFallback(reason),
+    },
   })
   if (!config.databaseUrl) return store
   try {
@@ -80,9 +87,15 @@ async function main(): Promise<void> {
   }
   const log = pino({ level: config.logLevel })
 
-  let store: Store
+  let store: Store | undefined
+  const metrics = new Metrics({
+    version: packageVersion(),
+    contractVersion: CONTRACT_VERSION,
+    pools: () => store?.pools() ?? [],
+    ...(config.databaseReadUrl ? { replicaLagSeconds: () => store?.replicaLagSeconds?.() } : {}),
+  })
   try {
-    store = await prepareStore(config, log)
+    store = await prepareStore(config, log, metrics)
   } catch (error) {
     if (
       error instanceof StartError ||
@@ -106,11 +119,6 @@ async function main(): Promise<void> {
     }
   }
 
-  const metrics = new Metrics({
-    version: packageVersion(),
-    contractVersion: CONTRACT_VERSION,
-    pools: () => store.pools(),
-  })
   const readiness: Readiness = {
     draining: false,
     async check() {

@@ -88,7 +88,11 @@ async function main(argv: string[]): Promise<number> {
     apiKeyBrand: config.apiKeyBrand,
     openInput,
     async withStore(work, options) {
-      const store = await openStore(config, { command: `\`openbook ${argv[0] ?? ''}\`` })
+      // Operator commands write: they run on the primary, never on a read replica.
+      const store = await openStore(
+        { ...config, databaseReadUrl: undefined },
+        { command: `\`openbook ${argv[0] ?? ''}\`` },
+      )
       try {
         if (!options?.migrating) {
           await assertOperatorAccess(store)

@@ -10,6 +10,7 @@ import {
   revokeApiKey,
 } from '../domain/api-keys.js'
 import { PLANS, type Plan } from '../domain/plans.js'
+import { waitForStandbys } from '../domain/replication.js'
 import { importNdjson } from '../import/ndjson.js'
 import { iso } from '../queries/page.js'
 import { seedSynthetic } from '../seed/run.js'
@@ -299,13 +300,31 @@ export function buildProgram(context: CliContext): Command {
 
   keys
     .command('revoke')
-    .description('revoke a key: the very next request with it gets 401')
+    .description('revoke a key: the very next request with it gets 401, also on read replicas')
     .argument('<keyId>', 'key id, as keys list shows it')
+    .option(
+      '--wait-timeout <seconds>',
+      'how long to wait for standbys to replay the revocation',
+      count('--wait-timeout'),
+      30,
+    )
     .option('--json', 'print one JSON document')
-    .action(async (keyId: string, options: { json?: boolean }) => {
-      const revoked = await context.withStore((store) => store.admin((sql) => revokeApiKey(sql, keyId)))
-      if (options.json) printJson(context, revoked)
-      else context.stdout.write(`revoked ${revoked.id} of ${revoked.orgId} at ${revoked.revokedAt}\n`)
+    .action(async (keyId: string, options: { json?: boolean; waitTimeout: number }) => {
+      const { revoked, replication } = await context.withStore(async (store) => {
+        const revoked = await store.admin((sql) => revokeApiKey(sql, keyId))
+        // Servers may read keys on a streaming replica: the promise holds once every standby has it.
+        const replication = await waitForStandbys(store, options.waitTimeout * 1000)
+        return { revoked, replication }
+      })
+      if (options.json) printJson(context, { ...revoked, replication })
+      else {
+        const standbys = replication.standbys.map((s) => `${s.name} in ${s.seconds.toFixed(2)} s`).join(', ')
+        context.stdout.write(
+          `revoked ${revoked.id} of ${revoked.orgId} at ${revoked.revokedAt}` +
+            (standbys ? `; replayed by ${standbys} (WAL ${replication.lsn})` : '') +
+            '\n',
+        )
+      }
     })
 
   program

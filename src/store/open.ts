@@ -1,11 +1,12 @@
 import type { Config } from '../config.js'
 import { createEmbeddedStore } from './embedded.js'
 import { migrate } from './migrate.js'
-import { createPostgresStore } from './postgres.js'
+import { createPostgresStore, type ReplicaEvents } from './postgres.js'
 import type { Store } from './types.js'
 
 export interface OpenStoreOptions {
   readonly onIdleError?: (error: Error) => void
+  readonly replicaEvents?: ReplicaEvents
   readonly maxConnections?: number
   /** What this process is, named to a second process that finds the embedded DATA_DIR held. */
   readonly command?: string
@@ -16,12 +17,16 @@ export interface OpenStoreOptions {
  * DATA_DIR, created and migrated on first use.
  */
 export async function openStore(
-  config: Pick<Config, 'databaseUrl' | 'dataDir'>,
+  config: Pick<Config, 'databaseUrl' | 'dataDir'> &
+    Partial<Pick<Config, 'databaseReadUrl' | 'databaseReadMaxLagMs'>>,
   options: OpenStoreOptions = {},
 ): Promise<Store> {
   if (config.databaseUrl) {
     return createPostgresStore({
       connectionString: config.databaseUrl,
+      ...(config.databaseReadUrl ? { readConnectionString: config.databaseReadUrl } : {}),
+      ...(config.databaseReadMaxLagMs !== undefined ? { maxReplicaLagMs: config.databaseReadMaxLagMs } : {}),
+      ...(options.replicaEvents ? { replicaEvents: options.replicaEvents } : {}),
       ...(options.onIdleError ? { onIdleError: options.onIdleError } : {}),
       ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
     })

@@ -53,12 +53,25 @@ export interface Store {
   admin<T>(work: (sql: AdminSql) => Promise<T>): Promise<T>
   /** The state of the store's connection pools, read at each metrics scrape. */
   pools(): readonly PoolStats[]
+  /** With a read replica: how far it is behind, in seconds (undefined while it is unreachable). */
+  readonly replicaLagSeconds?: () => number | undefined
   close(): Promise<void>
 }
 
 export const READER_ROLE = 'openbook_reader'
 
 const LOCK_TIMEOUT_MS = 1_000
+
+/**
+ * Plan shapes the request path never wants, whatever the planner expects of the rows: a page is
+ * an index read in list order and its rows looked up by primary key, a total an index or a counts
+ * table. Each setting only prices its kind of plan out while another exists, so a statement
+ * with no other way still runs. Without them, statistics that misjudge an organization's size
+ * (a bulk import not yet analyzed, a dominant organization) turn a 1 ms page into a scan of the
+ * table, a hash join against it, or a sort of all the organization's rows
+ * (test/plans/request-plans.test.ts).
+ */
+const PLANNER_SETTINGS = ['enable_seqscan', 'enable_bitmapscan', 'enable_hashjoin', 'enable_mergejoin', 'enable_sort']
 
 /** Statements that open every request-path transaction, after BEGIN. */
 export function readerPreamble(readOnly: boolean, statementTimeoutMs: number): string {
@@ -72,6 +85,7 @@ export function readerPreamble(readOnly: boolean, statementTimeoutMs: number): s
     // JIT compilation pays off for long analytic queries; a page costs 2-3 ms, and compiling one
     // cost 40 ms whenever its estimate crossed jit_above_cost (bench/RESULTS.md, Findings).
     'SET LOCAL jit = off',
+    ...PLANNER_SETTINGS.map((setting) => `SET LOCAL ${setting} = off`),
   ]
     .filter(Boolean)
     .join('; ')
