@@ -1,0 +1,685 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type CliResult, json, openbook } from '../cli/run.js'
+import { freePort, ROOT } from '../helpers/process.js'
+import { type Expected, type LoadReport, runLoad } from './load.js'
+import { createPrimary, createReplica, type PgNode, query, urlOf, waitForReplay } from './postgres.js'
+import { ms, n, Summary, say, type Verdict } from './report.js'
+import { RunDir, reapStaleRuns } from './run-dir.js'
+import { API_PASSWORD, HAProxy, Instance, PgBouncer, until } from './services.js'
+
+/**
+ * The production topology on loopback, built from Debian's packages and the real binaries: a
+ * PostgreSQL primary of its own, a streaming replica made with pg_basebackup, PgBouncer in
+ * transaction mode in front of both, three `node dist/server.js` instances, and HAProxy with the
+ * reference configuration of docs/topology. It proves, with figures, what docs/scaling.md and the
+ * README promise of it, and removes every process and directory it made (run-dir.ts).
+ *
+ * Run with `npm run test:topology` (also run by .ci/run after `npm test`).
+ */
+
+/** The bounded load: requests per second and keep-alive connections through the load balancer. */
+const RATE = 200
+const CONNECTIONS = 16
+const SHUTDOWN_DELAY_MS = 2_000
+const SEED = 7
+/** Clock granularity between an event's timestamp and a request's: sent within it counts as before. */
+const SLACK_MS = 2
+
+const distHas = (file: string, text: string) =>
+  existsSync(`${ROOT}${file}`) && readFileSync(`${ROOT}${file}`, 'utf8').includes(text)
+/** DATABASE_READ_URL and `keys revoke --wait-timeout` (the replica parts) in this build. */
+const replicaReads = distHas('dist/config.js', 'DATABASE_READ_URL')
+const revokeWaits = distHas('dist/cli/program.js', 'wait-timeout')
+const REPLICA_MISSING =
+  'this build has no DATABASE_READ_URL (or keys revoke --wait-timeout): the replica checks are skipped'
+
+const summary = new Summary()
+let run: RunDir | undefined
+let primary: PgNode
+let replica: PgNode
+let bouncer: PgBouncer
+let lb: HAProxy
+let instances: Instance[] = []
+let expected: Expected[] = []
+let ownerUrl = ''
+
+async function cli(args: readonly string[]): Promise<CliResult> {
+  const result = await openbook(args, { DATABASE_URL: ownerUrl })
+  if (result.code !== 0) throw new Error(`openbook ${args.join(' ')}: exit ${result.code}: ${result.stderr}`)
+  return result
+}
+
+/** Distinct free loopback ports. */
+async function freePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>()
+  while (ports.size < count) ports.add(await freePort())
+  return [...ports]
+}
+
+/**
+ * What the primary itself says each request of the load must return: ids in list order and the
+ * total, read directly by the superuser with plain SQL (count(*), not the counts tables).
+ */
+async function expectedPages(
+  url: string,
+  keys: readonly { org: string; key: string }[],
+): Promise<Expected[]> {
+  const day = (offset: number) =>
+    `${new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10)}T00:00:00Z`
+  const since = day(-120)
+  const until = day(30)
+  const specs = [
+    {
+      path: 'customers?limit=20',
+      table: 'customers',
+      order: 'created_at',
+      where: '',
+      params: [],
+      limit: 20,
+      offset: 0,
+    },
+    {
+      path: 'customers?limit=50&offset=200',
+      table: 'customers',
+      order: 'created_at',
+      where: '',
+      params: [],
+      limit: 50,
+      offset: 200,
+    },
+    {
+      path: 'appointments?limit=20',
+      table: 'appointments',
+      order: 'start_at',
+      where: '',
+      params: [],
+      limit: 20,
+      offset: 0,
+    },
+    {
+      path: 'appointments?status=completed&limit=10&offset=30',
+      table: 'appointments',
+      order: 'start_at',
+      where: 'AND status = $2',
+      params: ['completed'],
+      limit: 10,
+      offset: 30,
+    },
+    {
+      path: `appointments?startDate=${since}&endDate=${until}&limit=25`,
+      table: 'appointments',
+      order: 'start_at',
+      where: 'AND start_at >= $2::timestamptz AND start_at <= $3::timestamptz',
+      params: [since, until],
+      limit: 25,
+      offset: 0,
+    },
+  ] as const
+  const result: Expected[] = []
+  for (const { org, key } of keys) {
+    for (const spec of specs) {
+      const where = `org_id = $1 AND is_active ${spec.where}`
+      const ids = await query<{ id: string }>(
+        url,
+        `SELECT id FROM ${spec.table} WHERE ${where} ORDER BY ${spec.order} DESC, id DESC LIMIT ${spec.limit} OFFSET ${spec.offset}`,
+        [org, ...spec.params],
+      )
+      const [count] = await query<{ total: number }>(
+        url,
+        `SELECT count(*)::int AS total FROM ${spec.table} WHERE ${where}`,
+        [org, ...spec.params],
+      )
+      if (ids.length === 0) throw new Error(`no rows for ${org} ${spec.path}: the load would prove little`)
+      result.push({
+        path: `/api/public/v1/${spec.path}`,
+        key,
+        ids: ids.map((row) => row.id),
+        total: count?.total ?? -1,
+      })
+    }
+  }
+  return result
+}
+
+/** Milliseconds from `since` until HAProxy shows `server` in a state `accept` likes. */
+async function lbWait(server: string, accept: (status: string) => boolean, since: number, ms = 15_000) {
+  await until(
+    `HAProxy to show ${server} changed`,
+    async () => {
+      const states = await lb.servers().catch(() => ({}) as Record<string, { status: string }>)
+      return accept(states[server]?.status ?? '')
+    },
+    ms,
+  )
+  return performance.now() - since
+}
+
+async function sumMetric(name: string, labels = ''): Promise<number> {
+  const values = await Promise.all(instances.map((instance) => instance.metric(name, labels).catch(() => 0)))
+  return values.reduce((a, b) => a + b, 0)
+}
+
+async function directStatus(instance: Instance, key: string): Promise<number> {
+  const response = await fetch(`http://127.0.0.1:${instance.port}/api/public/v1/customers?limit=1`, {
+    headers: { authorization: `Bearer ${key}` },
+  })
+  await response.arrayBuffer()
+  return response.status
+}
+
+const lbUrl = () => `http://127.0.0.1:${lb.port}`
+
+function loadFigures(load: LoadReport): string {
+  return (
+    `${n(load.requests)} requests in ${load.seconds} s: ${n(load.ok)} correct 200s, ${load.wrong} wrong, ` +
+    `${load.failures.length} failed; response time p50 ${load.p50.toFixed(1)} / p99 ${load.p99.toFixed(1)} / max ${load.max.toFixed(1)} ms`
+  )
+}
+
+function failureList(load: LoadReport): string {
+  if (load.failures.length === 0) return ''
+  const shown = load.failures
+    .slice(0, 4)
+    .map((f) => `sent +${Math.round(f.start)} ms, answered +${Math.round(f.end)} ms: ${f.what.slice(0, 90)}`)
+  return ` [${shown.join('; ')}${load.failures.length > 4 ? `; ${load.failures.length - 4} more` : ''}]`
+}
+
+/**
+ * What an event (a signal sent at `at`, ms into the load) may cost: only requests already sent
+ * then. A request sent after it must succeed. 2 ms allow for the two clocks' granularity.
+ */
+function eventCost(load: LoadReport, at: number) {
+  const inFlight = load.inFlightAt(at, SLACK_MS)
+  const after = load.failures.filter((failure) => failure.start > at + SLACK_MS).length
+  return {
+    inFlight,
+    after,
+    ok: after === 0 && load.failures.length <= inFlight,
+    text: `${load.failures.length} failed of ${inFlight} in flight at +${Math.round(at)} ms, ${after} sent after it`,
+  }
+}
+
+function verdict(ok: boolean): Verdict {
+  return ok ? 'pass' : 'FAIL'
+}
+
+describe('the production topology on loopback', () => {
+  beforeAll(async () => {
+    const started = performance.now()
+    for (const dir of reapStaleRuns()) say(`topology: removed what an earlier run left: ${dir}`)
+    run = new RunDir()
+    say(`topology: building in ${run.path}${run.identity ? ' (PostgreSQL and PgBouncer as postgres)' : ''}`)
+    const [primaryPort, replicaPort, bouncerPort, lbPort, statsPort, ...appPorts] = (await freePorts(11)) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      ...number[],
+    ]
+
+    primary = await createPrimary(run, primaryPort)
+    // The README's production roles: an owner that migrates (and may read pg_stat_replication, so
+    // that keys revoke can wait for the standby), and a dedicated login role for the instances.
+    await query(primary.url(), 'CREATE ROLE openbook_owner LOGIN CREATEROLE')
+    await query(primary.url(), 'GRANT pg_read_all_stats TO openbook_owner')
+    await query(primary.url(), 'CREATE DATABASE openbook OWNER openbook_owner')
+    ownerUrl = urlOf(primaryPort, 'openbook_owner', 'openbook')
+    await cli(['migrate'])
+    await query(ownerUrl, `CREATE ROLE openbook_api LOGIN PASSWORD '${API_PASSWORD}' IN ROLE openbook_reader`)
+    await cli([
+      'seed',
+      '--orgs',
+      '4',
+      '--customers',
+      '20000',
+      '--appointments',
+      '40000',
+      '--seed',
+      String(SEED),
+    ])
+    // Seeded plans are random; every organization may have keys here.
+    await query(primary.url('openbook'), "UPDATE organizations SET plan = 'enterprise'")
+    await cli([
+      ...['orgs', 'create', '--name', 'Topology', '--plan', 'enterprise', '--id', 'org_topology'],
+      ...['--owner-email', 'ops@topology.example'],
+    ])
+    const owners = await query<{ org: string; email: string }>(
+      primary.url('openbook'),
+      `SELECT m.org_id AS org, u.email FROM memberships m JOIN users u ON u.id = m.user_id
+       WHERE m.role = 'owner' AND m.org_id LIKE 'org\\_${SEED}\\_%' ORDER BY m.org_id LIMIT 3`,
+    )
+    const keys: { org: string; key: string }[] = []
+    for (const owner of owners) {
+      const created = json<{ key: string }>(
+        await cli(['keys', 'create', '--org', owner.org, '--as', owner.email, '--env', 'test', '--json']),
+      )
+      keys.push({ org: owner.org, key: created.key })
+    }
+    expected = await expectedPages(primary.url('openbook'), keys)
+
+    replica = await createReplica(run, primary, replicaPort)
+    await waitForReplay(primary, replica)
+    bouncer = new PgBouncer(run, bouncerPort, primaryPort, replicaPort)
+    await bouncer.start()
+    instances = [0, 1, 2].map(
+      (index) =>
+        new Instance(
+          run as RunDir,
+          `app${index + 1}`,
+          appPorts[2 * index] ?? 0,
+          appPorts[2 * index + 1] ?? 0,
+          {
+            databaseUrl: bouncer.url('openbook'),
+            readUrl: replicaReads ? bouncer.url('openbook_replica') : undefined,
+            shutdownDelayMs: SHUTDOWN_DELAY_MS,
+          },
+        ),
+    )
+    await Promise.all(instances.map((instance) => instance.start()))
+    lb = new HAProxy(run, lbPort, statsPort, instances)
+    await lb.start()
+    if (!replicaReads || !revokeWaits) {
+      say(`topology: ${REPLICA_MISSING}`)
+      summary.add('revocation, replica delayed 3 s', REPLICA_MISSING, 'skipped')
+      if (!replicaReads) summary.add('replica stopped, then restarted', REPLICA_MISSING, 'skipped')
+    }
+    summary.add(
+      'topology up',
+      `primary :${primaryPort}, replica :${replicaPort} (pg_basebackup -R), PgBouncer :${bouncerPort}, ` +
+        `3 instances :${instances.map((i) => i.port).join('/:')}, HAProxy :${lbPort}; ` +
+        `${keys.length} organizations, ${expected.length} distinct requests; ` +
+        `reads on the ${replicaReads ? 'replica (DATABASE_READ_URL)' : 'primary'}; built in ${ms(performance.now() - started)}`,
+      'pass',
+    )
+  }, 240_000)
+
+  afterAll(async () => {
+    summary.print('Topology test: summary')
+    const dir = run?.path
+    const keep = process.env.TOPOLOGY_KEEP_LOGS
+    await run?.close(5_000, keep)
+    if (dir) say(`topology: stopped every process and removed ${dir}${keep ? ` (logs kept in ${keep})` : ''}`)
+  }, 60_000)
+
+  it('serves a bounded read load through the load balancer: every response a correct 200', async () => {
+    const before = await lb.servers()
+    const tx0 = await bouncer.transactions()
+    const load = await runLoad({
+      name: 'steady',
+      url: lbUrl(),
+      expected,
+      seconds: 30,
+      rate: RATE,
+      connections: CONNECTIONS,
+    })
+    const after = await lb.servers()
+    const tx1 = await bouncer.transactions()
+    const perInstance = instances.map((i) => (after[i.name]?.sent ?? 0) - (before[i.name]?.sent ?? 0))
+    const replicaTx = (tx1.openbook_replica ?? 0) - (tx0.openbook_replica ?? 0)
+    const primaryTx = (tx1.openbook ?? 0) - (tx0.openbook ?? 0)
+    const ok =
+      load.failures.length === 0 &&
+      load.wrong === 0 &&
+      load.ok > RATE * 20 &&
+      perInstance.every((count) => count > 0) &&
+      (!replicaReads || replicaTx >= load.ok)
+    summary.add(
+      `steady load (${RATE}/s, ${CONNECTIONS} conns, 30 s)`,
+      `${loadFigures(load)}; per instance ${perInstance.map(n).join(' / ')}; ` +
+        `PgBouncer transactions: replica ${n(replicaTx)}, primary ${n(primaryTx)}${failureList(load)}` +
+        (load.firstWrong ? `; first wrong: ${load.firstWrong}` : ''),
+      verdict(ok),
+    )
+    expect(load.failures).toEqual([])
+    expect(load.wrong).toBe(0)
+    expect(load.ok).toBeGreaterThan(RATE * 20)
+    for (const count of perInstance) expect(count).toBeGreaterThan(0)
+    if (replicaReads) expect(replicaTx).toBeGreaterThanOrEqual(load.ok)
+  }, 90_000)
+
+  it('SIGKILL of an instance mid-load fails no request beyond those it held; the LB routes around it', async () => {
+    const victim = instances[0] as Instance
+    let downMs = Number.NaN
+    let backMs = Number.NaN
+    let killedAt = 0
+    let sentWhileDown = Number.NaN
+    const load = await runLoad({
+      name: 'sigkill',
+      url: lbUrl(),
+      expected,
+      seconds: 14,
+      rate: RATE,
+      connections: CONNECTIONS,
+      async during(elapsed) {
+        await sleep(4_000)
+        const t = performance.now()
+        killedAt = elapsed()
+        victim.signal('SIGKILL')
+        downMs = await lbWait(victim.name, (status) => status.startsWith('DOWN'), t)
+        const sentAtDown = (await lb.servers())[victim.name]?.sent ?? 0
+        await victim.process?.exited
+        await sleep(2_000)
+        sentWhileDown = ((await lb.servers())[victim.name]?.sent ?? 0) - sentAtDown
+        const restart = performance.now()
+        await victim.start()
+        backMs = await lbWait(victim.name, (status) => status === 'UP', restart)
+      },
+    })
+    const cost = eventCost(load, killedAt)
+    const ok = cost.ok && load.wrong === 0 && sentWhileDown === 0
+    summary.add(
+      'SIGKILL one instance mid-load',
+      `${loadFigures(load)}; SIGKILL: ${cost.text}; ` +
+        `HAProxy marked it DOWN after ${ms(downMs)}, sent it ${sentWhileDown} requests while down; ` +
+        `restarted, UP again after ${ms(backMs)}; HAProxy retries so far ${lb.retries()}${failureList(load)}`,
+      verdict(ok),
+    )
+    expect(cost.after).toBe(0)
+    expect(load.failures.length).toBeLessThanOrEqual(cost.inFlight)
+    expect(load.wrong).toBe(0)
+    expect(sentWhileDown).toBe(0)
+  }, 60_000)
+
+  it('a SIGTERMed instance drains with no failed request: readiness turns off first', async () => {
+    const victim = instances[1] as Instance
+    let readyOffMs = Number.NaN
+    let downMs = Number.NaN
+    let exitMs = Number.NaN
+    let exitCode: number | null = null
+    let backMs = Number.NaN
+    const load = await runLoad({
+      name: 'sigterm',
+      url: lbUrl(),
+      expected,
+      seconds: 14,
+      rate: RATE,
+      connections: CONNECTIONS,
+      async during() {
+        await sleep(3_000)
+        const exited = victim.process?.exited
+        const t = performance.now()
+        victim.signal('SIGTERM')
+        await Promise.all([
+          until('readyz to turn 503', async () => (await victim.ready()) === 503, 5_000).then(() => {
+            readyOffMs = performance.now() - t
+          }),
+          lbWait(victim.name, (status) => status.startsWith('DOWN'), t).then((value) => {
+            downMs = value
+          }),
+          exited?.then((code) => {
+            exitCode = code
+            exitMs = performance.now() - t
+          }),
+        ])
+        const restart = performance.now()
+        await victim.start()
+        backMs = await lbWait(victim.name, (status) => status === 'UP', restart)
+      },
+    })
+    const ok = load.failures.length === 0 && load.wrong === 0 && exitCode === 0 && downMs < SHUTDOWN_DELAY_MS
+    summary.add(
+      'SIGTERM one instance mid-load',
+      `${loadFigures(load)}; /readyz 503 after ${ms(readyOffMs)}, HAProxy DOWN after ${ms(downMs)} ` +
+        `(SHUTDOWN_DELAY_MS ${SHUTDOWN_DELAY_MS}), exit ${exitCode} after ${ms(exitMs)}; ` +
+        `restarted, UP again after ${ms(backMs)}${failureList(load)}`,
+      verdict(ok),
+    )
+    expect(load.failures).toEqual([])
+    expect(load.wrong).toBe(0)
+    expect(exitCode).toBe(0)
+    expect(downMs).toBeLessThan(SHUTDOWN_DELAY_MS)
+  }, 60_000)
+
+  it.skipIf(!replicaReads || !revokeWaits)(
+    'a key revoked through the CLI is refused by all three instances on the next request, the replica 3 s behind',
+    async () => {
+      const created = json<{ id: string; key: string }>(
+        await cli([
+          'keys',
+          'create',
+          '--org',
+          'org_topology',
+          '--as',
+          'ops@topology.example',
+          '--env',
+          'test',
+          '--json',
+        ]),
+      )
+      await waitForReplay(primary, replica)
+      const before = await Promise.all(instances.map((instance) => directStatus(instance, created.key)))
+      expect(before).toEqual([200, 200, 200])
+
+      await query(replica.url(), "ALTER SYSTEM SET recovery_min_apply_delay = '3s'")
+      await query(replica.url(), 'SELECT pg_reload_conf()')
+      await until(
+        'the replica to delay its replay',
+        async () =>
+          (
+            await query<{ value: string }>(
+              replica.url(),
+              "SELECT current_setting('recovery_min_apply_delay') AS value",
+            )
+          )[0]?.value === '3s',
+        5_000,
+      )
+      try {
+        const t = performance.now()
+        let replicaAppliedMs = Number.NaN
+        let acceptedWhileWaiting = 0
+        let done = false
+        const watchReplica = (async () => {
+          while (!done) {
+            const [row] = await query<{ revoked: boolean }>(
+              replica.url('openbook'),
+              'SELECT revoked_at IS NOT NULL AS revoked FROM api_keys WHERE id = $1',
+              [created.id],
+            )
+            if (row?.revoked) {
+              replicaAppliedMs = performance.now() - t
+              return
+            }
+            // An instance reading keys on the replica still sees the key as active meanwhile.
+            if ((await directStatus(instances[2] as Instance, created.key)) === 200) acceptedWhileWaiting++
+            await sleep(100)
+          }
+        })()
+        const revoked = json<{ replication: { lsn: string; standbys: { name: string; seconds: number }[] } }>(
+          await cli(['keys', 'revoke', created.id, '--wait-timeout', '20', '--json']),
+        )
+        const cliMs = performance.now() - t
+        const next = performance.now()
+        const after = await Promise.all(instances.map((instance) => directStatus(instance, created.key)))
+        const nextMs = performance.now() - next
+        const viaLb = await fetch(`${lbUrl()}/api/public/v1/customers?limit=1`, {
+          headers: { authorization: `Bearer ${created.key}` },
+        })
+        await viaLb.arrayBuffer()
+        done = true
+        await watchReplica
+        const standbys = revoked.replication.standbys
+          .map((s) => `${s.name} in ${s.seconds.toFixed(2)} s`)
+          .join(', ')
+        const ok =
+          after.every((status) => status === 401) &&
+          viaLb.status === 401 &&
+          revoked.replication.standbys.length === 1 &&
+          cliMs >= replicaAppliedMs
+        summary.add(
+          'revocation, replica delayed 3 s',
+          `keys revoke returned after ${ms(cliMs)}, having waited for ${standbys || 'no standby'} ` +
+            `(WAL ${revoked.replication.lsn}); the replica applied it after ${ms(replicaAppliedMs)}; ` +
+            `meanwhile an instance still accepted the key ${acceptedWhileWaiting} times (why revoke waits); ` +
+            `next request: ${after.join(' / ')} in ${ms(nextMs)}, via HAProxy ${viaLb.status}`,
+          verdict(ok),
+        )
+        expect(after).toEqual([401, 401, 401])
+        expect(viaLb.status).toBe(401)
+        expect(revoked.replication.standbys).toHaveLength(1)
+        expect(cliMs).toBeGreaterThanOrEqual(replicaAppliedMs)
+      } finally {
+        await query(replica.url(), 'ALTER SYSTEM RESET recovery_min_apply_delay')
+        await query(replica.url(), 'SELECT pg_reload_conf()')
+        await waitForReplay(primary, replica)
+      }
+    },
+    60_000,
+  )
+
+  it.skipIf(!replicaReads)(
+    'stopping the replica moves reads to the primary with no 5xx beyond in flight; restarting it brings them back',
+    async () => {
+      const fallbacks0 = await sumMetric('openbook_replica_fallbacks_total')
+      let stoppedAt = 0
+      let stopMs = Number.NaN
+      let fallbackMs = Number.NaN
+      let primaryRate = Number.NaN
+      let startMs = Number.NaN
+      let backMs = Number.NaN
+      const load = await runLoad({
+        name: 'replica',
+        url: lbUrl(),
+        expected,
+        seconds: 18,
+        rate: RATE,
+        connections: CONNECTIONS,
+        async during(elapsed) {
+          await sleep(3_000)
+          const t = performance.now()
+          stoppedAt = elapsed()
+          const stopping = replica.stop().then(() => {
+            stopMs = performance.now() - t
+          })
+          await until(
+            'a read to fall back to the primary',
+            async () => (await sumMetric('openbook_replica_fallbacks_total')) > fallbacks0,
+            5_000,
+          )
+          fallbackMs = performance.now() - t
+          await stopping
+          // Reads per second the primary serves meanwhile (PgBouncer's count of transactions).
+          const p0 = (await bouncer.transactions()).openbook ?? 0
+          await sleep(2_000)
+          primaryRate = (((await bouncer.transactions()).openbook ?? 0) - p0) / 2
+          await sleep(3_000)
+          const restart = performance.now()
+          await replica.start()
+          startMs = performance.now() - restart
+          // Back: the replica serves the load again (at least a quarter of its rate in 250 ms).
+          await until(
+            'reads to come back to the replica',
+            async () => {
+              const r0 = (await bouncer.transactions()).openbook_replica ?? 0
+              await sleep(250)
+              return ((await bouncer.transactions()).openbook_replica ?? 0) - r0 >= RATE / 16
+            },
+            10_000,
+          )
+          backMs = performance.now() - restart
+        },
+      })
+      const fallbacks = (await sumMetric('openbook_replica_fallbacks_total')) - fallbacks0
+      const serverErrors = load.failures.filter((failure) => /^5\d\d /.test(failure.what)).length
+      const cost = eventCost(load, stoppedAt)
+      const ok = cost.ok && load.wrong === 0 && fallbacks > 0
+      summary.add(
+        'replica stopped, then restarted',
+        `${loadFigures(load)}; replica stopped (fast shutdown, ${ms(stopMs)}): ${cost.text}; ` +
+          `first read on the primary after ${ms(fallbackMs)}; primary served ${n(Math.round(primaryRate))} tx/s meanwhile; ` +
+          `${n(fallbacks)} reads fell back (openbook_replica_fallbacks_total); 5xx ${serverErrors}; ` +
+          `replica restarted in ${ms(startMs)}, reads back on it ${ms(backMs)} after the restart began${failureList(load)}`,
+        verdict(ok),
+      )
+      expect(cost.after).toBe(0)
+      expect(load.failures.length).toBeLessThanOrEqual(cost.inFlight)
+      expect(load.wrong).toBe(0)
+      expect(fallbacks).toBeGreaterThan(0)
+    },
+    60_000,
+  )
+
+  it('an online restart of PgBouncer (pgbouncer -R) under load fails no request', async () => {
+    const pids = instances.map((instance) => instance.pid)
+    let at = 0
+    let handoverMs = Number.NaN
+    const load = await runLoad({
+      name: 'pgbouncer-online',
+      url: lbUrl(),
+      expected,
+      seconds: 10,
+      rate: RATE,
+      connections: CONNECTIONS,
+      async during(elapsed) {
+        await sleep(3_000)
+        const t = performance.now()
+        at = elapsed()
+        await bouncer.onlineRestart()
+        handoverMs = performance.now() - t
+      },
+    })
+    const cost = eventCost(load, at)
+    const samePids = instances.every((instance, index) => instance.pid === pids[index])
+    const ok = load.failures.length === 0 && load.wrong === 0 && samePids
+    summary.add(
+      'PgBouncer online restart (-R) mid-load',
+      `${loadFigures(load)}; ${cost.inFlight} in flight when the new process started; the old one handed ` +
+        `its sockets over and exited after ${ms(handoverMs)}; instances not restarted: ${samePids}${failureList(load)}`,
+      verdict(ok),
+    )
+    expect(load.failures).toEqual([])
+    expect(load.wrong).toBe(0)
+    expect(samePids).toBe(true)
+  }, 60_000)
+
+  it('restarting PgBouncer costs at most the requests in flight; everything recovers without restarting an instance', async () => {
+    const pids = instances.map((instance) => instance.pid)
+    let stoppedAt = 0
+    let downMs = Number.NaN
+    let readyMs = Number.NaN
+    const load = await runLoad({
+      name: 'pgbouncer',
+      url: lbUrl(),
+      expected,
+      seconds: 14,
+      rate: RATE,
+      connections: CONNECTIONS,
+      async during(elapsed) {
+        await sleep(3_000)
+        const t = performance.now()
+        stoppedAt = elapsed()
+        await bouncer.stop()
+        await bouncer.start()
+        downMs = performance.now() - t
+        await until(
+          'every instance to be ready',
+          async () => (await Promise.all(instances.map((i) => i.ready()))).every((status) => status === 200),
+          10_000,
+        )
+        readyMs = performance.now() - t
+      },
+    })
+    const lastFailure = load.failures.at(-1)
+    const recoveredMs = lastFailure ? lastFailure.end - stoppedAt : 0
+    const samePids = instances.every((instance, index) => instance.pid === pids[index])
+    const statuses = await Promise.all(
+      instances.map((instance) => directStatus(instance, expected[0]?.key ?? '')),
+    )
+    const cost = eventCost(load, stoppedAt)
+    const ok = cost.ok && load.wrong === 0 && samePids && statuses.every((s) => s === 200)
+    summary.add(
+      'PgBouncer hard restart mid-load',
+      `${loadFigures(load)}; PgBouncer stopped (SIGTERM, immediate shutdown): ${cost.text}; ` +
+        `listening again after ${ms(downMs)}; every /readyz 200 after ${ms(readyMs)}; last failure ${ms(recoveredMs)} ` +
+        `after the stop; instances not restarted: ${samePids}; direct requests after: ${statuses.join(' / ')}${failureList(load)}`,
+      verdict(ok),
+    )
+    expect(samePids).toBe(true)
+    expect(statuses).toEqual([200, 200, 200])
+    expect(load.wrong).toBe(0)
+    expect(cost.after).toBe(0)
+    expect(load.failures.length).toBeLessThanOrEqual(cost.inFlight)
+  }, 60_000)
+})
