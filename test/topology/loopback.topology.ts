@@ -4,7 +4,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type CliResult, json, openbook } from '../cli/run.js'
 import { freePort, ROOT } from '../helpers/process.js'
 import { type Expected, type LoadReport, runLoad } from './load.js'
-import { createPrimary, createReplica, type PgNode, query, urlOf, waitForReplay } from './postgres.js'
+import {
+  createPrimary,
+  createReplica,
+  type PgNode,
+  postgresBin,
+  query,
+  urlOf,
+  waitForReplay,
+} from './postgres.js'
 import { ms, n, Summary, say, type Verdict } from './report.js'
 import { RunDir, reapStaleRuns } from './run-dir.js'
 import { API_PASSWORD, HAProxy, Instance, PgBouncer, until } from './services.js'
@@ -208,6 +216,12 @@ function verdict(ok: boolean): Verdict {
 describe('the production topology on loopback', () => {
   beforeAll(async () => {
     const started = performance.now()
+    const missing = ['/usr/sbin/pgbouncer', '/usr/sbin/haproxy'].filter((path) => !existsSync(path))
+    if (missing.length > 0)
+      throw new Error(
+        `missing ${missing.join(', ')}: install Debian's packages (apt-get install -y pgbouncer haproxy; bash .ci/run does)`,
+      )
+    postgresBin()
     for (const dir of reapStaleRuns()) say(`topology: removed what an earlier run left: ${dir}`)
     run = new RunDir()
     say(`topology: building in ${run.path}${run.identity ? ' (PostgreSQL and PgBouncer as postgres)' : ''}`)
