@@ -1,0 +1,633 @@
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { hashSecret } from '../../src/domain/api-key-secret.js'
+import { authenticateKey } from '../../src/queries/api-keys.js'
+import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
+import { customersPage } from '../../src/queries/customers.js'
+import type { PageStatement } from '../../src/queries/page.js'
+import { DEMO_ORG_ID, seedDemoIfEmpty } from '../../src/seed/demo.js'
+import { planOrganizations } from '../../src/seed/synthetic.js'
+import type { Store } from '../../src/store/types.js'
+import { createTestStore, postgresAvailable, type TestStore } from '../helpers/stores.js'
+
+// The request path's statements, planned by PostgreSQL for every shape of request on databases of
+// very different sizes and statistics, run as the server runs them: in its read-only transaction
+// as openbook_reader, the organization named by the key lookup. A page must read the page's rows
+// from the heap and the organization's index entries, never a whole table: no sequential scan, no
+// bitmap heap scan, no hash or merge join, and no more buffers than the page and its count need,
+// whatever the organization's size.
+
+const LIMIT = 50
+/** The tables whose rows a page reads; the counts tables are checked for their scans only. */
+const ROW_TABLES = new Set(['customers', 'appointments'])
+
+/** A node of EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON). */
+interface PlanNode {
+  readonly 'Node Type': string
+  readonly 'Relation Name'?: string
+  readonly 'Index Name'?: string
+  readonly 'Index Cond'?: string
+  readonly 'Actual Rows'?: number
+  readonly 'Actual Loops'?: number
+  /** Per loop, as EXPLAIN writes it. */
+  readonly 'Rows Removed by Filter'?: number
+  /** All loops together. */
+  readonly 'Heap Fetches'?: number
+  readonly 'Shared Hit Blocks'?: number
+  readonly 'Shared Read Blocks'?: number
+  readonly Plans?: readonly PlanNode[]
+}
+
+interface Explained {
+  readonly Plan: PlanNode
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data: generated in the database, set-based, as the owner. The statement-level triggers keep
+// the counts tables as an import does.
+// ---------------------------------------------------------------------------------------------
+
+interface OrgSize {
+  readonly id: string
+  readonly customers: number
+  readonly appointments: number
+}
+
+/** As the synthetic seed: completed most often, no_show rare. */
+const STATUS_WHEEL = [
+  'completed',
+  'completed',
+  'completed',
+  'completed',
+  'completed',
+  'completed',
+  'cancelled',
+  'no_show',
+  'scheduled',
+  'confirmed',
+  'checked_in',
+]
+
+/** Rows whose ids, times and flags come from md5 of the organization and the row's number. */
+async function importOrganizations(store: Store, orgs: readonly OrgSize[]): Promise<void> {
+  const params = [
+    orgs.map((o) => o.id),
+    orgs.map((o) => o.customers),
+    orgs.map((o) => o.appointments),
+    // As the synthetic seed: one staff member per 400 customers, 2 to 60.
+    orgs.map((o) => Math.min(60, Math.max(2, Math.ceil(o.customers / 400)))),
+  ]
+  const each = 'unnest($1::text[], $2::int[], $3::int[], $4::int[]) o(id, customers, appointments, staff)'
+  // Three independent non-negative numbers per row: a, b, c.
+  const hash = (seed: string) => `CROSS JOIN LATERAL (SELECT md5(${seed}) AS m) m
+    CROSS JOIN LATERAL (SELECT abs(('x' || substr(m.m, 17, 8))::bit(32)::int::bigint) AS a,
+                               abs(('x' || substr(m.m, 25, 8))::bit(32)::int::bigint) AS b,
+                               abs(('x' || substr(m.m, 9, 8))::bit(32)::int::bigint) AS c) h`
+  const customerId = (n: string) => `'cus_' || left(md5(o.id || '/' || (${n})), 16)`
+  await store.admin(async (sql) => {
+    await sql.query(
+      `INSERT INTO organizations (id, name, plan) SELECT o.id, 'Plans ' || o.id, 'professional' FROM ${each}`,
+      params,
+    )
+    await sql.query(
+      `INSERT INTO staff (org_id, id, name, is_active)
+       SELECT o.id, 'stf_' || s, 'Staff ' || s, true FROM ${each} CROSS JOIN generate_series(1, o.staff) s`,
+      params,
+    )
+    await sql.query(
+      `INSERT INTO services (org_id, id, name, is_active) SELECT o.id, 'srv_1', 'Consultation', true FROM ${each}`,
+      params,
+    )
+    await sql.query(
+      `INSERT INTO customers (org_id, id, support_id, first_name, last_name, display_name, email, phone,
+         primary_phone, preferred_contact_method, marketing_consent, address_line1, city, region, postal_code,
+         country, is_active, created_at, updated_at)
+       SELECT o.id, ${customerId('g')}, 'S-' || lpad(g::text, 6, '0'), 'Ada', 'Lindqvist', 'Ada Lindqvist',
+         'ada.lindqvist.' || g || '@example.com', '+1555' || lpad((h.a % 10000000)::text, 7, '0'),
+         '+1555' || lpad((h.a % 10000000)::text, 7, '0'), 'email', h.b % 2 = 0, (h.c % 250) || ' Berg Street',
+         'Berlin', 'BE', lpad((h.c % 100000)::text, 5, '0'), 'DE', h.b % 33 <> 0,
+         timestamptz '2025-06-01T00:00:00Z' - (h.a % 157680000) * interval '1 second',
+         timestamptz '2025-06-01T00:00:00Z' - (h.a % 157680000) * interval '1 second'
+       FROM ${each} CROSS JOIN generate_series(1, o.customers) g ${hash("o.id || '/' || g")}`,
+      params,
+    )
+    await sql.query(
+      `INSERT INTO appointments (org_id, id, customer_id, staff_id, service_id, start_at, end_at, status,
+         location_type, price_cents, currency, payment_status, requires_payment, day_key, is_active,
+         created_at, updated_at)
+       SELECT o.id, 'apt_' || left(m.m, 16),
+         CASE WHEN o.customers > 0 AND h.c % 33 <> 0 THEN ${customerId('1 + h.a % greatest(o.customers, 1)')} END,
+         'stf_' || (1 + g % o.staff), 'srv_1', s.start_at, s.start_at + interval '45 minutes',
+         ('{${STATUS_WHEEL.join(',')}}'::text[])[1 + h.b % ${STATUS_WHEEL.length}], 'in_person', 4500, 'EUR',
+         'unpaid', false, to_char(s.start_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), h.c % 31 <> 0,
+         s.start_at - interval '7 days', s.start_at - interval '7 days'
+       FROM ${each} CROSS JOIN generate_series(1, o.appointments) g ${hash("o.id || ':' || g")}
+       CROSS JOIN LATERAL (SELECT timestamptz '2022-06-01T08:00:00Z' + (h.a % 1185) * interval '1 day'
+                                  + (h.b % 44) * interval '15 minutes' AS start_at) s`,
+      params,
+    )
+  })
+}
+
+/** A migrated database of its own; autovacuum is off in it, so that its state is the one each stage makes. */
+class Db {
+  private constructor(readonly testStore: TestStore) {}
+
+  static async open(): Promise<Db> {
+    const testStore = await createTestStore('postgres')
+    await testStore.store.admin((sql) =>
+      sql.exec(
+        ['customers', 'appointments', 'customer_counts', 'appointment_day_counts']
+          .map((table) => `ALTER TABLE ${table} SET (autovacuum_enabled = false)`)
+          .join('; '),
+      ),
+    )
+    return new Db(testStore)
+  }
+
+  get store(): Store {
+    return this.testStore.store
+  }
+
+  /** Outside a transaction, as VACUUM must be. */
+  async maintain(command: 'ANALYZE' | 'VACUUM ANALYZE'): Promise<void> {
+    const client = new pg.Client({ connectionString: this.testStore.url })
+    await client.connect()
+    try {
+      await client.query(command)
+    } finally {
+      await client.end()
+    }
+  }
+
+  close(): Promise<void> {
+    return this.testStore.close()
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Databases and their stages. Each stage names the organizations whose requests it plans.
+// ---------------------------------------------------------------------------------------------
+
+interface Stage {
+  readonly name: string
+  /** Every heap page all-visible (VACUUM after the last write): index-only scans fetch no rows. */
+  readonly allVisible: boolean
+  prepare(db: Db): Promise<readonly string[]>
+}
+
+interface Scenario {
+  readonly name: string
+  readonly stages: readonly Stage[]
+}
+
+const sizes = (prefix: string, count: number, customers: number, appointments: number): OrgSize[] =>
+  Array.from({ length: count }, (_, i) => ({ id: `${prefix}_${i + 1}`, customers, appointments }))
+
+const SCENARIOS: readonly Scenario[] = [
+  {
+    name: 'the demo, then a bulk import',
+    stages: [
+      {
+        name: 'tiny, as the demo (analyzed, as the server does at start)',
+        allVisible: false,
+        async prepare(db) {
+          await seedDemoIfEmpty(db.store, 'svc')
+          await db.maintain('ANALYZE')
+          return [DEMO_ORG_ID]
+        },
+      },
+      {
+        // The statistics still describe the demo: the new organization is unknown to them.
+        name: 'right after a bulk import of a large organization, before ANALYZE',
+        allVisible: false,
+        async prepare(db) {
+          await importOrganizations(db.store, [
+            { id: 'org_import_big', customers: 40_000, appointments: 80_000 },
+            { id: 'org_import_small', customers: 120, appointments: 240 },
+          ])
+          return ['org_import_big', 'org_import_small', DEMO_ORG_ID]
+        },
+      },
+      {
+        name: 'after the import, after ANALYZE',
+        allVisible: false,
+        async prepare(db) {
+          await db.maintain('ANALYZE')
+          return ['org_import_big', 'org_import_small', DEMO_ORG_ID]
+        },
+      },
+    ],
+  },
+  {
+    name: '100k customers and 200k appointments, one dominant organization',
+    stages: [
+      {
+        name: 'after VACUUM ANALYZE',
+        allVisible: true,
+        async prepare(db) {
+          // The sizes `openbook seed --orgs 100 --customers 100000 --appointments 200000 --seed 1` makes.
+          const planned = planOrganizations({ orgs: 100, customers: 100_000, appointments: 200_000, seed: 1 })
+          const orgs = planned.map((o) => ({ id: `org_1_${String(o.index).padStart(4, '0')}`, ...o }))
+          await importOrganizations(db.store, orgs)
+          await db.maintain('VACUUM ANALYZE')
+          const bySize = [...orgs].sort((a, b) => b.customers - a.customers)
+          return [bySize[0]?.id ?? '', bySize.at(-1)?.id ?? '']
+        },
+      },
+    ],
+  },
+  {
+    name: 'one organization with 90% of the rows',
+    stages: [
+      {
+        name: 'imported into an empty database, never analyzed',
+        allVisible: false,
+        async prepare(db) {
+          await importOrganizations(db.store, [
+            { id: 'org_ninety', customers: 36_000, appointments: 72_000 },
+            ...sizes('org_rest', 10, 400, 800),
+          ])
+          return ['org_ninety', 'org_rest_10']
+        },
+      },
+      {
+        name: 'after VACUUM ANALYZE',
+        allVisible: true,
+        async prepare(db) {
+          await db.maintain('VACUUM ANALYZE')
+          return ['org_ninety', 'org_rest_10']
+        },
+      },
+    ],
+  },
+  {
+    name: 'many equal organizations',
+    stages: [
+      {
+        name: 'after VACUUM ANALYZE',
+        allVisible: true,
+        async prepare(db) {
+          await importOrganizations(db.store, sizes('org_equal', 200, 150, 300))
+          await db.maintain('VACUUM ANALYZE')
+          return ['org_equal_1', 'org_equal_200']
+        },
+      },
+    ],
+  },
+]
+
+// ---------------------------------------------------------------------------------------------
+// Requests: every list, every set of filters, first, middle, last page and past the end.
+// ---------------------------------------------------------------------------------------------
+
+type FilterName = keyof AppointmentFilters
+
+interface Shape {
+  readonly list: 'customers' | 'appointments'
+  readonly filters: readonly FilterName[]
+  /** The status asked for: the most common one or a rare one. */
+  readonly status?: 'completed' | 'no_show'
+}
+
+const SHAPES: readonly Shape[] = [
+  { list: 'customers', filters: [] },
+  { list: 'appointments', filters: [] },
+  { list: 'appointments', filters: ['status'], status: 'completed' },
+  { list: 'appointments', filters: ['status'], status: 'no_show' },
+  { list: 'appointments', filters: ['customerId'] },
+  { list: 'appointments', filters: ['staffId'] },
+  { list: 'appointments', filters: ['startDate'] },
+  { list: 'appointments', filters: ['endDate'] },
+  { list: 'appointments', filters: ['startDate', 'endDate'] },
+  { list: 'appointments', filters: ['status', 'startDate', 'endDate'], status: 'completed' },
+  { list: 'appointments', filters: ['status', 'startDate', 'endDate'], status: 'no_show' },
+  { list: 'appointments', filters: ['staffId', 'startDate', 'endDate'] },
+  { list: 'appointments', filters: ['customerId', 'staffId'] },
+  { list: 'appointments', filters: ['status', 'staffId'], status: 'completed' },
+  { list: 'appointments', filters: ['status', 'customerId'], status: 'completed' },
+  {
+    list: 'appointments',
+    filters: ['status', 'customerId', 'staffId', 'startDate', 'endDate'],
+    status: 'completed',
+  },
+]
+
+const shapeName = (shape: Shape) =>
+  shape.filters.length === 0
+    ? shape.list
+    : `${shape.list}?${shape.filters.map((f) => (f === 'status' ? `status=${shape.status}` : f)).join('&')}`
+
+/** An organization's filter values: its busiest customer and staff member, a range over its middle. */
+interface OrgValues {
+  readonly customerId: string
+  readonly staffId: string
+  readonly startDate: string
+  readonly endDate: string
+}
+
+async function valuesOf(store: Store, orgId: string): Promise<OrgValues> {
+  return store.admin(async (sql) => {
+    const busiest = async (column: string) => {
+      const [row] = await sql.query<{ id: string }>(
+        `SELECT ${column} AS id FROM appointments WHERE org_id = $1 AND is_active AND ${column} IS NOT NULL
+         GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1`,
+        [orgId],
+      )
+      return row?.id ?? 'none'
+    }
+    const [span] = await sql.query<{ first: Date; last: Date }>(
+      'SELECT min(start_at) AS first, max(start_at) AS last FROM appointments WHERE org_id = $1',
+      [orgId],
+    )
+    const first = span?.first?.getTime() ?? 0
+    const length = (span?.last?.getTime() ?? 0) - first
+    // Not at midnight: the part-days at both ends are counted from the index.
+    const at = (fraction: number) => new Date(first + Math.round(length * fraction) + 37_000).toISOString()
+    return {
+      customerId: await busiest('customer_id'),
+      staffId: await busiest('staff_id'),
+      startDate: at(0.3),
+      endDate: at(0.7),
+    }
+  })
+}
+
+/** The page statement of a request by the organization. */
+function statementFor(shape: Shape, orgId: string, values: OrgValues): PageStatement {
+  if (shape.list === 'customers') return customersPage(orgId)
+  const filters: Record<string, string> = {}
+  for (const name of shape.filters) filters[name] = name === 'status' ? (shape.status ?? '') : values[name]
+  return appointmentsPage(orgId, filters)
+}
+
+/**
+ * The appointments' index entries the count must read beside the page's. With a person: the
+ * person's entries in the range (their own index counts them; with two persons, the busier one's,
+ * whichever index the planner walks). Without: the part-days at the ends of a range (the per-day
+ * counts cover the whole days). Status aside: the person indexes do not hold it.
+ */
+async function countEntries(store: Store, shape: Shape, orgId: string, values: OrgValues): Promise<number> {
+  if (shape.list === 'customers') return 0
+  const has = (name: FilterName) => shape.filters.includes(name)
+  const count = (condition: string, params: readonly unknown[]) =>
+    store.admin(async (sql) => {
+      const [row] = await sql.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM appointments WHERE org_id = $1 AND is_active AND ${condition}`,
+        [orgId, ...params],
+      )
+      return row?.n ?? 0
+    })
+  const range = [
+    has('startDate') ? 'start_at >= $3::timestamptz' : '$3::text IS NOT NULL',
+    has('endDate') ? 'start_at <= $4::timestamptz' : '$4::text IS NOT NULL',
+  ].join(' AND ')
+  const persons = (['customerId', 'staffId'] as const).filter(has)
+  if (persons.length > 0) {
+    const column = { customerId: 'customer_id', staffId: 'staff_id' }
+    const counts = await Promise.all(
+      persons.map((person) =>
+        count(`${column[person]} = $2 AND ${range}`, [values[person], values.startDate, values.endDate]),
+      ),
+    )
+    return Math.max(...counts)
+  }
+  const day = (n: number) => `(date_trunc('day', $${n}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')`
+  const ends = [
+    has('startDate') && `(start_at >= $2::timestamptz AND start_at < ${day(2)} + interval '1 day')`,
+    has('endDate') && `(start_at >= ${day(3)} AND start_at <= $3::timestamptz)`,
+  ].filter(Boolean)
+  if (ends.length === 0) return 0
+  return count(`(${ends.join(' OR ')}) AND $2::text || $3::text IS NOT NULL`, [
+    values.startDate,
+    values.endDate,
+  ])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plans: run as the request path runs them, and judged.
+// ---------------------------------------------------------------------------------------------
+
+/** A key per organization, looked up as the request path looks it up. */
+const secretOf = (orgId: string) => `plans_test_${orgId}`
+
+async function addKeys(store: Store, orgIds: readonly string[]): Promise<void> {
+  await store.admin(async (sql) => {
+    for (const orgId of orgIds) {
+      await sql.query(
+        `INSERT INTO api_keys (org_id, id, env, key_hash, hint) VALUES ($1, $2, 'test', $3, 'plans')
+         ON CONFLICT DO NOTHING`,
+        [orgId, `key_plans_${orgId}`, hashSecret(secretOf(orgId))],
+      )
+    }
+  })
+}
+
+/** A parameter as an SQL literal, for EXECUTE. */
+function literal(value: unknown): string {
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value)
+  if (typeof value === 'string') return `'${value.replaceAll("'", "''")}'`
+  throw new Error(`no literal for ${typeof value}`)
+}
+
+let prepared = 0
+
+/**
+ * EXPLAIN ANALYZE of a statement in the request path's transaction, after its key lookup. As
+ * sent today (a custom plan, the parameters known to the planner), or `generic`: prepared and
+ * planned once for any parameters, as a prepared statement or a cached PL/pgSQL plan runs it.
+ */
+async function explain(
+  store: Store,
+  orgId: string,
+  text: string,
+  params: readonly unknown[],
+  generic = false,
+): Promise<Explained> {
+  return store.read(async (sql) => {
+    const key = await authenticateKey(sql, hashSecret(secretOf(orgId)))
+    if (key?.orgId !== orgId) throw new Error(`the key of ${orgId} was not found`)
+    const options = 'EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)'
+    let rows: { 'QUERY PLAN': Explained[] }[]
+    if (generic) {
+      const name = `plans_test_${++prepared}`
+      await sql.query(`SET LOCAL plan_cache_mode = force_generic_plan; PREPARE ${name} AS ${text}`)
+      rows = await sql.query(`${options} EXECUTE ${name}(${params.map(literal).join(', ')})`)
+      await sql.query(`DEALLOCATE ${name}`)
+    } else {
+      rows = await sql.query(`${options} ${text}`, params)
+    }
+    const explained = rows[0]?.['QUERY PLAN'][0]
+    if (!explained) throw new Error('EXPLAIN returned no plan')
+    return explained
+  })
+}
+
+async function totalOf(store: Store, orgId: string, statement: PageStatement): Promise<number> {
+  return store.read(async (sql) => {
+    await authenticateKey(sql, hashSecret(secretOf(orgId)))
+    const [row] = await sql.query<{ total: number }>(statement.countText, statement.params)
+    return row?.total ?? 0
+  })
+}
+
+function* nodes(node: PlanNode): Generator<PlanNode> {
+  yield node
+  for (const child of node.Plans ?? []) yield* nodes(child)
+}
+
+/** What a statement may read from customers and appointments. */
+interface Allowance {
+  /** Rows read from their heaps. */
+  readonly heapRows: number
+  /** Buffers their scans touch (hit or read). */
+  readonly buffers: number
+}
+
+/** The plan's faults: scans of whole tables, joins by hash or merge, reads beyond the allowance. */
+function faults(plan: PlanNode, allowance: Allowance): string[] {
+  const found: string[] = []
+  let heapRows = 0
+  let buffers = 0
+  for (const node of nodes(plan)) {
+    const type = node['Node Type']
+    const relation = node['Relation Name']
+    if (type === 'Hash Join' || type === 'Merge Join') found.push(type)
+    if (relation === undefined) continue
+    if (type !== 'Index Scan' && type !== 'Index Only Scan') {
+      found.push(`${type} on ${relation}`)
+      continue
+    }
+    if (!/\borg_id = /.test(node['Index Cond'] ?? ''))
+      found.push(`${type} using ${node['Index Name']} without the organization in its index condition`)
+    if (!ROW_TABLES.has(relation)) continue
+    const loops = node['Actual Loops'] ?? 0
+    heapRows +=
+      type === 'Index Scan'
+        ? ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * loops
+        : (node['Heap Fetches'] ?? 0)
+    buffers += (node['Shared Hit Blocks'] ?? 0) + (node['Shared Read Blocks'] ?? 0)
+  }
+  if (heapRows > allowance.heapRows)
+    found.push(`${Math.round(heapRows)} rows read from the heap (allowed ${Math.round(allowance.heapRows)})`)
+  if (buffers > allowance.buffers)
+    found.push(`${buffers} buffers of customers and appointments (allowed ${Math.round(allowance.buffers)})`)
+  return found
+}
+
+/**
+ * What a page and its count need. Each row of the page: its lookup (an index descent and a
+ * heap page, a few buffers). An offset: the index entries it steps over, about a hundred to a
+ * leaf page (and a heap fetch each where the pages are not yet all-visible). The count: the
+ * entries named by `countEntries`, likewise. Where a filter is applied along a person's index that
+ * does not hold it (the status, the other person), the person's rows are read from the heap to
+ * filter them, for the count and for the page. None of it depends on the organization's size.
+ */
+function allowanceFor(
+  stage: Stage,
+  shape: Shape,
+  pageRows: number,
+  stepped: number,
+  counted: number,
+  withPage: boolean,
+): Allowance {
+  const persons = shape.filters.filter((f) => f === 'customerId' || f === 'staffId').length
+  // A filter the walked index does not hold: the status, or the other person.
+  const onHeap = persons > 0 && (shape.filters.includes('status') || persons > 1)
+  const entries = stepped + counted
+  const heapFiltered = onHeap ? counted * (withPage ? 2 : 1) : 0
+  return {
+    heapRows: pageRows + (stage.allVisible ? 0 : pageRows + entries) + heapFiltered,
+    buffers: 100 + 6 * pageRows + (stage.allVisible ? entries / 20 : 2 * entries) + 2 * heapFiltered,
+  }
+}
+
+/** The plan as indented lines: each node, its relation or index, its rows and loops, its buffers. */
+function outline(node: PlanNode, depth = 0): string {
+  const scan = node['Index Name'] ?? node['Relation Name']
+  const buffers = (node['Shared Hit Blocks'] ?? 0) + (node['Shared Read Blocks'] ?? 0)
+  const line = `${'  '.repeat(depth)}${node['Node Type']}${scan ? ` ${scan}` : ''} (rows ${node['Actual Rows']} x ${node['Actual Loops']}, buffers ${buffers})`
+  return [line, ...(node.Plans ?? []).map((child) => outline(child, depth + 1))].join('\n')
+}
+
+/** The faults of every statement of a request shape by one organization, and one faulty plan. */
+async function planFaults(
+  stage: Stage,
+  store: Store,
+  shape: Shape,
+  orgId: string,
+  values: OrgValues,
+): Promise<{ problems: string[]; example: string }> {
+  const statement = statementFor(shape, orgId, values)
+  const total = await totalOf(store, orgId, statement)
+  const counted = await countEntries(store, shape, orgId, values)
+  const problems: string[] = []
+  let example = ''
+  const report = (what: string, plan: PlanNode, allowance: Allowance) => {
+    const found = faults(plan, allowance)
+    for (const fault of found) problems.push(`${orgId} ${what}: ${fault}`)
+    if (found.length > 0 && !example) example = `the plan of ${orgId} ${what}:\n${outline(plan)}`
+  }
+  const countAllowance = allowanceFor(stage, shape, 0, 0, counted, false)
+  for (const generic of [false, true]) {
+    const count = await explain(store, orgId, statement.countText, statement.params, generic)
+    report(generic ? 'count (generic)' : 'count', count.Plan, countAllowance)
+  }
+  const lastPage = Math.max(0, Math.floor((total - 1) / LIMIT) * LIMIT)
+  const pages: [string, number][] = [
+    ['first page', 0],
+    ['middle page', Math.floor(total / 2)],
+    ['last page', lastPage],
+    ['past the end', total + LIMIT],
+  ]
+  for (const [page, offset] of pages) {
+    const pageRows = Math.max(0, Math.min(LIMIT, total - offset))
+    // The offset's entries, from the end nearer to the page.
+    const stepped = offset * 2 < total ? offset : Math.max(0, total - offset - LIMIT)
+    const allowance = allowanceFor(stage, shape, pageRows, stepped, counted, true)
+    for (const [form, text, generic] of [
+      ['rows', statement.rowsText, false],
+      ['rows, generic', statement.rowsText, true],
+      ['json', statement.jsonText, false],
+    ] as const) {
+      const explained = await explain(store, orgId, text, [...statement.params, LIMIT, offset], generic)
+      report(`${page} (offset ${offset} of ${total}, ${form})`, explained.Plan, allowance)
+    }
+  }
+  return { problems, example }
+}
+
+describe.skipIf(!postgresAvailable())('request-path plans on PostgreSQL', () => {
+  describe.each(SCENARIOS)('$name', (scenario) => {
+    let db: Db
+    beforeAll(async () => {
+      db = await Db.open()
+    })
+    afterAll(async () => {
+      await db?.close()
+    })
+
+    describe.each(scenario.stages)('$name', (stage) => {
+      const orgs: { id: string; values: OrgValues }[] = []
+      beforeAll(async () => {
+        const orgIds = await stage.prepare(db)
+        await addKeys(db.store, orgIds)
+        for (const id of orgIds) orgs.push({ id, values: await valuesOf(db.store, id) })
+      }, 120_000)
+
+      it.each(SHAPES.map((shape) => [shapeName(shape), shape] as const))(
+        '%s: index scans of the organization only, reads bounded by the page',
+        async (_name, shape) => {
+          const problems: string[] = []
+          let example = ''
+          for (const org of orgs) {
+            const found = await planFaults(stage, db.store, shape, org.id, org.values)
+            problems.push(...found.problems)
+            example ||= found.example
+          }
+          expect(problems, `${problems.join('\n')}\n\n${example}`).toEqual([])
+        },
+      )
+    })
+  })
+})
