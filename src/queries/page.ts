@@ -85,6 +85,18 @@ export interface PageStatement extends PageSql {
 }
 
 /**
+ * SQL of the number of rows of `table` (alias `k`) that meet `where`, counted along an index in
+ * the list's order: the order asked for leaves the planner no index but those that hold the
+ * filter's columns before the order's (a sort costs more than any plan with none: see
+ * `readerPreamble`). Without it, an index on org_id alone counts as well in its eyes, and it reads
+ * every row of the organization to filter them.
+ */
+export function indexCount(table: string, where: string, orderBy: readonly string[]): string {
+  const order = orderBy.map((column) => `k.${column} DESC`).join(', ')
+  return `(SELECT count(*) FROM (SELECT FROM ${table} k WHERE ${where} ORDER BY ${order} OFFSET 0) k)`
+}
+
+/**
  * The page and its exact total in one statement. The page's keys come from an index-only scan;
  * only its rows are read from the heap. A page in the second half is read from the other end
  * of the index, which the exact total allows: the last page costs what the first does, where
@@ -96,7 +108,7 @@ export function pageSql(parts: PageStatementParts): PageSql {
   const limit = `$${parts.paramCount + 1}::bigint`
   const offset = `$${parts.paramCount + 2}::bigint`
   const countText =
-    parts.countText ?? `SELECT count(*)::int AS total FROM ${parts.table} k WHERE ${parts.where}`
+    parts.countText ?? `SELECT ${indexCount(parts.table, parts.where, parts.orderBy)}::int AS total`
   const keys = `SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where}`
   const page = `(${keys} AND ${offset} * 2 < t.total
         ORDER BY ${order('k', 'DESC')} LIMIT ${limit} OFFSET ${offset})
@@ -104,7 +116,12 @@ export function pageSql(parts: PageStatementParts): PageSql {
       (${keys} AND ${offset} * 2 >= t.total
         ORDER BY ${order('k', 'ASC')} LIMIT greatest(0, least(${limit}, t.total - ${offset}))
         OFFSET greatest(0, t.total - ${offset} - ${limit}))`
-  const rows = `FROM (${page}) p JOIN ${parts.table} r ON r.org_id = p.org_id AND r.id = p.id`
+  // Each key's row by its primary key, in a nested loop whatever the planner expects of the
+  // branches' sizes: the LIMIT keeps the subquery from being pulled up into a join the planner
+  // could make by hash or merge over the whole table (the far-end branch's size depends on the
+  // total, which the planner cannot know: it guesses a tenth of the organization).
+  const rows = `FROM (${page}) p CROSS JOIN LATERAL (
+      SELECT * FROM ${parts.table} r WHERE r.org_id = p.org_id AND r.id = p.id LIMIT 1) r`
   const columns = parts.fields.map(({ key, sql }) => `${sql} AS "${key}"`).join(', ')
   // MATERIALIZED: the total is computed once, not again wherever the branches name it.
   const total = `WITH t AS MATERIALIZED (${countText})`
@@ -165,7 +182,16 @@ export interface TenantFilterOptions {
   readonly omitAppTenantFilter?: boolean
 }
 
-/** The application's tenant condition on `$1`; row-level security is the second, independent wall. */
+/**
+ * The application's tenant condition on `$1`; row-level security is the second, independent wall.
+ *
+ * The organization reaches the planner as the value of a one-row subquery, not as a constant: it
+ * estimates every organization as an average one (rows / distinct organizations), never from
+ * that organization's own statistics. Those are what misjudge: an organization imported since the
+ * last ANALYZE is estimated at one row, and any index that leads with org_id then looks as cheap
+ * as the one that serves the request, down to counting a person's appointments by reading all
+ * the organization's rows. The subquery runs once per statement.
+ */
 export function tenantCondition(alias: string, options: TenantFilterOptions | undefined): string {
-  return options?.omitAppTenantFilter ? '$1::text IS NOT NULL' : `${alias}.org_id = $1`
+  return options?.omitAppTenantFilter ? '$1::text IS NOT NULL' : `${alias}.org_id = (SELECT $1::text)`
 }
