@@ -64,14 +64,20 @@ const LOCK_TIMEOUT_MS = 1_000
 
 /**
  * Plan shapes the request path never wants, whatever the planner expects of the rows: a page is
- * an index read in list order and its rows looked up by primary key, a total an index or a counts
- * table. Each setting only prices its kind of plan out while another exists, so a statement
- * with no other way still runs. Without them, statistics that misjudge an organization's size
- * (a bulk import not yet analyzed, a dominant organization) turn a 1 ms page into a scan of the
- * table, a hash join against it, or a sort of all the organization's rows
- * (test/plans/request-plans.test.ts).
+ * an index read in list order with its rows looked up by primary key, a total a counts table or
+ * an index read in list order (src/queries/page.ts). Each setting only prices its kind of plan
+ * out while another exists, so a statement with no other way still runs. Without them, statistics
+ * that misjudge an organization (one that dominates the table, one imported since the last
+ * ANALYZE) turn a 1 ms page into a scan of the table, a hash join against it, or a sort of all
+ * the organization's rows (test/plans/request-plans.test.ts).
  */
-const PLANNER_SETTINGS = ['enable_seqscan', 'enable_bitmapscan', 'enable_hashjoin', 'enable_mergejoin', 'enable_sort']
+const PLANNER_SETTINGS = [
+  'enable_seqscan',
+  'enable_bitmapscan',
+  'enable_hashjoin',
+  'enable_mergejoin',
+  'enable_sort',
+]
 
 /** Statements that open every request-path transaction, after BEGIN. */
 export function readerPreamble(readOnly: boolean, statementTimeoutMs: number): string {
