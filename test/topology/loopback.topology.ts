@@ -169,6 +169,22 @@ async function sumMetric(name: string, labels = ''): Promise<number> {
   return values.reduce((a, b) => a + b, 0)
 }
 
+/**
+ * Waits (at most `ms`) until the targets hold a request in flight (their own gauge), so that the
+ * event that follows meets work under way; returns what the gauge said (0 after `ms`).
+ */
+async function whenBusy(targets: readonly Instance[], ms = 3_000): Promise<number> {
+  const deadline = performance.now() + ms
+  while (performance.now() < deadline) {
+    const values = await Promise.all(
+      targets.map((target) => target.metric('openbook_http_requests_in_flight').catch(() => 0)),
+    )
+    const sum = values.reduce((a, b) => a + b, 0)
+    if (sum >= 1) return sum
+  }
+  return 0
+}
+
 async function directStatus(instance: Instance, key: string): Promise<number> {
   const response = await fetch(`http://127.0.0.1:${instance.port}/api/public/v1/customers?limit=1`, {
     headers: { authorization: `Bearer ${key}` },
@@ -356,6 +372,7 @@ describe('the production topology on loopback', () => {
 
   it('SIGKILL of an instance mid-load fails no request beyond those it held; the LB routes around it', async () => {
     const victim = instances[0] as Instance
+    let held = 0
     let downMs = Number.NaN
     let backMs = Number.NaN
     let killedAt = 0
@@ -369,6 +386,7 @@ describe('the production topology on loopback', () => {
       connections: CONNECTIONS,
       async during(elapsed) {
         await sleep(4_000)
+        held = await whenBusy([victim])
         const t = performance.now()
         killedAt = elapsed()
         victim.signal('SIGKILL')
@@ -386,7 +404,7 @@ describe('the production topology on loopback', () => {
     const ok = cost.ok && load.wrong === 0 && sentWhileDown === 0
     summary.add(
       'SIGKILL one instance mid-load',
-      `${loadFigures(load)}; SIGKILL: ${cost.text}; ` +
+      `${loadFigures(load)}; SIGKILL while it held ${held} (its gauge): ${cost.text}; ` +
         `HAProxy marked it DOWN after ${ms(downMs)}, sent it ${sentWhileDown} requests while down; ` +
         `restarted, UP again after ${ms(backMs)}; HAProxy retries so far ${lb.retries()}${failureList(load)}`,
       verdict(ok),
@@ -547,6 +565,7 @@ describe('the production topology on loopback', () => {
     'stopping the replica moves reads to the primary with no 5xx beyond in flight; restarting it brings them back',
     async () => {
       const fallbacks0 = await sumMetric('openbook_replica_fallbacks_total')
+      let held = 0
       let stoppedAt = 0
       let stopMs = Number.NaN
       let fallbackMs = Number.NaN
@@ -562,6 +581,7 @@ describe('the production topology on loopback', () => {
         connections: CONNECTIONS,
         async during(elapsed) {
           await sleep(3_000)
+          held = await whenBusy(instances)
           const t = performance.now()
           stoppedAt = elapsed()
           const stopping = replica.stop().then(() => {
@@ -601,7 +621,7 @@ describe('the production topology on loopback', () => {
       const ok = cost.ok && load.wrong === 0 && fallbacks > 0
       summary.add(
         'replica stopped, then restarted',
-        `${loadFigures(load)}; replica stopped (fast shutdown, ${ms(stopMs)}): ${cost.text}; ` +
+        `${loadFigures(load)}; replica stopped (fast shutdown, ${ms(stopMs)}) while the instances held ${held}: ${cost.text}; ` +
           `first read on the primary after ${ms(fallbackMs)}; primary served ${n(Math.round(primaryRate))} tx/s meanwhile; ` +
           `${n(fallbacks)} reads fell back (openbook_replica_fallbacks_total); 5xx ${serverErrors}; ` +
           `replica restarted in ${ms(startMs)}, reads back on it ${ms(backMs)} after the restart began${failureList(load)}`,
@@ -617,6 +637,7 @@ describe('the production topology on loopback', () => {
 
   it('an online restart of PgBouncer (pgbouncer -R) under load fails no request', async () => {
     const pids = instances.map((instance) => instance.pid)
+    let held = 0
     let at = 0
     let handoverMs = Number.NaN
     const load = await runLoad({
@@ -628,6 +649,7 @@ describe('the production topology on loopback', () => {
       connections: CONNECTIONS,
       async during(elapsed) {
         await sleep(3_000)
+        held = await whenBusy(instances)
         const t = performance.now()
         at = elapsed()
         await bouncer.onlineRestart()
@@ -639,7 +661,7 @@ describe('the production topology on loopback', () => {
     const ok = load.failures.length === 0 && load.wrong === 0 && samePids
     summary.add(
       'PgBouncer online restart (-R) mid-load',
-      `${loadFigures(load)}; ${cost.inFlight} in flight when the new process started; the old one handed ` +
+      `${loadFigures(load)}; started while the instances held ${held} (${cost.inFlight} in flight at the LB); the old one handed ` +
         `its sockets over and exited after ${ms(handoverMs)}; instances not restarted: ${samePids}${failureList(load)}`,
       verdict(ok),
     )
@@ -650,6 +672,7 @@ describe('the production topology on loopback', () => {
 
   it('restarting PgBouncer costs at most the requests in flight; everything recovers without restarting an instance', async () => {
     const pids = instances.map((instance) => instance.pid)
+    let held = 0
     let stoppedAt = 0
     let downMs = Number.NaN
     let readyMs = Number.NaN
@@ -662,6 +685,7 @@ describe('the production topology on loopback', () => {
       connections: CONNECTIONS,
       async during(elapsed) {
         await sleep(3_000)
+        held = await whenBusy(instances)
         const t = performance.now()
         stoppedAt = elapsed()
         await bouncer.stop()
@@ -685,7 +709,7 @@ describe('the production topology on loopback', () => {
     const ok = cost.ok && load.wrong === 0 && samePids && statuses.every((s) => s === 200)
     summary.add(
       'PgBouncer hard restart mid-load',
-      `${loadFigures(load)}; PgBouncer stopped (SIGTERM, immediate shutdown): ${cost.text}; ` +
+      `${loadFigures(load)}; PgBouncer stopped (SIGTERM, immediate shutdown) while the instances held ${held}: ${cost.text}; ` +
         `listening again after ${ms(downMs)}; every /readyz 200 after ${ms(readyMs)}; last failure ${ms(recoveredMs)} ` +
         `after the stop; instances not restarted: ${samePids}; direct requests after: ${statuses.join(' / ')}${failureList(load)}`,
       verdict(ok),
