@@ -1,2 +1,31 @@
-/** The version of this client, sent in its User-Agent. */
-export const CLIENT_VERSION = '1.0.0'
+export {
+  type AllOptions,
+  type Appointment,
+  type AppointmentFilters,
+  type AppointmentListParams,
+  type AppointmentStatus,
+  AutoPaginator,
+  CLIENT_VERSION,
+  type Customer,
+  type CustomerListParams,
+  Openbook,
+  type OpenbookOptions,
+  type Page,
+  type Pagination,
+} from './client.js'
+export {
+  ApiError,
+  AuthenticationError,
+  BadRequestError,
+  InvalidParametersError,
+  NetworkError,
+  OpenbookError,
+  PaginationError,
+  ServerError,
+  TimeoutError,
+  type ValidationIssue,
+} from './errors.js'
+export type { components, operations, paths } from './generated/api.js'
+export type { AutoPage, PaginationStats } from './paginate.js'
+export type { ClientEvent, PerRequestOptions, RetryOptions } from './transport.js'
+export { APPOINTMENT_STATUSES } from './validate.js'

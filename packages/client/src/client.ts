@@ -1,0 +1,261 @@
+import { inspect } from 'node:util'
+import type { components, operations } from './generated/api.js'
+import { type AutoPage, type PaginationStats, paginate, type RawPage } from './paginate.js'
+import { type ClientEvent, type PerRequestOptions, type RetryOptions, Transport } from './transport.js'
+import { appointmentsIssues, customersIssues, refuse, type Wire } from './validate.js'
+
+export const CLIENT_VERSION = '1.0.0'
+
+export type Customer = components['schemas']['Customer']
+export type Appointment = components['schemas']['Appointment']
+export type Pagination = components['schemas']['Pagination']
+export type AppointmentStatus = NonNullable<Appointment['status']>
+
+type CustomersQuery = NonNullable<operations['listCustomers']['parameters']['query']>
+type AppointmentsQuery = NonNullable<operations['listAppointments']['parameters']['query']>
+
+/** Parameters of `customers.list`. */
+export type CustomerListParams = CustomersQuery
+/** Parameters of `appointments.list`; `startDate` and `endDate` may also be Dates. */
+export type AppointmentListParams = Omit<AppointmentsQuery, 'startDate' | 'endDate'> & {
+  startDate?: string | Date
+  endDate?: string | Date
+}
+/** The filters of `appointments.all`: everything but the paging. */
+export type AppointmentFilters = Omit<AppointmentListParams, 'limit' | 'offset'>
+
+/** One page of `list`: the rows, the pagination and the server's request id. */
+export interface Page<T> {
+  readonly data: T[]
+  readonly pagination: Pagination
+  readonly requestId: string | undefined
+}
+
+export interface AllOptions extends Pick<PerRequestOptions, 'signal'> {
+  /** New rows per request when nothing changes meanwhile: 1 to 99, default 50. */
+  readonly pageSize?: number
+}
+
+export interface OpenbookOptions {
+  /** `<brand>_test_…` or `<brand>_live_…` and 64 lowercase hex digits. */
+  readonly apiKey: string
+  /** Where the API is, e.g. `https://api.example.com` or `http://127.0.0.1:3000`. */
+  readonly baseUrl: string
+  /** Time-out of one attempt, headers and body (default 30 s). */
+  readonly timeoutMs?: number
+  /** Retries of 5xx, 429, time-outs and connection errors; `false` for none. */
+  readonly retry?: RetryOptions | false
+  /** A fetch to use instead of the global one (tests, proxies, instrumentation). */
+  readonly fetch?: typeof fetch
+  /** Added to the User-Agent: your integration's name and version. */
+  readonly userAgent?: string
+  /** Told about each request, response and retry; the events never hold the key or any payload. */
+  readonly onEvent?: (event: ClientEvent) => void
+}
+
+const KEY_PATTERN = /^[a-z][a-z0-9]{0,15}_(test|live)_[0-9a-f]{64}$/
+const PREFIX = '/api/public/v1/'
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g
+
+/** A parameter's text as the query string carries it; lone surrogates become U+FFFD, as in the URL. */
+function wire(value: unknown): string | undefined {
+  if (value === undefined || value === null) return undefined
+  if (value instanceof Date) return value.toISOString()
+  return String(value).replace(LONE_SURROGATE, '\uFFFD')
+}
+
+function toWire(params: object, allowed: readonly string[]): Wire {
+  const query: Wire = {}
+  for (const [name, value] of Object.entries(params)) {
+    if (!allowed.includes(name))
+      throw new TypeError(`unknown parameter ${JSON.stringify(name)}: expected one of ${allowed.join(', ')}`)
+    query[name] = wire(value)
+  }
+  return query
+}
+
+function checkPageSize(pageSize: number | undefined): number {
+  const size = pageSize ?? 50
+  if (!Number.isInteger(size) || size < 1 || size > 99)
+    throw new RangeError(`pageSize must be an integer from 1 to 99, got ${String(pageSize)}`)
+  return size
+}
+
+/**
+ * Auto-pagination over a list: iterate it for rows, or call `pages()` for pages of rows.
+ *
+ * Guarantee: every row that stays active (and keeps its sort key) for the whole iteration is
+ * yielded exactly once, in the list's order, whatever is inserted, deactivated or reactivated
+ * meanwhile; no row is yielded twice. Each request overlaps the previous page by one row to
+ * check that it continues right after the last row seen; when it does not, the page is read
+ * again from further back. Rows inserted or reactivated behind the cursor are not yielded.
+ */
+export class AutoPaginator<T> implements AsyncIterable<T> {
+  /** Requests, re-reads, duplicates dropped and rows yielded so far. */
+  readonly stats: PaginationStats = { requests: 0, rereads: 0, duplicates: 0, rows: 0 }
+  readonly #start: (stats: PaginationStats) => AsyncGenerator<AutoPage<T>>
+
+  constructor(start: (stats: PaginationStats) => AsyncGenerator<AutoPage<T>>) {
+    this.#start = start
+  }
+
+  /** Whole pages of rows not yielded before. */
+  pages(): AsyncGenerator<AutoPage<T>> {
+    return this.#start(this.stats)
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<T> {
+    for await (const page of this.pages()) yield* page.data
+  }
+
+  /** Every row, in order, in one array. */
+  async toArray(): Promise<T[]> {
+    const rows: T[] = []
+    for await (const row of this) rows.push(row)
+    return rows
+  }
+}
+
+class Customers {
+  readonly #transport: Transport
+  constructor(transport: Transport) {
+    this.#transport = transport
+  }
+
+  /** One page of active customers, newest first (createdAt descending, then id descending). */
+  async list(params: CustomerListParams = {}, options: PerRequestOptions = {}): Promise<Page<Customer>> {
+    const query = toWire(params, ['limit', 'offset'])
+    refuse(customersIssues(query))
+    const url = this.#transport.url(`${PREFIX.slice(1)}customers`, query)
+    const answer = await this.#transport.getJson(url, options)
+    return { ...(answer.body as components['schemas']['CustomerList']), requestId: answer.requestId }
+  }
+
+  /** Every active customer, newest first, without a miss: see `AutoPaginator`. */
+  all(options: AllOptions = {}): AutoPaginator<Customer> {
+    const pageSize = checkPageSize(options.pageSize)
+    return new AutoPaginator((stats) =>
+      paginate<Customer>(
+        {
+          fetchPage: (offset, limit): Promise<RawPage<Customer>> =>
+            this.list({ offset, limit }, { signal: options.signal }),
+          sortKey: (customer) => customer.createdAt,
+          id: (customer) => customer.id,
+          pageSize,
+        },
+        stats,
+      ),
+    )
+  }
+}
+
+const APPOINTMENT_PARAMS = ['limit', 'offset', 'status', 'customerId', 'staffId', 'startDate', 'endDate']
+
+class Appointments {
+  readonly #transport: Transport
+  constructor(transport: Transport) {
+    this.#transport = transport
+  }
+
+  /** One page of active appointments, latest start first (start descending, then id descending). */
+  async list(
+    params: AppointmentListParams = {},
+    options: PerRequestOptions = {},
+  ): Promise<Page<Appointment>> {
+    const query = toWire(params, APPOINTMENT_PARAMS)
+    refuse(appointmentsIssues(query))
+    const url = this.#transport.url(`${PREFIX.slice(1)}appointments`, query)
+    const answer = await this.#transport.getJson(url, options)
+    return { ...(answer.body as components['schemas']['AppointmentList']), requestId: answer.requestId }
+  }
+
+  /** Every active appointment the filters select, latest start first, without a miss: see `AutoPaginator`. */
+  all(filters: AppointmentFilters = {}, options: AllOptions = {}): AutoPaginator<Appointment> {
+    const pageSize = checkPageSize(options.pageSize)
+    // Refused now, before any request, rather than at the first page.
+    refuse(appointmentsIssues(toWire(filters, APPOINTMENT_PARAMS.slice(2))))
+    return new AutoPaginator((stats) =>
+      paginate<Appointment>(
+        {
+          fetchPage: (offset, limit) => this.list({ ...filters, offset, limit }, { signal: options.signal }),
+          sortKey: (appointment) => appointment.start,
+          id: (appointment) => appointment.id,
+          pageSize,
+        },
+        stats,
+      ),
+    )
+  }
+}
+
+/**
+ * The openbook public API: `customers` and `appointments`, each with `list` (one page) and
+ * `all` (every row, without a miss).
+ *
+ * The API key is kept in a private field: it goes into the Authorization header and nowhere
+ * else, not into errors, events, `JSON.stringify(client)` or `util.inspect(client)`.
+ */
+export class Openbook {
+  readonly customers: Customers
+  readonly appointments: Appointments
+  readonly #baseUrl: string
+
+  constructor(options: OpenbookOptions) {
+    const { apiKey, baseUrl } = options
+    if (typeof apiKey !== 'string' || !KEY_PATTERN.test(apiKey))
+      throw new TypeError(
+        'apiKey must be an openbook API key: <brand>_test_ or <brand>_live_ followed by 64 lowercase hex digits',
+      )
+    let base: URL
+    try {
+      base = new URL(baseUrl)
+    } catch {
+      throw new TypeError('baseUrl must be an absolute http or https URL')
+    }
+    if (base.protocol !== 'http:' && base.protocol !== 'https:')
+      throw new TypeError('baseUrl must be an absolute http or https URL')
+    if (base.username || base.password) throw new TypeError('baseUrl must not carry credentials')
+    base.search = ''
+    base.hash = ''
+    if (!base.pathname.endsWith('/')) base.pathname += '/'
+    this.#baseUrl = base.href
+    const timeoutMs = options.timeoutMs ?? 30_000
+    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
+      throw new RangeError('timeoutMs must be a positive number')
+    const retry = options.retry === false ? { maxAttempts: 1 } : (options.retry ?? {})
+    const fetchImpl = options.fetch ?? globalThis.fetch
+    if (typeof fetchImpl !== 'function') throw new TypeError('no fetch: pass one, or run on Node 20 or later')
+    const transport = new Transport({
+      apiKey,
+      baseUrl: this.#baseUrl,
+      timeoutMs,
+      retry: {
+        maxAttempts: Math.max(1, Math.floor(retry.maxAttempts ?? 4)),
+        baseDelayMs: retry.baseDelayMs ?? 250,
+        maxDelayMs: retry.maxDelayMs ?? 8_000,
+        maxElapsedMs: retry.maxElapsedMs ?? 60_000,
+      },
+      fetch: fetchImpl,
+      userAgent: [`openbook-client/${CLIENT_VERSION}`, `node/${process.versions.node}`, options.userAgent]
+        .filter(Boolean)
+        .join(' '),
+      onEvent: options.onEvent,
+      random: Math.random,
+    })
+    this.customers = new Customers(transport)
+    this.appointments = new Appointments(transport)
+  }
+
+  get baseUrl(): string {
+    return this.#baseUrl
+  }
+
+  toJSON(): { baseUrl: string } {
+    return { baseUrl: this.#baseUrl }
+  }
+
+  [inspect.custom](): string {
+    return `Openbook { baseUrl: ${JSON.stringify(this.#baseUrl)} }`
+  }
+}

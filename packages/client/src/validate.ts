@@ -1,0 +1,240 @@
+import { InvalidParametersError, type ValidationIssue } from './errors.js'
+
+/**
+ * The server's query validation (src/schemas/query.ts and the routes' schemas), redone here so
+ * that a bad parameter is refused before any request, with the server's own words: the same
+ * issues in the same order, and the same joined message. Values are checked as the server
+ * receives them: as the query string's text.
+ */
+
+export const APPOINTMENT_STATUSES = [
+  'scheduled',
+  'confirmed',
+  'checked_in',
+  'no_show',
+  'cancelled',
+  'completed',
+] as const
+export type AppointmentStatus = (typeof APPOINTMENT_STATUSES)[number]
+
+const DECIMAL = /^-?[0-9]+$/
+const PRINTABLE = /^[^\p{Cc}]+$/u
+const DAYS_IN_MONTH = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+const MAX_FRACTION_DIGITS = 9
+const FRACTION = /\.(\d+)/
+// Zod 3's date-time pattern with offsets allowed and any precision.
+const DATE_SOURCE =
+  '((\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|(02)-(0[1-9]|1\\d|2[0-8])))'
+const TIME_SOURCE = '([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d+)?)?'
+const DATE_TIME = new RegExp(`^${DATE_SOURCE}T${TIME_SOURCE}(Z|([+-]\\d{2}:?\\d{2}))$`)
+
+/** A parameter as it travels: the text of the query string, or absent. */
+export type Wire = Record<string, string | undefined>
+
+interface Field {
+  issues: ValidationIssue[]
+  /** Zod's "aborted": a type error, after which the whole-object checks do not run. */
+  aborted: boolean
+}
+
+function integer(name: string, raw: string | undefined, min: number, max: number, nullable: boolean): Field {
+  const field: Field = { issues: [], aborted: false }
+  if (raw === undefined || (nullable && (raw === '' || raw === 'null'))) return field
+  if (!DECIMAL.test(raw)) {
+    field.aborted = true
+    field.issues.push({
+      code: 'invalid_type',
+      expected: 'number',
+      received: 'string',
+      path: [name],
+      message: `${name} must be a decimal integer, given once`,
+    })
+    return field
+  }
+  const value = Number(raw)
+  // Hundreds of digits make Infinity, which Zod's integer check refuses before the bounds (as an
+  // invalid type, so in the words of the type error).
+  if (!Number.isInteger(value))
+    field.issues.push({
+      code: 'invalid_type',
+      expected: 'integer',
+      received: 'float',
+      message: `${name} must be a decimal integer, given once`,
+      path: [name],
+    })
+  if (value < min)
+    field.issues.push({
+      code: 'too_small',
+      minimum: min,
+      type: 'number',
+      inclusive: true,
+      exact: false,
+      message: `${name} must be at least ${min}`,
+      path: [name],
+    })
+  if (value > max)
+    field.issues.push({
+      code: 'too_big',
+      maximum: max,
+      type: 'number',
+      inclusive: true,
+      exact: false,
+      message: `${name} must be at most ${max}`,
+      path: [name],
+    })
+  return field
+}
+
+function id(name: string, raw: string | undefined): Field {
+  const field: Field = { issues: [], aborted: false }
+  if (raw === undefined) return field
+  if (raw.length < 1)
+    field.issues.push({
+      code: 'too_small',
+      minimum: 1,
+      type: 'string',
+      inclusive: true,
+      exact: false,
+      message: 'String must contain at least 1 character(s)',
+      path: [name],
+    })
+  if (raw.length > 128)
+    field.issues.push({
+      code: 'too_big',
+      maximum: 128,
+      type: 'string',
+      inclusive: true,
+      exact: false,
+      message: 'String must contain at most 128 character(s)',
+      path: [name],
+    })
+  if (!PRINTABLE.test(raw))
+    field.issues.push({
+      validation: 'regex',
+      code: 'invalid_string',
+      message: `${name} must not contain control characters`,
+      path: [name],
+    })
+  return field
+}
+
+function isCalendarDate(value: string): boolean {
+  const year = Number(value.slice(0, 4))
+  const month = Number(value.slice(5, 7))
+  const day = Number(value.slice(8, 10))
+  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0
+  const maxDay = month === 2 && !leap ? 28 : (DAYS_IN_MONTH[month - 1] ?? 0)
+  return year >= 1 && day <= maxDay
+}
+
+function hasUsableOffset(value: string): boolean {
+  const offset = /[+-](\d{2}):?(\d{2})$/.exec(value)
+  return !offset || (Number(offset[1]) <= 15 && Number(offset[2]) <= 59)
+}
+
+function hasBoundedFraction(value: string): boolean {
+  return (FRACTION.exec(value)?.[1]?.length ?? 0) <= MAX_FRACTION_DIGITS
+}
+
+/** The server reads `t` and `z` as `T` and `Z` (RFC 3339 5.6), every one of them. */
+function upperCaseDesignators(value: string): string {
+  return value.replace(/[tz]/g, (letter) => letter.toUpperCase())
+}
+
+function epochNanoseconds(value: string): bigint | undefined {
+  const fraction = FRACTION.exec(value)?.[1] ?? ''
+  const millis = Date.parse(value.replace(FRACTION, ''))
+  if (Number.isNaN(millis)) return undefined
+  return BigInt(millis) * 1_000_000n + BigInt(fraction.padEnd(MAX_FRACTION_DIGITS, '0'))
+}
+
+function dateTime(name: string, raw: string | undefined): Field {
+  const field: Field = { issues: [], aborted: false }
+  if (raw === undefined) return field
+  const value = upperCaseDesignators(raw)
+  if (!DATE_TIME.test(value))
+    field.issues.push({
+      code: 'invalid_string',
+      validation: 'datetime',
+      message: `${name} must be an ISO-8601 date-time with Z or an offset`,
+      path: [name],
+    })
+  if (!isCalendarDate(value))
+    field.issues.push({ code: 'custom', message: `${name} is not a calendar date`, path: [name] })
+  if (!hasUsableOffset(value))
+    field.issues.push({
+      code: 'custom',
+      message: `${name} must have a UTC offset between -15:59 and +15:59`,
+      path: [name],
+    })
+  if (!hasBoundedFraction(value))
+    field.issues.push({
+      code: 'custom',
+      message: `${name} must have at most ${MAX_FRACTION_DIGITS} fractional-second digits`,
+      path: [name],
+    })
+  return field
+}
+
+function status(raw: string | undefined): Field {
+  const field: Field = { issues: [], aborted: false }
+  if (raw === undefined || (APPOINTMENT_STATUSES as readonly string[]).includes(raw)) return field
+  field.aborted = true
+  const message = `Invalid enum value. Expected ${APPOINTMENT_STATUSES.map((s) => `'${s}'`).join(' | ')}, received '${raw}'`
+  field.issues.push({
+    received: raw,
+    code: 'invalid_enum_value',
+    options: [...APPOINTMENT_STATUSES],
+    path: ['status'],
+    message,
+  })
+  return field
+}
+
+function pagination(query: Wire): Field[] {
+  return [
+    integer('limit', query.limit, 1, 100, false),
+    integer('offset', query.offset, 0, Number.MAX_SAFE_INTEGER, true),
+  ]
+}
+
+/** The issues the server would report for a customers query, in its order. */
+export function customersIssues(query: Wire): ValidationIssue[] {
+  return pagination(query).flatMap((field) => field.issues)
+}
+
+/** The issues the server would report for an appointments query, in its order. */
+export function appointmentsIssues(query: Wire): ValidationIssue[] {
+  const fields = [
+    ...pagination(query),
+    status(query.status),
+    id('customerId', query.customerId),
+    id('staffId', query.staffId),
+    dateTime('startDate', query.startDate),
+    dateTime('endDate', query.endDate),
+  ]
+  const issues = fields.flatMap((field) => field.issues)
+  if (fields.some((field) => field.aborted) || !query.startDate || !query.endDate) return issues
+  const start = epochNanoseconds(upperCaseDesignators(query.startDate))
+  const end = epochNanoseconds(upperCaseDesignators(query.endDate))
+  if (start !== undefined && end !== undefined && end < start)
+    issues.push({ code: 'custom', path: ['endDate'], message: 'endDate must not be before startDate' })
+  return issues
+}
+
+/** The server's one-line summary of the issues. */
+export function issuesMessage(issues: readonly ValidationIssue[]): string {
+  return issues.map((issue) => `${issue.path.join('.') || 'query'}: ${issue.message}`).join('; ')
+}
+
+/** Throws the server's 400, locally, when there are issues. */
+export function refuse(issues: readonly ValidationIssue[]): void {
+  if (issues.length === 0) return
+  throw new InvalidParametersError({
+    status: 400,
+    error: 'Invalid query parameters',
+    message: issuesMessage(issues),
+    code: 'invalid_query',
+    details: issues,
+  })
+}

@@ -1,0 +1,320 @@
+import { inspect } from 'node:util'
+import { describe, expect, it } from 'vitest'
+import {
+  ApiError,
+  AuthenticationError,
+  BadRequestError,
+  type ClientEvent,
+  InvalidParametersError,
+  NetworkError,
+  Openbook,
+  OpenbookError,
+  ServerError,
+  TimeoutError,
+} from '../src/index.js'
+
+const KEY = `svc_test_${'ab12'.repeat(16)}`
+const BASE = 'http://api.test'
+
+type Handler = (url: URL, init: RequestInit) => Response | Promise<Response>
+
+/** A fetch that answers from `handler` and records every call. */
+function fakeFetch(handler: Handler) {
+  const calls: { url: URL; headers: Record<string, string> }[] = []
+  const fetchImpl = (async (input: URL | RequestInfo, init: RequestInit = {}) => {
+    const url = new URL(String(input))
+    calls.push({ url, headers: init.headers as Record<string, string> })
+    return handler(url, init)
+  }) as typeof fetch
+  return { fetchImpl, calls }
+}
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+  new Response(JSON.stringify(body), {
+    status,
+    headers: { 'content-type': 'application/json', 'x-request-id': `req-${status}`, ...headers },
+  })
+
+const page = (data: unknown[] = []) =>
+  json(200, { data, pagination: { limit: 50, offset: 0, total: data.length, hasMore: false } })
+
+const fast = { baseDelayMs: 1, maxDelayMs: 5 }
+
+function client(handler: Handler, options: Partial<ConstructorParameters<typeof Openbook>[0]> = {}) {
+  const { fetchImpl, calls } = fakeFetch(handler)
+  const events: ClientEvent[] = []
+  const openbook = new Openbook({
+    apiKey: KEY,
+    baseUrl: BASE,
+    fetch: fetchImpl,
+    retry: fast,
+    onEvent: (event) => events.push(event),
+    ...options,
+  })
+  return { openbook, calls, events }
+}
+
+async function failure(promise: Promise<unknown>): Promise<OpenbookError> {
+  try {
+    await promise
+  } catch (error) {
+    return error as OpenbookError
+  }
+  throw new Error('expected a failure')
+}
+
+describe('constructor', () => {
+  it('refuses a key that is not <brand>_(test|live)_ and 64 lowercase hex digits', () => {
+    for (const apiKey of [
+      '',
+      'svc_test_',
+      `svc_prod_${'a'.repeat(64)}`,
+      `svc_test_${'A'.repeat(64)}`,
+      `svc_test_${'a'.repeat(63)}`,
+      `svc_test_${'a'.repeat(65)}`,
+      `Svc_test_${'a'.repeat(64)}`,
+      ` svc_test_${'a'.repeat(64)}`,
+      `svc_test_${'a'.repeat(64)}\n`,
+    ]) {
+      let thrown: unknown
+      try {
+        new Openbook({ apiKey, baseUrl: BASE })
+      } catch (error) {
+        thrown = error
+      }
+      expect(thrown, apiKey).toBeInstanceOf(TypeError)
+      expect(String(thrown)).not.toContain('a'.repeat(63))
+    }
+    expect(() => new Openbook({ apiKey: `acme_live_${'0'.repeat(64)}`, baseUrl: BASE })).not.toThrow()
+  })
+
+  it('refuses a base URL that is not http(s) or carries credentials', () => {
+    expect(() => new Openbook({ apiKey: KEY, baseUrl: 'localhost:3000' })).toThrow(/baseUrl/)
+    expect(() => new Openbook({ apiKey: KEY, baseUrl: 'http://u:p@host' })).toThrow(/credentials/)
+  })
+})
+
+describe('the key stays secret', () => {
+  it('is not in JSON.stringify, util.inspect, or any property', () => {
+    const { openbook } = client(() => page())
+    expect(JSON.stringify(openbook)).not.toContain(KEY)
+    expect(inspect(openbook, { showHidden: true, depth: Number.POSITIVE_INFINITY })).not.toContain(KEY)
+    expect(inspect(openbook.customers, { showHidden: true, depth: Number.POSITIVE_INFINITY })).not.toContain(
+      KEY,
+    )
+    expect(JSON.stringify(openbook.appointments)).not.toContain(KEY)
+    expect(JSON.stringify(openbook)).toBe(JSON.stringify({ baseUrl: `${BASE}/` }))
+  })
+
+  it('is sent only in the Authorization header', async () => {
+    const { openbook, calls } = client(() => page())
+    await openbook.customers.list({ limit: 2 })
+    expect(calls[0]?.headers.authorization).toBe(`Bearer ${KEY}`)
+    expect(calls[0]?.url.href).not.toContain(KEY)
+    expect(calls[0]?.headers['user-agent']).toMatch(/^openbook-client\/1\.0\.0 node\//)
+  })
+
+  it('is in no error and no event, whatever fails', async () => {
+    const answers: Handler[] = [
+      () =>
+        json(400, { error: 'Invalid query parameters', message: 'x', code: 'invalid_query', details: [] }),
+      () =>
+        json(401, { error: 'Unauthorized', message: 'Invalid or expired API key', code: 'invalid_api_key' }),
+      () => json(404, { error: 'Not Found', code: 'not_found' }),
+      () => json(500, { error: 'Internal server error', code: 'internal_error' }),
+      () =>
+        Promise.reject(new TypeError('fetch failed', { cause: new Error(`connect ECONNREFUSED ${KEY}`) })),
+      (_url, init) =>
+        new Promise((_resolve, reject) =>
+          init.signal?.addEventListener('abort', () => reject(init.signal?.reason)),
+        ),
+    ]
+    for (const handler of answers) {
+      const { openbook, events } = client(handler, { timeoutMs: 20, retry: { ...fast, maxAttempts: 2 } })
+      const error = await failure(openbook.customers.list())
+      expect(error).toBeInstanceOf(OpenbookError)
+      expect(JSON.stringify(error)).not.toContain(KEY)
+      expect(error.message).not.toContain(KEY)
+      expect(JSON.stringify(events)).not.toContain(KEY)
+      expect(inspect(error, { depth: 0 })).not.toContain(KEY)
+    }
+  })
+})
+
+describe('errors', () => {
+  it('400 is a BadRequestError with details and the request id, never retried', async () => {
+    const details = [{ code: 'too_big', path: ['limit'], message: 'limit must be at most 100' }]
+    const { openbook, calls } = client(() =>
+      json(400, { error: 'Invalid query parameters', message: 'limit: …', code: 'invalid_query', details }),
+    )
+    const error = await failure(openbook.customers.list())
+    expect(error).toBeInstanceOf(BadRequestError)
+    expect(error).not.toBeInstanceOf(InvalidParametersError)
+    expect(error).toMatchObject({
+      status: 400,
+      error: 'Invalid query parameters',
+      code: 'invalid_query',
+      requestId: 'req-400',
+      details,
+    })
+    expect(calls).toHaveLength(1)
+  })
+
+  it('401 is an AuthenticationError, never retried', async () => {
+    const { openbook, calls } = client(() =>
+      json(401, { error: 'Unauthorized', message: 'Invalid or expired API key', code: 'invalid_api_key' }),
+    )
+    const error = await failure(openbook.appointments.list())
+    expect(error).toBeInstanceOf(AuthenticationError)
+    expect(error).toMatchObject({ status: 401, message: 'Invalid or expired API key', requestId: 'req-401' })
+    expect(calls).toHaveLength(1)
+  })
+
+  it('404 and 405 are ApiErrors, never retried', async () => {
+    for (const status of [404, 405]) {
+      const { openbook, calls } = client(() => json(status, { error: 'Not Found', code: 'not_found' }))
+      const error = await failure(openbook.customers.list())
+      expect(error).toBeInstanceOf(ApiError)
+      expect(error).toMatchObject({ status, code: 'not_found', requestId: `req-${status}` })
+      expect(calls).toHaveLength(1)
+    }
+  })
+
+  it('5xx is retried, then a ServerError with the last request id', async () => {
+    const { openbook, calls, events } = client(() =>
+      json(500, { error: 'Internal server error', message: 'boom', code: 'internal_error' }),
+    )
+    const error = await failure(openbook.customers.list())
+    expect(error).toBeInstanceOf(ServerError)
+    expect(error).toMatchObject({ status: 500, error: 'Internal server error', message: 'boom' })
+    expect(calls).toHaveLength(4)
+    expect(events.filter((event) => event.type === 'retry')).toHaveLength(3)
+  })
+
+  it('a non-JSON 502 from a proxy is a ServerError too', async () => {
+    const { openbook } = client(() => new Response('<html>bad gateway</html>', { status: 502 }))
+    const error = await failure(openbook.customers.list())
+    expect(error).toBeInstanceOf(ServerError)
+    expect(error).toMatchObject({ status: 502, error: 'HTTP 502' })
+  })
+
+  it('a time-out is a TimeoutError, retried', async () => {
+    const { openbook, calls } = client(
+      (_url, init) =>
+        new Promise((_resolve, reject) =>
+          init.signal?.addEventListener('abort', () => reject(init.signal?.reason)),
+        ),
+      { timeoutMs: 30, retry: { ...fast, maxAttempts: 3 } },
+    )
+    const error = await failure(openbook.customers.list())
+    expect(error).toBeInstanceOf(TimeoutError)
+    expect(error).toMatchObject({ status: undefined, code: 'timeout', error: 'Timeout' })
+    expect(calls).toHaveLength(3)
+  })
+
+  it('a connection error is a NetworkError, retried, and a later success wins', async () => {
+    let n = 0
+    const { openbook, calls } = client(() => {
+      n++
+      if (n < 3) return Promise.reject(new TypeError('fetch failed', { cause: { code: 'ECONNRESET' } }))
+      return page([{ id: 'c1' }])
+    })
+    const result = await openbook.customers.list()
+    expect(result.data).toEqual([{ id: 'c1' }])
+    expect(result.requestId).toBe('req-200')
+    expect(calls).toHaveLength(3)
+
+    const { openbook: down } = client(() =>
+      Promise.reject(new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED' } })),
+    )
+    const error = await failure(down.customers.list())
+    expect(error).toBeInstanceOf(NetworkError)
+    expect(error.message).toContain('ECONNREFUSED')
+  })
+})
+
+describe('retries', () => {
+  it('use full-jitter exponential backoff within the ceiling', async () => {
+    const { openbook, events } = client(() => json(503, { error: 'Service Unavailable' }), {
+      retry: { maxAttempts: 6, baseDelayMs: 4, maxDelayMs: 10 },
+    })
+    await failure(openbook.customers.list())
+    const delays = events.flatMap((event) => (event.type === 'retry' ? [event.delayMs] : []))
+    expect(delays).toHaveLength(5)
+    delays.forEach((delay, index) => {
+      expect(delay).toBeGreaterThanOrEqual(0)
+      expect(delay).toBeLessThanOrEqual(Math.min(10, 4 * 2 ** index))
+    })
+  })
+
+  it('honour Retry-After and stop when the total time would be exceeded', async () => {
+    const { openbook, calls } = client(
+      () => json(503, { error: 'Service Unavailable' }, { 'retry-after': '5' }),
+      {
+        retry: { maxAttempts: 10, maxElapsedMs: 1_000 },
+      },
+    )
+    const started = Date.now()
+    const error = await failure(openbook.customers.list())
+    expect(error).toBeInstanceOf(ServerError)
+    expect((error as ServerError).retryAfterSeconds).toBe(5)
+    expect(calls).toHaveLength(1)
+    expect(Date.now() - started).toBeLessThan(1_000)
+  })
+
+  it('are off with retry: false', async () => {
+    const { openbook, calls } = client(() => json(500, { error: 'x' }), { retry: false })
+    await failure(openbook.customers.list())
+    expect(calls).toHaveLength(1)
+  })
+
+  it('stop at once when the AbortSignal fires, during a request or a backoff', async () => {
+    const controller = new AbortController()
+    const { openbook, calls } = client(() => json(500, { error: 'x' }), {
+      retry: { maxAttempts: 10, baseDelayMs: 10_000, maxDelayMs: 10_000 },
+    })
+    const pending = failure(openbook.customers.list({}, { signal: controller.signal }))
+    setTimeout(() => controller.abort(new Error('stop now')), 50)
+    const error = await pending
+    expect(String(error)).toContain('stop now')
+    expect(calls.length).toBeLessThanOrEqual(2)
+
+    const hanging = client(
+      (_url, init) =>
+        new Promise((_resolve, reject) =>
+          init.signal?.addEventListener('abort', () => reject(init.signal?.reason)),
+        ),
+    )
+    const aborted = AbortSignal.timeout(30)
+    const reason = await failure(hanging.openbook.appointments.list({}, { signal: aborted }))
+    expect((reason as unknown as DOMException).name).toBe('TimeoutError')
+    expect(reason).not.toBeInstanceOf(OpenbookError)
+    expect(hanging.calls).toHaveLength(1)
+  })
+})
+
+describe('parameters', () => {
+  it('are refused before any request, in the server words', async () => {
+    const { openbook, calls } = client(() => page())
+    const error = await failure(openbook.customers.list({ limit: 101, offset: -1 }))
+    expect(error).toBeInstanceOf(InvalidParametersError)
+    expect(error).toBeInstanceOf(BadRequestError)
+    expect(error.message).toBe('limit: limit must be at most 100; offset: offset must be at least 0')
+    expect(error).toMatchObject({ status: 400, code: 'invalid_query', requestId: undefined })
+    const status = await failure(openbook.appointments.list({ status: 'done' as never, limit: 1.5 }))
+    expect(status.message).toBe(
+      "limit: limit must be a decimal integer, given once; status: Invalid enum value. Expected 'scheduled' | 'confirmed' | 'checked_in' | 'no_show' | 'cancelled' | 'completed', received 'done'",
+    )
+    expect(() => openbook.appointments.all({ startDate: '2026-02-30T00:00:00Z' })).toThrow(
+      'startDate: startDate is not a calendar date',
+    )
+    expect(calls).toHaveLength(0)
+  })
+
+  it('refuse unknown names, and send Dates as ISO-8601', async () => {
+    const { openbook, calls } = client(() => page())
+    await expect(openbook.customers.list({ limt: 5 } as never)).rejects.toThrow(/unknown parameter "limt"/)
+    await openbook.appointments.list({ startDate: new Date('2026-01-01T00:00:00Z'), status: 'confirmed' })
+    expect(calls[0]?.url.search).toBe('?startDate=2026-01-01T00%3A00%3A00.000Z&status=confirmed')
+  })
+})
