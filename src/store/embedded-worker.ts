@@ -8,19 +8,41 @@
  * and a read-only transaction's COMMIT goes with the next call, whatever it is. Nothing else
  * reaches the database meanwhile: this thread is its only client.
  */
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { resolve as absolute, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { setFlagsFromString } from 'node:v8'
 import { parentPort, workerData } from 'node:worker_threads'
-import { type messages, PGlite, parse, protocol, type Results } from '@electric-sql/pglite'
+import {
+  type messages,
+  PGlite,
+  type PGliteOptions,
+  parse,
+  protocol,
+  type Results,
+} from '@electric-sql/pglite'
 import {
   type DatabaseRequest,
   type DatabaseResponse,
   serializeError,
   type WorkerData,
 } from './embedded-protocol.js'
+import { EMBEDDED_V8_FLAGS, embeddedInitdbParams, embeddedStartParams } from './embedded-settings.js'
 import { copyStatement } from './types.js'
 
 const port = parentPort
 if (!port) throw new Error('embedded-worker.js runs as a worker thread of the embedded store')
-const { dataDir } = workerData as WorkerData
+const { dataDir, shortLived = false } = workerData as WorkerData
+
+// Before PGlite's WebAssembly is compiled (see embedded-settings.ts).
+if (!shortLived) setFlagsFromString(EMBEDDED_V8_FLAGS)
+
+const options: PGliteOptions = {
+  startParams: embeddedStartParams(PGlite.defaultStartParams),
+  // initdb writes them to postgresql.conf, and runs with them (a smaller WebAssembly memory).
+  initDbStartParams: embeddedInitdbParams(),
+}
 
 type BackendMessage = messages.BackendMessage
 
@@ -167,10 +189,50 @@ async function query(text: string, params: readonly unknown[]): Promise<unknown[
   return (await database().query(text, [...params])).rows
 }
 
+/**
+ * Creates the database in DATA_DIR in a child process (embedded-create.ts), which has ended
+ * before this thread opens it: PGlite's initdb needs hundreds of megabytes for a few seconds, which
+ * in this process would stay resident for as long as it runs.
+ */
+async function createDatabase(): Promise<void> {
+  // Running from source (tests, tsx), this file's URL ends in .ts and a query of tsx's.
+  const fromSource = new URL(import.meta.url).pathname.endsWith('.ts')
+  const script = fileURLToPath(
+    new URL(fromSource ? './embedded-create.ts' : './embedded-create.js', import.meta.url),
+  )
+  const args = [
+    ...EMBEDDED_V8_FLAGS.split(' '),
+    // From source the child's TypeScript goes through tsx as well, found from the project's root.
+    ...(fromSource ? ['--import', 'tsx'] : []),
+    script,
+    absolute(dataDir),
+    JSON.stringify(options),
+  ]
+  const cwd = fromSource ? fileURLToPath(new URL('../..', import.meta.url)) : undefined
+  // Its standard input stays open while this process runs: it ends early when this one does.
+  const child = spawn(process.execPath, args, { cwd, stdio: ['pipe', 'ignore', 'pipe'] })
+  let stderr = ''
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr = (stderr + chunk).slice(-4_000)
+  })
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject)
+    child.once('close', resolve)
+  })
+  if (code !== 0) {
+    const lines = stderr.trim().split('\n')
+    const reason = lines.filter((line) => /error/i.test(line)).at(-1) ?? lines.at(-1) ?? `exit ${code}`
+    throw new Error(`creating the embedded database in ${dataDir} failed: ${reason}`)
+  }
+}
+
 async function handle(request: DatabaseRequest): Promise<unknown> {
   switch (request.op) {
     case 'open':
-      db = await PGlite.create(dataDir)
+      if (!dataDir.startsWith('memory://') && !existsSync(join(dataDir, 'PG_VERSION'))) {
+        await createDatabase()
+      }
+      db = await PGlite.create(dataDir, options)
       return undefined
     case 'begin':
       return begin(request.preamble, request.prepared, request.readOnly)
