@@ -1,6 +1,6 @@
 import { inspect } from 'node:util'
 import type { components, operations } from './generated/api.js'
-import { type AutoPage, type PaginationStats, paginate, type RawPage } from './paginate.js'
+import { type AutoPage, type Cursor, type PaginationStats, paginate, type RawPage } from './paginate.js'
 import { type ClientEvent, type PerRequestOptions, type RetryOptions, Transport } from './transport.js'
 import { appointmentsIssues, customersIssues, refuse, type Wire } from './validate.js'
 
@@ -34,6 +34,8 @@ export interface Page<T> {
 export interface AllOptions extends Pick<PerRequestOptions, 'signal'> {
   /** New rows per request when nothing changes meanwhile: 1 to 99, default 50. */
   readonly pageSize?: number
+  /** Go on from a page's `cursor`, saved by an earlier iteration over the same list. */
+  readonly resumeFrom?: Cursor | undefined
 }
 
 export interface OpenbookOptions {
@@ -143,6 +145,7 @@ class Customers {
           sortKey: (customer) => customer.createdAt,
           id: (customer) => customer.id,
           pageSize,
+          resumeFrom: options.resumeFrom,
         },
         stats,
       ),
@@ -182,6 +185,7 @@ class Appointments {
           sortKey: (appointment) => appointment.start,
           id: (appointment) => appointment.id,
           pageSize,
+          resumeFrom: options.resumeFrom,
         },
         stats,
       ),

@@ -26,6 +26,6 @@ export {
   type ValidationIssue,
 } from './errors.js'
 export type { components, operations, paths } from './generated/api.js'
-export type { AutoPage, PaginationStats } from './paginate.js'
+export type { AutoPage, Cursor, PaginationStats } from './paginate.js'
 export type { ClientEvent, PerRequestOptions, RetryOptions } from './transport.js'
 export { APPOINTMENT_STATUSES } from './validate.js'

@@ -14,12 +14,29 @@ export interface RawPage<T> {
   readonly requestId: string | undefined
 }
 
+/**
+ * Where auto-pagination stands after a page: pass it as `resumeFrom` to go on from there in
+ * another process (it is plain JSON), with the same guarantee.
+ */
+export interface Cursor {
+  /** The offset of the next request. */
+  readonly offset: number
+  /** The sort key of the last row yielded. */
+  readonly lastKey: string | undefined
+  /** The ids yielded with that sort key. */
+  readonly tie: readonly string[]
+  /** True after the last page. */
+  readonly done: boolean
+}
+
 /** A page of auto-pagination: only rows not yielded before, in the list's order. */
 export interface AutoPage<T> {
   readonly data: T[]
   /** The pagination of the request that brought these rows. */
   readonly pagination: Pagination
   readonly requestId: string | undefined
+  /** Where the iteration stands after this page. */
+  readonly cursor: Cursor
 }
 
 /** What auto-pagination did, for monitoring: requests made, re-reads, duplicates dropped. */
@@ -43,6 +60,8 @@ export interface PaginateOptions<T> {
   readonly pageSize: number
   /** Consecutive re-reads allowed before giving up (default 64). */
   readonly maxRereads?: number
+  /** A cursor from an earlier page, to go on from there. */
+  readonly resumeFrom?: Cursor | undefined
 }
 
 /**
@@ -72,10 +91,11 @@ export async function* paginate<T>(
   const limit = Math.min(100, pageSize + 1)
   const maxRereads = options.maxRereads ?? 64
   /** The sort key of the last row yielded; undefined before the first. */
-  let lastKey: string | undefined
+  let lastKey: string | undefined = options.resumeFrom?.lastKey
   /** Ids yielded with `lastKey`. */
-  let tie = new Set<string>()
-  let offset = 0
+  let tie = new Set<string>(options.resumeFrom?.tie ?? [])
+  let offset = options.resumeFrom?.offset ?? 0
+  if (options.resumeFrom?.done) return
   let stepBack = pageSize
   let rereads = 0
   for (;;) {
@@ -121,10 +141,13 @@ export async function* paginate<T>(
       fresh.push(row)
     }
     stats.rows += fresh.length
-    if (fresh.length > 0) yield { data: fresh, pagination: page.pagination, requestId: page.requestId }
     // A page that continues and has no more after it ends the list (an empty one only at offset 0).
-    if (!page.pagination.hasMore || rows.length === 0) return
+    const done = !page.pagination.hasMore || rows.length === 0
     // The next request starts at this page's last row, which should be the last one yielded.
-    offset += rows.length - 1
+    if (!done) offset += rows.length - 1
+    const cursor: Cursor = { offset, lastKey, tie: [...tie], done }
+    if (fresh.length > 0 || done)
+      yield { data: fresh, pagination: page.pagination, requestId: page.requestId, cursor }
+    if (done) return
   }
 }
