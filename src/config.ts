@@ -24,6 +24,7 @@ export const environmentSchema = z.object({
     .regex(/^\d{1,7}$/, 'must be a whole number of milliseconds')
     .transform(Number)
     .default('5000'),
+  DATABASE_PREPARED_STATEMENTS: z.enum(['on', 'off']).default('on'),
   DATA_DIR: z.string().min(1).default('./data'),
   API_KEY_BRAND: z
     .string()
@@ -53,6 +54,8 @@ export interface Config {
   readonly databaseReadUrl: string | undefined
   /** Reads go to the primary while the replica is further behind than this. */
   readonly databaseReadMaxLagMs: number
+  /** The request path's statements are prepared per connection; off behind PgBouncer < 1.21 in transaction mode. */
+  readonly databasePreparedStatements: boolean
   readonly dataDir: string
   readonly apiKeyBrand: string
   readonly logLevel: (typeof LOG_LEVELS)[number]
@@ -90,6 +93,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: value.DATABASE_URL,
     databaseReadUrl: value.DATABASE_READ_URL,
     databaseReadMaxLagMs: value.DATABASE_READ_MAX_LAG_MS,
+    databasePreparedStatements: value.DATABASE_PREPARED_STATEMENTS === 'on',
     dataDir: value.DATA_DIR,
     apiKeyBrand: value.API_KEY_BRAND,
     logLevel: value.LOG_LEVEL,

@@ -1,5 +1,7 @@
 import type { Sql } from '../store/types.js'
 
+const SHA256_HEX = /^[0-9a-f]{64}$/
+
 export interface AuthenticatedKey {
   readonly keyId: string
   readonly orgId: string
@@ -16,11 +18,13 @@ export interface AuthenticatedKey {
  * so the same statement clears it once the key is found.
  */
 export async function authenticateKey(sql: Sql, keyHash: string): Promise<AuthenticatedKey | undefined> {
+  // The hash is written into the statement, so that it has no parameters and can travel with the
+  // transaction's BEGIN in one round trip (store/postgres.ts). Only a SHA-256 in hex may be written.
+  if (!SHA256_HEX.test(keyHash)) throw new Error('a key hash is 64 lowercase hexadecimal characters')
   const [key] = await sql.query<AuthenticatedKey & { cleared: string }>(
     `SELECT set_config('openbook.org_id', a.org_id, true) AS "orgId", a.key_id AS "keyId",
             a.last_used_at AS "lastUsedAt", set_config('openbook.key_hash', '', true) AS cleared
-     FROM openbook_authenticate($1) a`,
-    [keyHash],
+     FROM openbook_authenticate('${keyHash}') a`,
   )
   if (!key) return undefined
   return { keyId: key.keyId, orgId: key.orgId, lastUsedAt: key.lastUsedAt }

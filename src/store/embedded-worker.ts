@@ -184,6 +184,9 @@ async function preparedQuery(text: string, params: readonly TextParam[]): Promis
 }
 
 async function query(text: string, params: readonly unknown[]): Promise<unknown[]> {
+  // Without parameters (the key lookup writes its hash into the statement): one simple-protocol
+  // call with the owed statements, never a prepared statement per distinct text.
+  if (params.length === 0) return (await simple(text)).at(-1)?.rows ?? []
   if (inTransaction().prepared && params.every(isTextParam)) return preparedQuery(text, params)
   await simple()
   return (await database().query(text, [...params])).rows

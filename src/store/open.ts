@@ -18,7 +18,7 @@ export interface OpenStoreOptions {
  */
 export async function openStore(
   config: Pick<Config, 'databaseUrl' | 'dataDir'> &
-    Partial<Pick<Config, 'databaseReadUrl' | 'databaseReadMaxLagMs'>>,
+    Partial<Pick<Config, 'databaseReadUrl' | 'databaseReadMaxLagMs' | 'databasePreparedStatements'>>,
   options: OpenStoreOptions = {},
 ): Promise<Store> {
   if (config.databaseUrl) {
@@ -26,6 +26,9 @@ export async function openStore(
       connectionString: config.databaseUrl,
       ...(config.databaseReadUrl ? { readConnectionString: config.databaseReadUrl } : {}),
       ...(config.databaseReadMaxLagMs !== undefined ? { maxReplicaLagMs: config.databaseReadMaxLagMs } : {}),
+      ...(config.databasePreparedStatements !== undefined
+        ? { preparedStatements: config.databasePreparedStatements }
+        : {}),
       ...(options.replicaEvents ? { replicaEvents: options.replicaEvents } : {}),
       ...(options.onIdleError ? { onIdleError: options.onIdleError } : {}),
       ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),

@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto'
 import { pipeline } from 'node:stream/promises'
+import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { from as copyFrom } from 'pg-copy-streams'
 import { type AdminSql, copyStatement, readerPreamble, type Store } from './types.js'
@@ -10,6 +12,11 @@ export interface PostgresStoreOptions {
   /** Reads fall back to the primary while the replica is further behind than this. */
   readonly maxReplicaLagMs?: number
   readonly maxConnections?: number
+  /**
+   * The request path's statements are prepared once per connection (default). Off behind a pooler
+   * that does not keep them across transactions: PgBouncer in transaction mode before 1.21.
+   */
+  readonly preparedStatements?: boolean
   readonly statementTimeoutMs?: number
   /** Called for errors of idle pooled connections (a restarted server, a terminated backend). */
   readonly onIdleError?: (error: Error) => void
@@ -22,21 +29,6 @@ export type ReplicaState = 'ok' | 'down' | 'behind'
 export interface ReplicaEvents {
   stateChanged(state: ReplicaState, detail: string): void
   fellBack(reason: Exclude<ReplicaState, 'ok'>): void
-}
-
-function sqlOf(client: pg.PoolClient): AdminSql {
-  return {
-    async query<Row extends object>(text: string, params: readonly unknown[] = []) {
-      const result = await client.query<Row>(text, params as unknown[])
-      return result.rows
-    },
-    async exec(text: string) {
-      await client.query(text)
-    },
-    async copyIn(table, columns, text) {
-      await pipeline([text], client.query(copyFrom(copyStatement(table, columns, 'STDIN'))))
-    },
-  }
 }
 
 /** SQLSTATEs of a session the server ended: admin_shutdown, crash_shutdown, cannot_connect_now. */
@@ -64,15 +56,49 @@ export function isConnectionLost(error: unknown): boolean {
   )
 }
 
-type Transaction = <T>(preamble: string, work: (sql: AdminSql) => Promise<T>) => Promise<T>
+/**
+ * How a transaction talks to the server.
+ * - `request`: the request path. BEGIN and its settings travel with the first statement when it
+ *   has no parameters (the key lookup), statements with parameters are prepared once per
+ *   connection (unless `preparedStatements` is off), and a read-only transaction's COMMIT is not
+ *   waited for: two round trips per request instead of four.
+ * - anything else: BEGIN, then the statements as they come, then COMMIT, each waited for.
+ */
+export interface TransactionMode {
+  readonly preamble: string
+  readonly request: boolean
+  readonly readOnly: boolean
+}
+
+const OPERATOR: TransactionMode = { preamble: '', request: false, readOnly: false }
+
+type Transaction = <T>(mode: TransactionMode, work: (sql: AdminSql) => Promise<T>) => Promise<T>
 
 interface Database {
   readonly pool: pg.Pool
   readonly transaction: Transaction
 }
 
-function openDatabase(connectionString: string, options: PostgresStoreOptions): Database {
+const statementNames = new Map<string, string>()
+const CONNECT_RETRY_MS = 1_500
+
+/** A prepared statement's name, the same for the same text in every connection and process. */
+function statementName(text: string): string {
+  let name = statementNames.get(text)
+  if (!name) {
+    name = `openbook_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`
+    statementNames.set(text, name)
+  }
+  return name
+}
+
+function openDatabase(
+  connectionString: string,
+  options: PostgresStoreOptions,
+  connectRetryMs = CONNECT_RETRY_MS,
+): Database {
   const maxConnections = options.maxConnections ?? 10
+  const prepare = options.preparedStatements ?? true
   const pool = new pg.Pool({
     connectionString,
     max: maxConnections,
@@ -84,21 +110,41 @@ function openDatabase(connectionString: string, options: PostgresStoreOptions): 
   /** Connections that have begun a transaction before: the ones that have sat idle in the pool. */
   const reused = new WeakSet<pg.PoolClient>()
 
-  async function transaction<T>(preamble: string, work: (sql: AdminSql) => Promise<T>): Promise<T> {
-    const begin = preamble ? `BEGIN; ${preamble}` : 'BEGIN'
+  /**
+   * A connection from the pool. A refused connection (a pooler or server restarting: PgBouncer is
+   * gone for ~100 ms during a restart) is tried again for up to `connectRetryMs`, with backoff,
+   * before the request is answered 503: nothing of the transaction has run yet.
+   */
+  async function connect(): Promise<pg.PoolClient> {
+    const deadline = Date.now() + connectRetryMs
+    for (let delay = 25; ; delay = Math.min(delay * 2, 250)) {
+      try {
+        return await pool.connect()
+      } catch (error) {
+        if (!(isConnectRefused(error) || isConnectionLost(error)) || Date.now() + delay > deadline)
+          throw error
+        await sleep(delay)
+      }
+    }
+  }
+
+  async function transaction<T>(mode: TransactionMode, work: (sql: AdminSql) => Promise<T>): Promise<T> {
+    const begin = mode.preamble ? `BEGIN; ${mode.preamble}` : 'BEGIN'
     // A backend that dies while its connection is idle (pg_terminate_backend, a restarted server)
     // is noticed by the pool only once its error has been read off the socket; until then the pool
-    // still hands the connection out, and the BEGIN is the statement that fails. Nothing of `work`
-    // has run then, and the BEGIN and preamble only set up this transaction, so the connection is
-    // discarded and the transaction starts again on another one. All the idle connections may have
-    // died at once: after `maxConnections` discards the pool has none left and opens a new one. A
-    // new connection that fails is not retried (the server is refusing sessions), and nothing is
-    // retried once `work` has been called.
+    // still hands the connection out, and the round trip that carries BEGIN is the one that fails.
+    // Nothing of the transaction has happened then (BEGIN, its settings and at most a read), so the
+    // connection is discarded and the transaction starts again on another one. All the idle
+    // connections may have died at once: after `maxConnections` discards the pool has none left and
+    // opens a new one. A new connection that fails is not retried (the server is refusing
+    // sessions), and nothing is retried once a round trip of the transaction has come back.
     for (let attempt = 1; ; attempt++) {
-      const client = await pool.connect()
+      const client = await connect()
       const wasIdle = reused.has(client)
       let broken = false
-      let begun = false
+      /** BEGIN not sent yet: it goes with the first statement (request path) or before `work`. */
+      let owed: string | undefined = begin
+      let answered = false
       // A backend that dies while the connection is checked out emits 'error' on the client, which the
       // pool listens for only while it is idle: unheard, it would crash the process. The query in flight
       // rejects with the same error, so here the connection is only marked as not to be reused.
@@ -106,28 +152,83 @@ function openDatabase(connectionString: string, options: PostgresStoreOptions): 
         broken = true
       }
       client.on('error', onCheckedOutError)
-      try {
-        await client.query(begin)
-        begun = true
+      const roundTrip = async <R>(send: () => Promise<R>): Promise<R> => {
+        const result = await send()
+        answered = true
         reused.add(client)
-        const result = await work(sqlOf(client))
-        await client.query('COMMIT')
+        return result
+      }
+      const query = async <Row extends object>(
+        text: string,
+        params: readonly unknown[] = [],
+      ): Promise<Row[]> => {
+        if (owed !== undefined) {
+          const opening = owed
+          owed = undefined
+          if (mode.request && params.length === 0) {
+            // One simple-protocol message: BEGIN, the settings and the statement; its answer is the last.
+            const results = await roundTrip(
+              () => client.query(`${opening}; ${text}`) as unknown as Promise<pg.QueryResult<Row>[]>,
+            )
+            return results.at(-1)?.rows ?? []
+          }
+          await roundTrip(() => client.query(opening))
+        }
+        const config =
+          mode.request && prepare && params.length > 0
+            ? { name: statementName(text), text, values: params as unknown[] }
+            : { text, values: params as unknown[] }
+        return (await roundTrip(() => client.query<Row>(config))).rows
+      }
+      const sql: AdminSql = {
+        query,
+        exec: async (text) => {
+          await query(text)
+        },
+        async copyIn(table, columns, text) {
+          if (owed !== undefined) await query('SELECT 1')
+          await pipeline([text], client.query(copyFrom(copyStatement(table, columns, 'STDIN'))))
+        },
+      }
+      let released = false
+      try {
+        if (!mode.request) {
+          owed = undefined
+          await roundTrip(() => client.query(begin))
+        }
+        const result = await work(sql)
+        if (owed === undefined) {
+          if (mode.request && mode.readOnly) {
+            // A read-only COMMIT changes nothing: the client's queue sends it before anything the
+            // connection's next user asks, and a failure shows there (a dead connection is retried).
+            client.query('COMMIT').catch(() => undefined)
+            client.off('error', onCheckedOutError)
+            client.release()
+            released = true
+          } else {
+            await client.query('COMMIT')
+          }
+        }
         return result
       } catch (error) {
-        if (!begun && wasIdle && attempt <= maxConnections && isConnectionLost(error)) {
+        if (!answered && wasIdle && attempt <= maxConnections && isConnectionLost(error)) {
           broken = true
           continue
         }
-        try {
-          await client.query('ROLLBACK')
-        } catch {
-          broken = true
+        if (owed === undefined) {
+          try {
+            await client.query('ROLLBACK')
+          } catch {
+            broken = true
+          }
         }
         throw error
       } finally {
-        // A connection that could not even roll back is not given to the next request.
-        client.off('error', onCheckedOutError)
-        client.release(broken)
+        if (!released) {
+          // A connection that could not even roll back is not given to the next request.
+          client.off('error', onCheckedOutError)
+          client.release(broken)
+        }
       }
     }
   }
@@ -150,7 +251,12 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
   const monitor = replica
     ? new ReplicaMonitor(primary, replica, options.maxReplicaLagMs ?? 5_000, options.replicaEvents)
     : undefined
-  const readPreamble = readerPreamble(true, timeout)
+  const reading: TransactionMode = { preamble: readerPreamble(true, timeout), request: true, readOnly: true }
+  const recording: TransactionMode = {
+    preamble: readerPreamble(false, timeout),
+    request: false,
+    readOnly: false,
+  }
 
   /**
    * The request path on the replica while it is up and close enough behind, else on the primary.
@@ -158,23 +264,30 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
    * nothing of it has run, and the replica is marked down until the monitor sees it back.
    */
   async function read<T>(work: (sql: AdminSql) => Promise<T>): Promise<T> {
-    if (!replica || !monitor) return primary.transaction(readPreamble, work)
+    if (!replica || !monitor) return primary.transaction(reading, work)
     const state = monitor.state
     if (state !== 'ok') {
       options.replicaEvents?.fellBack(state)
-      return primary.transaction(readPreamble, work)
+      return primary.transaction(reading, work)
     }
-    let started = false
+    // Answered: the replica has served part of this read, which can no longer move elsewhere.
+    let answered = false
     try {
-      return await replica.transaction(readPreamble, (sql) => {
-        started = true
-        return work(sql)
-      })
+      return await replica.transaction(reading, (sql) =>
+        work({
+          ...sql,
+          query: async <Row extends object>(text: string, params?: readonly unknown[]) => {
+            const rows = await sql.query<Row>(text, params)
+            answered = true
+            return rows
+          },
+        }),
+      )
     } catch (error) {
-      if (started || !(isConnectionLost(error) || isConnectRefused(error))) throw error
+      if (answered || !(isConnectionLost(error) || isConnectRefused(error))) throw error
       monitor.markDown(error)
       options.replicaEvents?.fellBack('down')
-      return primary.transaction(readPreamble, work)
+      return primary.transaction(reading, work)
     }
   }
 
@@ -183,8 +296,8 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     concurrentReads: true,
     read,
     // Last-used writes, the CLI and migrations stay on the primary.
-    asReader: (work) => primary.transaction(readerPreamble(false, timeout), work),
-    admin: (work) => primary.transaction('', work),
+    asReader: (work) => primary.transaction(recording, work),
+    admin: (work) => primary.transaction(OPERATOR, work),
     pools: () => [stats('primary', primary.pool), ...(replica ? [stats('replica', replica.pool)] : [])],
     ...(monitor ? { replicaLagSeconds: () => monitor.lagSeconds } : {}),
     async close() {
@@ -242,7 +355,7 @@ class ReplicaMonitor {
     if (this.#checking) return
     this.#checking = true
     try {
-      const [current] = await this.primary.transaction('', (sql) =>
+      const [current] = await this.primary.transaction(OPERATOR, (sql) =>
         sql.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn'),
       )
       if (current) this.#samples.push({ at: Date.now(), lsn: lsnBytes(current.lsn) })
@@ -252,7 +365,12 @@ class ReplicaMonitor {
       return
     }
     try {
-      const [row] = await this.replica.transaction('SET LOCAL statement_timeout = 2000', (sql) =>
+      const probe: TransactionMode = {
+        preamble: 'SET LOCAL statement_timeout = 2000',
+        request: false,
+        readOnly: true,
+      }
+      const [row] = await this.replica.transaction(probe, (sql) =>
         sql.query<{ replay: string | null }>('SELECT pg_last_wal_replay_lsn()::text AS replay'),
       )
       if (!row?.replay) throw new Error('not a streaming replica (no replay position)')

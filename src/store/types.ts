@@ -92,6 +92,9 @@ export function readerPreamble(readOnly: boolean, statementTimeoutMs: number): s
     // cost 40 ms whenever its estimate crossed jit_above_cost (bench/RESULTS.md, Findings).
     'SET LOCAL jit = off',
     ...PLANNER_SETTINGS.map((setting) => `SET LOCAL ${setting} = off`),
+    // A prepared statement keeps one plan for every organization and page, never planned again:
+    // the plans above hold for any parameters (the plan test checks them as generic plans).
+    'SET LOCAL plan_cache_mode = force_generic_plan',
   ]
     .filter(Boolean)
     .join('; ')
