@@ -328,6 +328,39 @@ export function buildProgram(context: CliContext): Command {
     })
 
   program
+    .command('vacuum')
+    .description(
+      'reclaim the space and speed left by deleted rows and by failed or cancelled imports; --full ' +
+        'gives the space back to the file system (it locks the tables meanwhile)',
+    )
+    .option('--full', 'rewrite the tables (VACUUM FULL): smaller files, reads wait meanwhile')
+    .option('--json', 'print one JSON document')
+    .action(async (options: { full?: boolean; json?: boolean }) => {
+      const result = await context.withStore(async (store) => {
+        const size = async () =>
+          Number(
+            (
+              await store.admin((sql) =>
+                sql.query<{ bytes: string }>('SELECT pg_database_size(current_database())::text AS bytes'),
+              )
+            )[0]?.bytes ?? 0,
+          )
+        const before = await size()
+        await store.maintain(options.full ? 'VACUUM (FULL, ANALYZE)' : 'VACUUM (ANALYZE)')
+        // The embedded store's WAL is its DATA_DIR's too: a checkpoint lets it be recycled.
+        if (store.kind === 'embedded') await store.maintain('CHECKPOINT')
+        return { full: Boolean(options.full), bytesBefore: before, bytesAfter: await size() }
+      })
+      if (options.json) printJson(context, result)
+      else {
+        const mb = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MB`
+        context.stdout.write(
+          `vacuumed${result.full ? ' (full)' : ''}: database ${mb(result.bytesBefore)} → ${mb(result.bytesAfter)}\n`,
+        )
+      }
+    })
+
+  program
     .command('seed')
     .description('bulk synthetic data: skewed organization sizes, appointments over years')
     .requiredOption('--orgs <n>', 'organizations', count('--orgs'))

@@ -29,6 +29,8 @@ export type DatabaseRequest =
       readonly text: string
     }
   | { readonly op: 'end'; readonly commit: boolean }
+  /** A statement that cannot run in a transaction (VACUUM, CHECKPOINT), between transactions. */
+  | { readonly op: 'maintain'; readonly text: string }
   | { readonly op: 'close' }
 
 export type DatabaseResponse =

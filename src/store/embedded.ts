@@ -195,10 +195,19 @@ export async function createEmbeddedStore(
       return await transaction(admin, run)
     } catch (error) {
       if (Date.now() - started > LONG_OPERATOR_MS) {
-        await transaction(admin, (sql) => sql.exec('VACUUM')).catch(() => undefined)
+        await maintain('VACUUM').catch(() => undefined)
       }
       throw error
     }
+  }
+
+  /** A statement outside any transaction, in its turn between transactions. */
+  function maintain(statement: string): Promise<void> {
+    const run = () => thread.call<void>({ op: 'maintain', text: statement })
+    pending++
+    const done = queue.then(run, run).finally(() => pending--)
+    queue = done.catch(() => undefined)
+    return done
   }
 
   /**
@@ -246,6 +255,7 @@ export async function createEmbeddedStore(
     read: requestTransaction,
     asReader: (work) => transaction(asReader, work),
     admin: operatorTransaction,
+    maintain,
     // PGlite is one connection: busy while a transaction runs, the others wait for it.
     pools: () => [
       { database: 'embedded', total: 1, idle: pending === 0 ? 1 : 0, waiting: Math.max(0, pending - 1) },

@@ -298,6 +298,9 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     // Last-used writes, the CLI and migrations stay on the primary.
     asReader: (work) => primary.transaction(recording, work),
     admin: (work) => primary.transaction(OPERATOR, work),
+    async maintain(statement) {
+      await primary.pool.query(statement)
+    },
     pools: () => [stats('primary', primary.pool), ...(replica ? [stats('replica', replica.pool)] : [])],
     ...(monitor ? { replicaLagSeconds: () => monitor.lagSeconds } : {}),
     async close() {

@@ -51,6 +51,11 @@ export interface Store {
   read<T>(work: (sql: Sql) => Promise<T>): Promise<T>
   asReader<T>(work: (sql: Sql) => Promise<T>): Promise<T>
   admin<T>(work: (sql: AdminSql) => Promise<T>): Promise<T>
+  /**
+   * Runs a statement that cannot run inside a transaction (VACUUM, CHECKPOINT), on the primary,
+   * with the connecting role's rights.
+   */
+  maintain(statement: string): Promise<void>
   /** The state of the store's connection pools, read at each metrics scrape. */
   pools(): readonly PoolStats[]
   /** With a read replica: how far it is behind, in seconds (undefined while it is unreachable). */

@@ -553,6 +553,25 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
       )
       expect(again).toEqual(seeded)
     })
+
+    it('vacuum gives back the space a failed import left; --full shrinks the database', async () => {
+      // 30,000 customers and one bad line last: all of it rolled back, its rows left behind as dead.
+      let text = `${JSON.stringify({ type: 'organization', id: 'org_vac', name: 'Vac', plan: 'free' })}\n`
+      for (let i = 0; i < 30_000; i++)
+        text += `${JSON.stringify({ type: 'customer', id: `cus_vac_${i}`, orgId: 'org_vac', firstName: 'x'.repeat(40), isActive: true, createdAt: '2025-01-01T00:00:00Z', updatedAt: '2025-01-01T00:00:00Z' })}\n`
+      text += '{"type":"nope"}\n'
+      expect((await cliWithInput(text, 'import', '-')).code).toBe(1)
+      const plain = json<{ full: boolean; bytesBefore: number; bytesAfter: number }>(
+        await cli('vacuum', '--json'),
+      )
+      expect(plain.full).toBe(false)
+      const full = json<{ full: boolean; bytesBefore: number; bytesAfter: number }>(
+        await cli('vacuum', '--full', '--json'),
+      )
+      expect(full.full).toBe(true)
+      expect(full.bytesAfter).toBeLessThan(full.bytesBefore)
+      expect((await cli('vacuum')).stdout).toMatch(/^vacuumed: database [\d.]+ MB → [\d.]+ MB\n$/)
+    })
   })
 })
 

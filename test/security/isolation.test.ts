@@ -290,6 +290,7 @@ function probing(store: Store, probes: Probe[], adminUse: { count: number }): St
       return store.admin(work)
     },
     pools: () => store.pools(),
+    maintain: (statement) => store.maintain(statement),
     close: () => store.close(),
   }
 }
