@@ -254,6 +254,11 @@ async function handle(request: DatabaseRequest): Promise<unknown> {
       return undefined
     case 'end':
       return end(request.commit)
+    case 'maintain':
+      // VACUUM and CHECKPOINT refuse to run in a transaction: alone in their own query message.
+      if (open) throw new Error('a transaction is open')
+      await simple(request.text)
+      return undefined
     case 'close':
       if (db) {
         await simple()
