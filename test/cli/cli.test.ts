@@ -495,6 +495,8 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
       expect(orgs.map((o) => o.id)).not.toContain('org_bad')
       expect(orgs.map((o) => o.id)).not.toContain('org_x')
       expectOneLineFailure(await cli('import', join(tempDir(), 'missing.ndjson')), 1, /cannot read/)
+      // A directory is named as such, not as a raw EISDIR.
+      expectOneLineFailure(await cli('import', tempDir()), 1, /^openbook: \/\S+ is not a file\n$/)
     })
 
     it('import refuses a line over 1 MiB and bytes that are not UTF-8 in one line, exit 1; a BOM is skipped', async () => {
