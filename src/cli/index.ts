@@ -91,7 +91,7 @@ async function main(argv: string[]): Promise<number> {
       // Operator commands write: they run on the primary, never on a read replica.
       const store = await openStore(
         { ...config, databaseReadUrl: undefined },
-        { command: `\`openbook ${argv[0] ?? ''}\`` },
+        { command: `\`openbook ${argv[0] ?? ''}\``, shortLived: true },
       )
       try {
         if (!options?.migrating) {

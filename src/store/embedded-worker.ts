@@ -257,6 +257,8 @@ async function handle(request: DatabaseRequest): Promise<unknown> {
     case 'maintain':
       // VACUUM and CHECKPOINT refuse to run in a transaction: alone in their own query message.
       if (open) throw new Error('a transaction is open')
+      // A read-only transaction's COMMIT may still be owed: it goes first, in a message of its own.
+      await simple()
       await simple(request.text)
       return undefined
     case 'close':

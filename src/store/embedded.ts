@@ -20,8 +20,8 @@ class DatabaseThread {
   #nextId = 0
   #stopped: Error | undefined
 
-  constructor(dataDir: string) {
-    const workerData: WorkerData = { dataDir }
+  constructor(dataDir: string, shortLived: boolean) {
+    const workerData: WorkerData = { dataDir, shortLived }
     const here = import.meta.url
     if (here.endsWith('.ts')) {
       // Running from source (tests, tsx): the worker's TypeScript goes through tsx as well.
@@ -104,6 +104,11 @@ export interface EmbeddedStoreOptions {
   readonly statementTimeoutMs?: number
   /** What this process is, for the message a second process gets: `openbook server`, `openbook import`. */
   readonly command?: string
+  /**
+   * A command that opens the store briefly (the CLI): PGlite is compiled for a fast start rather
+   * than for a small long-running footprint (embedded-settings.ts).
+   */
+  readonly shortLived?: boolean
   /** DATA_DIR's lock was lost: another process may now write it. Defaults to exiting at once. */
   readonly onLockLost?: (error: Error) => void
 }
@@ -129,7 +134,7 @@ export async function createEmbeddedStore(
       onCompromised: options.onLockLost ?? exitOnLockLost,
     })
   }
-  const thread = new DatabaseThread(dataDir)
+  const thread = new DatabaseThread(dataDir, options.shortLived ?? false)
   try {
     await thread.call({ op: 'open' })
   } catch (error) {

@@ -10,6 +10,8 @@ export interface OpenStoreOptions {
   readonly maxConnections?: number
   /** What this process is, named to a second process that finds the embedded DATA_DIR held. */
   readonly command?: string
+  /** Opened briefly, by a command rather than the server (see EmbeddedStoreOptions.shortLived). */
+  readonly shortLived?: boolean
 }
 
 /**
@@ -34,7 +36,10 @@ export async function openStore(
       ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
     })
   }
-  const store = await createEmbeddedStore(config.dataDir, options.command ? { command: options.command } : {})
+  const store = await createEmbeddedStore(config.dataDir, {
+    ...(options.command ? { command: options.command } : {}),
+    ...(options.shortLived ? { shortLived: true } : {}),
+  })
   try {
     await migrate(store)
   } catch (error) {
