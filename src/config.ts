@@ -2,28 +2,32 @@ import { z } from 'zod'
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 
-/** The environment the server and the CLI read, validated once at start. */
-export const environmentSchema = z.object({
-  PORT: z
+const port = (fallback: string) =>
+  z
     .string()
     .regex(/^\d{1,5}$/, 'must be a port number')
     .transform(Number)
     .pipe(z.number().int().min(0).max(65_535))
-    .default('3000'),
-  HOST: z.string().min(1).default('127.0.0.1'),
-  DATABASE_URL: z
-    .string()
-    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
-    .optional(),
-  DATABASE_READ_URL: z
-    .string()
-    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
-    .optional(),
-  DATABASE_READ_MAX_LAG_MS: z
+    .default(fallback)
+
+const postgresUrl = z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+
+/** Milliseconds as digits, at most `max`. */
+const milliseconds = (max: number, fallback: string) =>
+  z
     .string()
     .regex(/^\d{1,7}$/, 'must be a whole number of milliseconds')
     .transform(Number)
-    .default('5000'),
+    .pipe(z.number().int().min(0).max(max))
+    .default(fallback)
+
+/** The environment the server and the CLI read, validated once at start. */
+export const environmentSchema = z.object({
+  PORT: port('3000'),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATABASE_URL: postgresUrl.optional(),
+  DATABASE_READ_URL: postgresUrl.optional(),
+  DATABASE_READ_MAX_LAG_MS: milliseconds(3_600_000, '5000'),
   DATABASE_PREPARED_STATEMENTS: z.enum(['on', 'off']).default('on'),
   DATA_DIR: z.string().min(1).default('./data'),
   API_KEY_BRAND: z
@@ -31,19 +35,9 @@ export const environmentSchema = z.object({
     .regex(/^[a-z][a-z0-9]{0,15}$/, 'must be 1-16 lowercase letters or digits, starting with a letter')
     .default('svc'),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
-  OPS_PORT: z
-    .string()
-    .regex(/^\d{1,5}$/, 'must be a port number')
-    .transform(Number)
-    .pipe(z.number().int().min(0).max(65_535))
-    .default('9464'),
+  OPS_PORT: port('9464'),
   OPS_HOST: z.string().min(1).default('127.0.0.1'),
-  SHUTDOWN_DELAY_MS: z
-    .string()
-    .regex(/^\d{1,6}$/, 'must be a whole number of milliseconds')
-    .transform(Number)
-    .pipe(z.number().int().min(0).max(600_000))
-    .default('0'),
+  SHUTDOWN_DELAY_MS: milliseconds(600_000, '0'),
 })
 
 export interface Config {

@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest'
+import { ConfigError, loadConfig } from '../../src/config.js'
+
+describe('the environment, validated once at start', () => {
+  it('defaults', () => {
+    expect(loadConfig({})).toEqual({
+      port: 3000,
+      host: '127.0.0.1',
+      databaseUrl: undefined,
+      databaseReadUrl: undefined,
+      databaseReadMaxLagMs: 5000,
+      databasePreparedStatements: true,
+      dataDir: './data',
+      apiKeyBrand: 'svc',
+      logLevel: 'info',
+      opsPort: 9464,
+      opsHost: '127.0.0.1',
+      shutdownDelayMs: 0,
+    })
+  })
+
+  it('reads every setting, an empty one counting as unset', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      OPS_PORT: '0',
+      DATABASE_URL: 'postgres://a@db/x',
+      DATABASE_READ_URL: 'postgresql://a@replica/x',
+      DATABASE_READ_MAX_LAG_MS: '250',
+      DATABASE_PREPARED_STATEMENTS: 'off',
+      SHUTDOWN_DELAY_MS: '2000',
+      HOST: '',
+    })
+    expect(config).toMatchObject({
+      port: 8080,
+      opsPort: 0,
+      host: '127.0.0.1',
+      databaseReadUrl: 'postgresql://a@replica/x',
+      databaseReadMaxLagMs: 250,
+      databasePreparedStatements: false,
+      shutdownDelayMs: 2000,
+    })
+  })
+
+  it.each([
+    [{ OPS_PORT: 'x' }, 'invalid OPS_PORT: must be a port number'],
+    [{ PORT: '70000' }, 'invalid PORT: Number must be less than or equal to 65535'],
+    [{ SHUTDOWN_DELAY_MS: '1e3' }, 'invalid SHUTDOWN_DELAY_MS: must be a whole number of milliseconds'],
+    [
+      { SHUTDOWN_DELAY_MS: '700000' },
+      'invalid SHUTDOWN_DELAY_MS: Number must be less than or equal to 600000',
+    ],
+    [
+      { DATABASE_READ_URL: 'mysql://x' },
+      'invalid DATABASE_READ_URL: must be a postgres:// or postgresql:// URL',
+    ],
+    [
+      { DATABASE_READ_URL: 'postgres://a@replica/x' },
+      'invalid DATABASE_READ_URL: a read replica needs DATABASE_URL (the primary) as well',
+    ],
+    [{ DATABASE_PREPARED_STATEMENTS: 'maybe' }, /^invalid DATABASE_PREPARED_STATEMENTS: /],
+  ])('refuses %o in one line naming the variable', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError)
+    expect(() => loadConfig(env)).toThrow(message)
+  })
+})
