@@ -3,22 +3,26 @@ import { parseArgs } from 'node:util'
 import { AuthenticationError, BadRequestError, OpenbookError } from '../errors.js'
 import { runSync, type SyncProgress, type SyncResource, SyncUsageError } from './sync.js'
 
-const USAGE = `Usage: openbook-sync customers|appointments (--key-file FILE | --key-env NAME) --base-url URL --out FILE.ndjson|FILE.csv [options]
+const USAGE = `Usage: openbook-sync customers|appointments (--key-file FILE | --key-env NAME) --base-url URL (--out FILE.ndjson|FILE.csv | --pg postgres://…) [options]
 
-Copies an organization's customers or appointments from the openbook public API into a file,
-without missing a row. A rerun after an interruption (even kill -9) goes on where it stopped:
-no row twice, none skipped. When a pass completes, the ids the previous complete pass had and
-this one has not get a tombstone: {"id":…,"deletedAt":…} in NDJSON, a row with only id and
-deletedAt in CSV. An interrupted pass writes none.
+Copies an organization's customers or appointments from the openbook public API into a file or
+a PostgreSQL table, without missing a row. A rerun after an interruption (even kill -9) goes on
+where it stopped: no row twice, none skipped. When a pass completes, the ids the previous complete
+pass had and this one has not get a tombstone: {"id":…,"deletedAt":…} in NDJSON, a row with only
+id and deletedAt in CSV, deleted_at set in PostgreSQL. An interrupted pass marks none.
 
 Options:
   --key-file FILE     read the API key from FILE (the key is never printed)
   --key-env NAME      read the API key from the environment variable NAME
   --base-url URL      the API's address, e.g. http://127.0.0.1:3000
   --out FILE          .ndjson (or .jsonl) or .csv; appended to, pass after pass
+  --pg URL            postgres://… : upsert on id into a table it creates (needs the pg package):
+                      id text primary key, data jsonb, synced_at, deleted_at, sync_pass
+  --table NAME        with --pg: the table (default openbook_customers / openbook_appointments)
   --since ISO         appointments: start time at or after (inclusive)
   --until ISO         appointments: start time at or before (inclusive)
-  --state FILE        the state file (default: FILE.state.json next to --out)
+  --state FILE        the state file (default: FILE.state.json next to --out;
+                      with --pg, openbook-sync.DATABASE.TABLE.state.json here)
   --page-size N       rows per request, 1 to 99 (default 50)
   --timeout-ms N      time-out of one request (default 30000)
   --json              print a JSON summary on standard output
@@ -102,6 +106,8 @@ async function main(): Promise<void> {
         'key-env': { type: 'string' },
         'base-url': { type: 'string' },
         out: { type: 'string' },
+        pg: { type: 'string' },
+        table: { type: 'string' },
         since: { type: 'string' },
         until: { type: 'string' },
         state: { type: 'string' },
@@ -126,35 +132,41 @@ async function main(): Promise<void> {
   if (positionals.length !== 1 || (resource !== 'customers' && resource !== 'appointments'))
     fail(2, `give one resource: customers or appointments\n\n${USAGE}`)
   if (!values['base-url']) fail(2, '--base-url is required')
-  if (!values.out) fail(2, '--out is required')
+  if (values.out && values.pg) fail(2, 'give --out or --pg, not both')
+  if (!values.out && !values.pg) fail(2, '--out or --pg is required')
+  if (values.table && !values.pg) fail(2, '--table applies to --pg only')
   const apiKey = readKey(values)
   const progress = progressReporter(resource)
   const controller = new AbortController()
   process.once('SIGINT', () => controller.abort(new Error('interrupted')))
   process.once('SIGTERM', () => controller.abort(new Error('terminated')))
   try {
-    const summary = await runSync({
+    const common = {
       resource: resource as SyncResource,
       apiKey,
       baseUrl: values['base-url'],
-      out: values.out,
       since: values.since,
       until: values.until,
       statePath: values.state,
       pageSize: number('page-size', values['page-size']),
       timeoutMs: number('timeout-ms', values['timeout-ms']),
       signal: controller.signal,
-      onProgress: (p) => progress.update(p),
-    })
+      onProgress: (p: SyncProgress) => progress.update(p),
+    }
+    const summary = values.pg
+      ? await (await import('./pg.js')).runPgSync({ ...common, pg: values.pg, table: values.table })
+      : await runSync({ ...common, out: values.out ?? '' })
     progress.end()
     if (values.json) process.stdout.write(`${JSON.stringify(summary)}\n`)
     else
       process.stderr.write(
         `${resource}: pass ${summary.pass} complete, ${summary.rows} rows, ${summary.tombstones} tombstones, ` +
-          `${summary.requests} requests (${summary.rereads} re-reads, ${summary.retries} retries) into ${summary.out}\n`,
+          `${summary.requests} requests (${summary.rereads} re-reads, ${summary.retries} retries) into ` +
+          `${summary.format === 'pg' ? 'table ' : ''}${summary.out}\n`,
       )
   } catch (error) {
     progress.end()
+    if (error instanceof Error && error.name === 'PgTargetError') fail(2, error.message)
     if (error instanceof SyncUsageError || (error instanceof TypeError && !(error instanceof OpenbookError)))
       fail(2, error.message)
     if (error instanceof RangeError) fail(2, error.message)

@@ -45,8 +45,9 @@ export interface SyncProgress {
 
 export interface SyncSummary {
   readonly resource: SyncResource
+  /** The file, or for `--pg` the table. */
   readonly out: string
-  readonly format: OutputFormat
+  readonly format: OutputFormat | 'pg'
   /** The pass this run worked on; the first is 1. */
   readonly pass: number
   /** True when the pass finished: every row was read, and tombstones were written. */
@@ -67,7 +68,7 @@ export interface SyncSummary {
  * crash anywhere, the next run cuts both files back to the sizes the state names and goes on
  * from its cursor, so no row is written twice and none is skipped.
  */
-interface SyncState {
+export interface SyncState {
   readonly version: 1
   /** The resource and window: another of them is another sync. */
   readonly identity: string
@@ -93,20 +94,25 @@ export function formatOf(out: string): OutputFormat {
   throw new SyncUsageError('--out must name a .ndjson (or .jsonl) or a .csv file')
 }
 
-function identityOf(options: SyncOptions): string {
+export function identityOf(
+  options: Pick<SyncOptions, 'resource' | 'since' | 'until'>,
+  target?: string,
+): string {
   // Not the base URL: the same API may be reached another way (a proxy, another host name).
-  const what = JSON.stringify([options.resource, options.since ?? null, options.until ?? null])
+  const parts: unknown[] = [options.resource, options.since ?? null, options.until ?? null]
+  if (target !== undefined) parts.push(target)
+  const what = JSON.stringify(parts)
   return createHash('sha256').update(what).digest('hex').slice(0, 16)
 }
 
-function readState(path: string): SyncState | undefined {
+export function readState(path: string): SyncState | undefined {
   if (!existsSync(path)) return undefined
   const state = JSON.parse(readFileSync(path, 'utf8')) as SyncState
   if (state.version !== 1) throw new SyncUsageError(`${path} is not a state file this version knows`)
   return state
 }
 
-function writeState(path: string, state: SyncState): void {
+export function writeState(path: string, state: SyncState): void {
   const temporary = `${path}.tmp`
   const fd = openSync(temporary, 'w')
   try {

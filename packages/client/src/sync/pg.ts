@@ -1,0 +1,214 @@
+import { Openbook } from '../client.js'
+import type { Cursor, PaginationStats } from '../paginate.js'
+import {
+  identityOf,
+  readState,
+  type SyncOptions,
+  type SyncState,
+  type SyncSummary,
+  SyncUsageError,
+  writeState,
+} from './sync.js'
+
+/** The part of `pg`'s Client this target uses (pg is an optional peer dependency, typed here). */
+interface PgClient {
+  connect(): Promise<unknown>
+  query(text: string, values?: readonly unknown[]): Promise<{ rows: Record<string, unknown>[] }>
+  end(): Promise<void>
+  on(event: 'error', listener: (error: Error) => void): unknown
+}
+type PgClientConstructor = new (config: { connectionString: string; application_name?: string }) => PgClient
+
+export interface PgSyncOptions extends Omit<SyncOptions, 'out'> {
+  /** A postgres:// connection string. It is never printed (it may hold a password). */
+  readonly pg: string
+  /** Default: `openbook_<resource>`. A plain name or `schema.name`. */
+  readonly table?: string | undefined
+}
+
+/** Raised when the database itself refuses us (authentication, unknown database): a usage error. */
+export class PgTargetError extends Error {
+  override readonly name = 'PgTargetError'
+}
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
+
+/** `name` or `schema.name`, each part quoted. */
+export function quoteTable(table: string): string {
+  const parts = table.split('.')
+  if (parts.length > 2 || !parts.every((part) => IDENTIFIER.test(part)))
+    throw new SyncUsageError(
+      '--table must be a name or schema.name of letters, digits and underscores (at most 63 each)',
+    )
+  return parts.map((part) => `"${part}"`).join('.')
+}
+
+async function loadPg(): Promise<PgClientConstructor> {
+  let module: { default?: { Client?: unknown }; Client?: unknown }
+  try {
+    const name = 'pg'
+    module = (await import(name)) as typeof module
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND')
+      throw new SyncUsageError(
+        '--pg needs the "pg" package, an optional peer dependency of @openbook/client: npm install pg',
+      )
+    throw error
+  }
+  const Client = module.default?.Client ?? module.Client
+  if (typeof Client !== 'function') throw new SyncUsageError('the installed "pg" package has no Client')
+  return Client as PgClientConstructor
+}
+
+/** SQLSTATEs that a rerun will not cure: bad password, no such database or role, no privilege. */
+const REFUSALS = /^(28|3D|42501)/
+
+/**
+ * One run of openbook-sync into PostgreSQL. Each page is upserted in one transaction (keyed by
+ * `id`, with the pass that saw it), then the state file is replaced. A crash between the two
+ * re-reads that page on the rerun and upserts the same rows again: no duplicate, no gap. When
+ * the pass completes, rows that an earlier pass saw and this one did not get `deleted_at`;
+ * an incomplete pass marks none.
+ */
+export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
+  const started = Date.now()
+  if (options.resource === 'customers' && (options.since || options.until))
+    throw new SyncUsageError('--since and --until apply to appointments only')
+  const tableName = options.table ?? `openbook_${options.resource}`
+  const table = quoteTable(tableName)
+  let databaseName: string
+  try {
+    const url = new URL(options.pg)
+    if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new TypeError(url.protocol)
+    databaseName = decodeURIComponent(url.pathname.slice(1)) || 'postgres'
+  } catch {
+    throw new SyncUsageError('--pg must be a postgres://… URL')
+  }
+  if (!/^[A-Za-z0-9_.-]+$/.test(databaseName))
+    throw new SyncUsageError('--pg: name the database with letters, digits, _ . or -')
+  const statePath = options.statePath ?? `openbook-sync.${databaseName}.${tableName}.state.json`
+  // The database and the table, not the host: the same database may be reached another way.
+  const identity = identityOf(options, `pg:${databaseName}/${tableName}`)
+  let state: SyncState = readState(statePath) ?? { version: 1, identity, completePass: 0, current: null }
+  if (state.identity !== identity)
+    throw new SyncUsageError(
+      `${statePath} belongs to another sync (the resource, the window, the database or the table differ): use another --state`,
+    )
+
+  const Client = await loadPg()
+  const db = new Client({ connectionString: options.pg, application_name: 'openbook-sync' })
+  db.on('error', () => {}) // a dropped connection fails the next query, which is reported
+  try {
+    await db.connect()
+  } catch (error) {
+    const code = String((error as { code?: unknown }).code ?? '')
+    if (REFUSALS.test(code))
+      throw new PgTargetError(`PostgreSQL refused the connection: ${(error as Error).message}`)
+    throw error
+  }
+  try {
+    await db.query(
+      `create table if not exists ${table} (
+         id text primary key,
+         data jsonb not null,
+         synced_at timestamptz not null,
+         deleted_at timestamptz,
+         sync_pass integer not null
+       )`,
+    )
+    const resumed = state.current !== null
+    let current = state.current
+    if (current === null) {
+      // Pass numbers only grow, even if the state file was lost: older rows keep lower ones.
+      const { rows } = await db.query(`select coalesce(max(sync_pass), 0)::int as pass from ${table}`)
+      const pass = Math.max(state.completePass, Number(rows[0]?.pass ?? 0)) + 1
+      current = { pass, cursor: undefined, outBytes: 0, idsBytes: 0, rows: 0 }
+      state = { ...state, current }
+      writeState(statePath, state)
+    }
+    const pass = current.pass
+
+    let retries = 0
+    const client = new Openbook({
+      apiKey: options.apiKey,
+      baseUrl: options.baseUrl,
+      timeoutMs: options.timeoutMs ?? 30_000,
+      retry: { maxAttempts: options.maxAttempts ?? 6, maxElapsedMs: 120_000 },
+      userAgent: 'openbook-sync',
+      onEvent: (event) => {
+        if (event.type === 'retry') retries++
+      },
+    })
+    const common = { pageSize: options.pageSize ?? 50, resumeFrom: current.cursor, signal: options.signal }
+    const paginator =
+      options.resource === 'customers'
+        ? client.customers.all(common)
+        : client.appointments.all(
+            {
+              ...(options.since ? { startDate: options.since } : {}),
+              ...(options.until ? { endDate: options.until } : {}),
+            },
+            common,
+          )
+    const stats: PaginationStats = paginator.stats
+    let rows = current.rows
+    let pages = 0
+    let cursor: Cursor | undefined = current.cursor
+    for await (const page of paginator.pages()) {
+      await db.query('begin')
+      try {
+        await db.query(
+          `insert into ${table} (id, data, synced_at, deleted_at, sync_pass)
+           select e->>'id', e, now(), null, $2 from jsonb_array_elements($1::jsonb) as e
+           on conflict (id) do update
+             set data = excluded.data, synced_at = excluded.synced_at, deleted_at = null,
+                 sync_pass = excluded.sync_pass`,
+          [JSON.stringify(page.data), pass],
+        )
+        await db.query('commit')
+      } catch (error) {
+        await db.query('rollback').catch(() => {})
+        throw error
+      }
+      rows += page.data.length
+      cursor = page.cursor
+      state = { ...state, current: { pass, cursor, outBytes: 0, idsBytes: 0, rows } }
+      writeState(statePath, state)
+      options.onProgress?.({ rows, total: page.pagination.total, pass })
+      if (options.stopAfterPages !== undefined && ++pages >= options.stopAfterPages && !page.cursor.done)
+        break
+    }
+
+    const summary = {
+      resource: options.resource,
+      out: tableName,
+      format: 'pg' as const,
+      pass,
+      resumed,
+      requests: stats.requests,
+      rereads: stats.rereads,
+      retries,
+    }
+    if (!cursor?.done)
+      return { ...summary, rows, complete: false, tombstones: 0, durationMs: Date.now() - started }
+
+    // Complete: rows this pass did not see are gone. Counted from the table, so a page re-read
+    // after a crash between its commit and the state file is not counted twice.
+    const marked = await db.query(
+      `update ${table} set deleted_at = now() where sync_pass < $1 and deleted_at is null returning id`,
+      [pass],
+    )
+    const seen = await db.query(`select count(*)::int as n from ${table} where sync_pass = $1`, [pass])
+    writeState(statePath, { version: 1, identity, completePass: pass, current: null })
+    return {
+      ...summary,
+      rows: Number(seen.rows[0]?.n ?? rows),
+      complete: true,
+      tombstones: marked.rows.length,
+      durationMs: Date.now() - started,
+    }
+  } finally {
+    await db.end().catch(() => {})
+  }
+}
