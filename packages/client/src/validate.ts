@@ -82,6 +82,10 @@ function integer(name: string, raw: string | undefined, min: number, max: number
       message: `${name} must be at most ${max}`,
       path: [name],
     })
+  // The server's offset (the nullable one) ends in a transform, which Zod runs only on a valid
+  // value: any issue of it stops the checks that span fields (endDate before startDate), as a
+  // type error does. limit has no transform: its bounds leave those checks running.
+  if (nullable && field.issues.length > 0) field.aborted = true
   return field
 }
 

@@ -12,6 +12,7 @@ import {
   ServerError,
   TimeoutError,
 } from '../src/index.js'
+import { appointmentsIssues } from '../src/validate.js'
 
 const KEY = `svc_test_${'ab12'.repeat(16)}`
 const BASE = 'http://api.test'
@@ -316,5 +317,23 @@ describe('parameters', () => {
     await expect(openbook.customers.list({ limt: 5 } as never)).rejects.toThrow(/unknown parameter "limt"/)
     await openbook.appointments.list({ startDate: new Date('2026-01-01T00:00:00Z'), status: 'confirmed' })
     expect(calls[0]?.url.search).toBe('?startDate=2026-01-01T00%3A00%3A00.000Z&status=confirmed')
+  })
+})
+
+describe('checks that span fields, as the server runs them', () => {
+  const reversed = { startDate: '2026-01-31T10:00:00Z', endDate: '2025-01-01T10:00:00Z' }
+  const messages = (query: Record<string, string>) => appointmentsIssues(query).map((issue) => issue.message)
+
+  it('an offset issue stops them (its schema ends in a transform); a limit issue does not', () => {
+    // Found by the property test against the server: offset = -9…9 (hundreds of digits).
+    expect(messages({ ...reversed, offset: '-5' })).toEqual(['offset must be at least 0'])
+    expect(messages({ ...reversed, offset: `-${'9'.repeat(400)}` })).toEqual([
+      'offset must be a decimal integer, given once',
+      'offset must be at least 0',
+    ])
+    expect(messages({ ...reversed, limit: '0' })).toEqual([
+      'limit must be at least 1',
+      'endDate must not be before startDate',
+    ])
   })
 })
