@@ -1,7 +1,7 @@
-import { Openbook } from '../client.js'
-import type { Cursor, PaginationStats } from '../paginate.js'
+import type { Cursor } from '../paginate.js'
 import {
   identityOf,
+  readPass,
   readState,
   type SyncOptions,
   type SyncState,
@@ -129,29 +129,7 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
     }
     const pass = current.pass
 
-    let retries = 0
-    const client = new Openbook({
-      apiKey: options.apiKey,
-      baseUrl: options.baseUrl,
-      timeoutMs: options.timeoutMs ?? 30_000,
-      retry: { maxAttempts: options.maxAttempts ?? 6, maxElapsedMs: 120_000 },
-      userAgent: 'openbook-sync',
-      onEvent: (event) => {
-        if (event.type === 'retry') retries++
-      },
-    })
-    const common = { pageSize: options.pageSize ?? 50, resumeFrom: current.cursor, signal: options.signal }
-    const paginator =
-      options.resource === 'customers'
-        ? client.customers.all(common)
-        : client.appointments.all(
-            {
-              ...(options.since ? { startDate: options.since } : {}),
-              ...(options.until ? { endDate: options.until } : {}),
-            },
-            common,
-          )
-    const stats: PaginationStats = paginator.stats
+    const { paginator, retries } = readPass(options, current.cursor)
     let rows = current.rows
     let pages = 0
     let cursor: Cursor | undefined = current.cursor
@@ -186,9 +164,9 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
       format: 'pg' as const,
       pass,
       resumed,
-      requests: stats.requests,
-      rereads: stats.rereads,
-      retries,
+      requests: paginator.stats.requests,
+      rereads: paginator.stats.rereads,
+      retries: retries(),
     }
     if (!cursor?.done)
       return { ...summary, rows, complete: false, tombstones: 0, durationMs: Date.now() - started }

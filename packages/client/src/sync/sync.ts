@@ -11,8 +11,8 @@ import {
   truncateSync,
   writeSync,
 } from 'node:fs'
-import { Openbook } from '../client.js'
-import type { Cursor, PaginationStats } from '../paginate.js'
+import { type Appointment, type AutoPaginator, type Customer, Openbook } from '../client.js'
+import type { Cursor } from '../paginate.js'
 import { APPOINTMENT_COLUMNS, CUSTOMER_COLUMNS, csvLine } from './fields.js'
 
 export type SyncResource = 'customers' | 'appointments'
@@ -148,6 +148,40 @@ function readIds(path: string): Set<string> {
 }
 
 /**
+ * The pages of one pass, from `resumeFrom` on, as both targets (files and `--pg`) read them: one
+ * request at a time, retried, with the window of `--since` and `--until`. `retries()` counts the
+ * retries made so far.
+ */
+export function readPass(
+  options: Omit<SyncOptions, 'out'>,
+  resumeFrom: Cursor | undefined,
+): { paginator: AutoPaginator<Customer> | AutoPaginator<Appointment>; retries: () => number } {
+  let retries = 0
+  const client = new Openbook({
+    apiKey: options.apiKey,
+    baseUrl: options.baseUrl,
+    timeoutMs: options.timeoutMs ?? 30_000,
+    retry: { maxAttempts: options.maxAttempts ?? 6, maxElapsedMs: 120_000 },
+    userAgent: 'openbook-sync',
+    onEvent: (event) => {
+      if (event.type === 'retry') retries++
+    },
+  })
+  const common = { pageSize: options.pageSize ?? 50, resumeFrom, signal: options.signal }
+  const paginator =
+    options.resource === 'customers'
+      ? client.customers.all(common)
+      : client.appointments.all(
+          {
+            ...(options.since ? { startDate: options.since } : {}),
+            ...(options.until ? { endDate: options.until } : {}),
+          },
+          common,
+        )
+  return { paginator, retries: () => retries }
+}
+
+/**
  * One run of openbook-sync: goes on with the pass under way, or starts a new one; at the end of a
  * complete pass, writes a tombstone for each id the previous complete pass had and this one has
  * not. An incomplete pass never writes tombstones.
@@ -179,34 +213,12 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
   state = { ...state, current }
   writeState(statePath, state)
 
-  let retries = 0
-  const client = new Openbook({
-    apiKey: options.apiKey,
-    baseUrl: options.baseUrl,
-    timeoutMs: options.timeoutMs ?? 30_000,
-    retry: { maxAttempts: options.maxAttempts ?? 6, maxElapsedMs: 120_000 },
-    userAgent: 'openbook-sync',
-    onEvent: (event) => {
-      if (event.type === 'retry') retries++
-    },
-  })
   const columns = options.resource === 'customers' ? CUSTOMER_COLUMNS : APPOINTMENT_COLUMNS
   const render = (row: Record<string, unknown>) =>
     format === 'ndjson' ? `${JSON.stringify(row)}\n` : csvLine(columns, row)
   if (format === 'csv' && size(options.out) === 0) append(options.out, `${columns.join(',')}\r\n`)
 
-  const common = { pageSize: options.pageSize ?? 50, resumeFrom: current.cursor, signal: options.signal }
-  const paginator =
-    options.resource === 'customers'
-      ? client.customers.all(common)
-      : client.appointments.all(
-          {
-            ...(options.since ? { startDate: options.since } : {}),
-            ...(options.until ? { endDate: options.until } : {}),
-          },
-          common,
-        )
-  const stats: PaginationStats = paginator.stats
+  const { paginator, retries } = readPass(options, current.cursor)
   let rows = current.rows
   let pages = 0
   let cursor: Cursor | undefined = current.cursor
@@ -237,9 +249,9 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
     pass: current.pass,
     resumed,
     rows,
-    requests: stats.requests,
-    rereads: stats.rereads,
-    retries,
+    requests: paginator.stats.requests,
+    rereads: paginator.stats.rereads,
+    retries: retries(),
   }
   if (!cursor?.done) return { ...summary, complete: false, tombstones: 0, durationMs: Date.now() - started }
 
