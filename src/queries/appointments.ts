@@ -63,7 +63,8 @@ const FILTER_SQL: Readonly<Record<keyof AppointmentFilters, (n: number) => strin
   startDate: (n) => `k.start_at >= $${n}::timestamptz`,
   endDate: (n) => `k.start_at <= $${n}::timestamptz`,
 }
-const FILTER_NAMES = Object.keys(FILTER_SQL) as (keyof AppointmentFilters)[]
+/** Every filter of `AppointmentFilters`, in the order their parameters are numbered. */
+export const APPOINTMENT_FILTERS = Object.keys(FILTER_SQL) as readonly (keyof AppointmentFilters)[]
 
 /** The parameter numbers of the filters a request gives. */
 type FilterParams = Partial<Record<keyof AppointmentFilters, number>>
@@ -103,7 +104,7 @@ export function appointmentsPage(
   filters: AppointmentFilters,
   options?: TenantFilterOptions,
 ): PageStatement {
-  const given = FILTER_NAMES.filter((name) => filters[name] !== undefined)
+  const given = APPOINTMENT_FILTERS.filter((name) => filters[name] !== undefined)
   const params = [orgId, ...given.map((name) => filters[name])]
   if (options) return { ...sqlFor(given, options), params }
   // Thirty-two shapes at most, one per set of filters given: each built once.

@@ -1,7 +1,13 @@
 import fc from 'fast-check'
 import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import {
+  APPOINTMENT_FILTERS,
+  type AppointmentFilters,
+  listAppointments,
+} from '../../src/queries/appointments.js'
 import { APPOINTMENT_STATUSES } from '../../src/schemas/resources.js'
+import { upsertRows } from '../../src/store/bulk.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { addAppointments, addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
 import { createTestStore, postgresAvailable, STORE_KINDS, type TestStore } from '../helpers/stores.js'
@@ -13,7 +19,15 @@ interface Appointment {
   start: number
   status: Status
   isActive: boolean
+  customerId?: string
+  staffId?: string
+  serviceId?: string
 }
+
+/** The people and services the appointments refer to, so that every id filter has values to take. */
+const CUSTOMERS = ['cus_a', 'cus_b', 'cus_c']
+const STAFF = ['stf_a', 'stf_b']
+const SERVICES = ['svc_a', 'svc_b', 'svc_c']
 
 const DAY = 86_400_000
 const T0 = Date.parse('2025-06-01T00:00:00.000Z')
@@ -36,6 +50,9 @@ function initialAppointments(): Appointment[] {
       start,
       status: APPOINTMENT_STATUSES[i % APPOINTMENT_STATUSES.length] ?? 'scheduled',
       isActive: i % 11 !== 0,
+      ...(i % 5 ? { customerId: CUSTOMERS[i % CUSTOMERS.length] } : {}),
+      ...(i % 7 ? { staffId: STAFF[i % STAFF.length] } : {}),
+      ...(i % 4 ? { serviceId: SERVICES[i % SERVICES.length] } : {}),
     })
   }
   return list
@@ -51,13 +68,32 @@ describe.each(STORE_KINDS)('exact totals of status and date filters on %s', (kin
     let model: Appointment[]
 
     const seed = (list: readonly Appointment[]) =>
-      list.map((a) => ({ id: a.id, start: iso(a.start), status: a.status, isActive: a.isActive }))
+      list.map(({ start, ...a }) => ({ ...a, start: iso(start) }))
 
     beforeAll(async () => {
       testStore = await createTestStore(kind)
       const { store } = testStore
       const org = await createOrg(store, 'org_days')
       await createOrg(store, 'org_other')
+      for (const orgId of ['org_days', 'org_other']) {
+        await addCustomers(
+          store,
+          orgId,
+          CUSTOMERS.map((id) => ({ id, createdAt: iso(T0) })),
+        )
+        await store.admin(async (sql) => {
+          await upsertRows(
+            sql,
+            'staff',
+            STAFF.map((id) => ({ org_id: orgId, id })),
+          )
+          await upsertRows(
+            sql,
+            'service',
+            SERVICES.map((id) => ({ org_id: orgId, id })),
+          )
+        })
+      }
       model = initialAppointments()
       await addAppointments(store, org.id, seed(model))
       // Another organization's appointments on the same days must not count.
@@ -126,6 +162,65 @@ describe.each(STORE_KINDS)('exact totals of status and date filters on %s', (kin
     it('every combination of status, start and end, at and around midnight', async () => {
       await expectCountsConsistent()
       await checkTotals(150)
+    })
+
+    /**
+     * How the property below picks values for a filter and decides which appointments it keeps.
+     * An id or enum filter takes its name from the item field it compares with (the values are
+     * those the seeded appointments hold, plus one none holds); a bound names its field and side.
+     */
+    const BOUNDS: Readonly<Record<string, { field: 'start'; side: 'from' | 'to' }>> = {
+      startDate: { field: 'start', side: 'from' },
+      endDate: { field: 'start', side: 'to' },
+    }
+
+    function filterCase(name: keyof AppointmentFilters) {
+      const bound = BOUNDS[name]
+      if (bound) {
+        return {
+          values: INSTANTS.map(iso),
+          keeps: (a: Appointment, value: string) =>
+            bound.side === 'from' ? a[bound.field] >= Date.parse(value) : a[bound.field] <= Date.parse(value),
+        }
+      }
+      const field = (a: Appointment) => (a as unknown as Record<string, unknown>)[name]
+      const held = [...new Set(model.map(field).filter((v): v is string => typeof v === 'string'))]
+      if (held.length === 0) throw new Error(`no appointment holds a value for the filter ${name}: seed one`)
+      return {
+        values: [...held, `${name}_none`],
+        keeps: (a: Appointment, value: string) => field(a) === value,
+      }
+    }
+
+    it('every filter the query layer knows, alone and combined: the total is the number of items', async () => {
+      // Taken from the query layer's own list: a filter added there is covered here the same day.
+      const cases = new Map(APPOINTMENT_FILTERS.map((name) => [name, filterCase(name)]))
+      const filters = fc.record(
+        Object.fromEntries([...cases].map(([name, c]) => [name, fc.constantFrom(...c.values)])),
+        { requiredKeys: [] },
+      ) as fc.Arbitrary<Partial<Record<keyof AppointmentFilters, string>>>
+      await fc.assert(
+        fc.asyncProperty(filters, async (given) => {
+          const expected = model
+            .filter((a) => a.isActive)
+            .filter((a) =>
+              Object.entries(given).every(([name, value]) =>
+                cases.get(name as keyof AppointmentFilters)?.keeps(a, value as string),
+              ),
+            )
+            .map((a) => a.id)
+            .sort()
+          const page = await testStore.store.read(async (sql) => {
+            await sql.query("SELECT set_config('openbook.org_id', $1, true)", ['org_days'])
+            return listAppointments(sql, 'org_days', { limit: 500, offset: 0 }, given)
+          })
+          const ids = (JSON.parse(`[${page.items}]`) as { id: string }[]).map((item) => item.id).sort()
+          const label = `${JSON.stringify(given)}: ${ids.length} items came back with total ${page.pagination.total}`
+          expect(ids, label).toEqual(expected)
+          expect(page.pagination.total, label).toBe(expected.length)
+        }),
+        { numRuns: 200, seed: 4243 },
+      )
     })
 
     it('stays exact through updates, deletes and re-imports', async () => {
