@@ -66,6 +66,13 @@ const FILTER_SQL: Readonly<Record<keyof AppointmentFilters, (n: number) => strin
 /** Every filter of `AppointmentFilters`, in the order their parameters are numbered. */
 export const APPOINTMENT_FILTERS = Object.keys(FILTER_SQL) as readonly (keyof AppointmentFilters)[]
 
+/**
+ * The filters `appointment_day_counts` knows (migration 003 counts by status and UTC day). Day
+ * counts answer a total only when every filter given is one of these; any other filter, and any
+ * filter added later, counts from an index.
+ */
+const DAY_COUNT_FILTERS: ReadonlySet<keyof AppointmentFilters> = new Set(['status', 'startDate', 'endDate'])
+
 /** The parameter numbers of the filters a request gives. */
 type FilterParams = Partial<Record<keyof AppointmentFilters, number>>
 
@@ -123,7 +130,6 @@ const SHAPES = new Map<string, PageSql>()
 function sqlFor(given: readonly (keyof AppointmentFilters)[], options?: TenantFilterOptions): PageSql {
   const numbers: FilterParams = {}
   const conditions = [tenantCondition('k', options), 'k.is_active']
-  // A customer's or staff member's appointments are few: their own index counts them.
   const byPerson = given.includes('customerId') || given.includes('staffId')
   given.forEach((name, index) => {
     numbers[name] = index + 2
@@ -136,13 +142,15 @@ function sqlFor(given: readonly (keyof AppointmentFilters)[], options?: TenantFi
     )
   })
   const where = conditions.join(' AND ')
+  // Any other filter counts from its index: a customer's or staff member's appointments are few.
+  const dayCountsKnowAll = given.every((name) => DAY_COUNT_FILTERS.has(name))
   return pageSql({
     table: 'appointments',
     where,
     paramCount: given.length + 1,
     orderBy: ORDER_BY,
     fields: FIELDS,
-    ...(byPerson ? {} : { countText: dayCountsTotal(where, numbers, options) }),
+    ...(dayCountsKnowAll ? { countText: dayCountsTotal(where, numbers, options) } : {}),
   })
 }
 
