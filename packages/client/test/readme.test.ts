@@ -1,36 +1,23 @@
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startServer, type TestServer } from './helpers/server.js'
+import { codeBlocks, integratorProject } from './helpers/sync.js'
 
 /**
  * The README's examples, run as printed against a demo server (the only change: the demo's
  * port, 3000 in the README, is this server's).
  */
 const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
-const blocks = (language: string) =>
-  [...README.matchAll(new RegExp(`\`\`\`${language}\\n([\\s\\S]*?)\`\`\``, 'g'))].map(
-    (match) => match[1] ?? '',
-  )
+const blocks = (language: string) => codeBlocks(README, language)
 
 let server: TestServer
 let directory: string
 
 beforeAll(async () => {
   server = await startServer()
-  // An integrator's project with the client installed (linked, as npm links a workspace).
-  directory = mkdtempSync(join(tmpdir(), 'openbook-readme-'))
-  writeFileSync(join(directory, 'package.json'), '{ "name": "my-integration", "private": true }\n')
-  mkdirSync(join(directory, 'node_modules/@openbook'), { recursive: true })
-  mkdirSync(join(directory, 'node_modules/.bin'))
-  symlinkSync(
-    fileURLToPath(new URL('../', import.meta.url)),
-    join(directory, 'node_modules/@openbook/client'),
-  )
-  symlinkSync('../@openbook/client/bin/openbook-sync.js', join(directory, 'node_modules/.bin/openbook-sync'))
+  directory = integratorProject('openbook-readme-')
 }, 180_000)
 
 afterAll(async () => {

@@ -1,14 +1,16 @@
-import { type ChildProcess, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Openbook } from '../src/index.js'
 import { startServer, type TestServer } from './helpers/server.js'
-
-const BIN = new URL('../bin/openbook-sync.js', import.meta.url).pathname
+import {
+  activeIds,
+  closedPort,
+  deactivateCustomers,
+  faultyProxy,
+  killAfterRows,
+  sync,
+} from './helpers/sync.js'
 
 let server: TestServer
 let directory: string
@@ -26,94 +28,11 @@ afterAll(async () => {
   if (directory) rmSync(directory, { recursive: true, force: true })
 })
 
-type Fault = 'ok' | '5xx' | 'reset' | 'slow' | 'cut'
-
-/** A proxy in front of the server that answers each request by the next fault of `plan`, cycling. */
-async function faultyProxy(target: string, plan: readonly Fault[], delayMs = 0) {
-  let n = 0
-  const faults: Fault[] = []
-  const proxy: Server = createServer(async (request, response) => {
-    const fault = plan[n++ % plan.length] ?? 'ok'
-    faults.push(fault)
-    if (fault === 'reset') return request.socket.destroy()
-    if (fault === '5xx') {
-      response.writeHead(502, { 'content-type': 'text/html' })
-      return response.end('<html>502 Bad Gateway</html>')
-    }
-    if (fault === 'slow') await new Promise((resolve) => setTimeout(resolve, 3_000))
-    else if (delayMs) await new Promise((resolve) => setTimeout(resolve, delayMs))
-    if (response.destroyed) return
-    try {
-      const upstream = await fetch(new URL(request.url ?? '/', target), {
-        headers: { authorization: request.headers.authorization ?? '' },
-      })
-      const body = Buffer.from(await upstream.arrayBuffer())
-      response.writeHead(upstream.status, {
-        'content-type': upstream.headers.get('content-type') ?? 'application/json',
-        'x-request-id': upstream.headers.get('x-request-id') ?? '',
-        'content-length': String(body.length),
-      })
-      if (fault === 'cut') {
-        response.write(body.subarray(0, Math.floor(body.length / 2)))
-        return setTimeout(() => request.socket.destroy(), 10)
-      }
-      response.end(body)
-    } catch {
-      request.socket.destroy()
-    }
-  })
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
-  const { port } = proxy.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}`,
-    faults,
-    close: () =>
-      new Promise<void>((resolve) => {
-        proxy.closeAllConnections()
-        proxy.close(() => resolve())
-      }),
-  }
-}
-
-interface Run {
-  code: number | null
-  stdout: string
-  stderr: string
-}
-
-function sync(
-  args: readonly string[],
-  env: NodeJS.ProcessEnv = {},
-): { child: ChildProcess; done: Promise<Run> } {
-  const child = spawn(process.execPath, [BIN, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let stdout = ''
-  let stderr = ''
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString()
-  })
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString()
-  })
-  const done = new Promise<Run>((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })))
-  return { child, done }
-}
-
 const lines = (path: string) =>
   readFileSync(path, 'utf8')
     .split('\n')
     .filter(Boolean)
     .map((line) => JSON.parse(line) as { id: string; deletedAt?: string })
-
-async function activeIds(resource: 'customers' | 'appointments', window = {}): Promise<string[]> {
-  const openbook = new Openbook({ apiKey: server.key, baseUrl: server.baseUrl })
-  const rows = resource === 'customers' ? openbook.customers.all() : openbook.appointments.all(window)
-  const ids: string[] = []
-  for await (const row of rows) ids.push(row.id)
-  return ids
-}
 
 describe('openbook-sync', () => {
   it('copies every customer to NDJSON and prints a JSON summary', async () => {
@@ -130,7 +49,7 @@ describe('openbook-sync', () => {
     ]).done
     expect(run.code).toBe(0)
     const summary = JSON.parse(run.stdout)
-    const expected = await activeIds('customers')
+    const expected = await activeIds(server, 'customers')
     expect(summary).toMatchObject({
       resource: 'customers',
       complete: true,
@@ -161,12 +80,12 @@ describe('openbook-sync', () => {
         window.endDate,
         '--json',
       ],
-      { OB_KEY: server.key },
+      { env: { OB_KEY: server.key } },
     ).done
     expect(run.code).toBe(0)
     const text = readFileSync(out, 'utf8').split('\r\n').filter(Boolean)
     expect(text[0]).toMatch(/^id,start,end,orgId,/)
-    const expected = await activeIds('appointments', window)
+    const expected = await activeIds(server, 'appointments', window)
     expect(expected.length).toBeGreaterThan(0)
     expect(text.slice(1).map((line) => line.split(',')[0])).toEqual(expected)
   }, 60_000)
@@ -203,7 +122,7 @@ describe('openbook-sync', () => {
       const summary = JSON.parse(run.stdout)
       expect(summary.retries).toBeGreaterThanOrEqual(4)
       expect(new Set(proxy.faults)).toEqual(new Set(['ok', '5xx', 'reset', 'slow', 'cut']))
-      expect(lines(out).map((row) => row.id)).toEqual(await activeIds('customers'))
+      expect(lines(out).map((row) => row.id)).toEqual(await activeIds(server, 'customers'))
     } finally {
       await proxy.close()
     }
@@ -218,37 +137,10 @@ describe('openbook-sync', () => {
     const firstPass = lines(out).length
 
     // Two customers go away; a slow pass is killed halfway: no tombstone yet.
-    const gone = (
-      await new Openbook({ apiKey: server.key, baseUrl: server.baseUrl }).customers.list({
-        offset: 100,
-        limit: 2,
-      })
-    ).data
-    await server.importLines(
-      gone.map((c) => ({
-        type: 'customer',
-        id: c.id,
-        orgId: 'org_demo',
-        isActive: false,
-        createdAt: c.createdAt,
-        updatedAt: c.updatedAt,
-      })),
-    )
+    const gone = await deactivateCustomers(server, 100, 2)
     const slow = await faultyProxy(server.baseUrl, ['ok'], 60)
     try {
-      const { child, done } = sync([...args, '--base-url', slow.url])
-      let exited = false
-      void done.then(() => {
-        exited = true
-      })
-      for (;;) {
-        await new Promise((resolve) => setTimeout(resolve, 50))
-        if (exited) throw new Error(`the sync ended before it could be killed: ${(await done).stderr}`)
-        const saved = existsSync(state) ? JSON.parse(readFileSync(state, 'utf8')) : undefined
-        if ((saved?.current?.rows ?? 0) >= 60) break
-      }
-      child.kill('SIGKILL')
-      expect((await done).code).toBe(null)
+      await killAfterRows(sync([...args, '--base-url', slow.url]), state, 60)
     } finally {
       await slow.close()
     }
@@ -265,13 +157,13 @@ describe('openbook-sync', () => {
     expect(summary).toMatchObject({ pass: 2, resumed: true, complete: true, tombstones: 2 })
     const second = lines(out).slice(firstPass)
     const rows = second.filter((row) => !row.deletedAt).map((row) => row.id)
-    expect(rows).toEqual(await activeIds('customers'))
+    expect(rows).toEqual(await activeIds(server, 'customers'))
     expect(
       second
         .filter((row) => row.deletedAt)
         .map((row) => row.id)
         .sort(),
-    ).toEqual(gone.map((c) => c.id).sort())
+    ).toEqual([...gone].sort())
   }, 120_000)
 
   it('exits 2 on usage and key errors, 1 when the server stays unreachable', async () => {
@@ -298,12 +190,7 @@ describe('openbook-sync', () => {
     expect(refused.code).toBe(2)
     expect(refused.stderr).toContain('Invalid or expired API key')
     expect(refused.stderr).not.toContain('0'.repeat(64))
-    const closed = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, '127.0.0.1', () => {
-        const { port } = probe.address() as AddressInfo
-        probe.close(() => resolve(port))
-      })
-    })
+    const closed = await closedPort()
     const down = await sync([
       'customers',
       '--key-file',

@@ -1,150 +1,50 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs'
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { execFileSync, spawn } from 'node:child_process'
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
-import { Openbook } from '../src/index.js'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { admin, createDatabase, hasPostgres, type TestDatabase, urlOf } from './helpers/postgres.js'
 import { startServer, type TestServer } from './helpers/server.js'
-
-declare module 'vitest' {
-  export interface ProvidedContext {
-    /** Set by the root's test/helpers/global-setup.ts: null when PostgreSQL is unreachable. */
-    postgresUrl: string | null
-  }
-}
-
-const BIN = new URL('../bin/openbook-sync.js', import.meta.url).pathname
-const ADMIN_URL =
-  inject('postgresUrl') ?? process.env.TEST_DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test'
-const hasPostgres = inject('postgresUrl') !== null
+import {
+  activeIds,
+  closedPort,
+  codeBlocks,
+  deactivateCustomers,
+  faultyProxy,
+  integratorProject,
+  killAfterRows,
+  type Run,
+  sync,
+} from './helpers/sync.js'
 
 let server: TestServer
 let directory: string
 let keyFile: string
-let database: string
-let databaseUrl: string
+let database: TestDatabase
 let db: pg.Client
-
-function urlOf(name: string): string {
-  const url = new URL(ADMIN_URL)
-  url.pathname = `/${name}`
-  return url.toString()
-}
-
-async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: ADMIN_URL })
-  await client.connect()
-  try {
-    return await work(client)
-  } finally {
-    await client.end()
-  }
-}
 
 beforeAll(async () => {
   if (!hasPostgres) return
-  database = `openbook_sync_${randomBytes(4).toString('hex')}`
-  await admin((client) => client.query(`create database ${database}`))
-  databaseUrl = urlOf(database)
-  db = new pg.Client({ connectionString: databaseUrl })
+  database = await createDatabase('openbook_sync')
+  db = new pg.Client({ connectionString: database.url })
   await db.connect()
   server = await startServer()
-  directory = mkdtempSync(join(tmpdir(), 'openbook-sync-pg-'))
+  directory = integratorProject('openbook-sync-pg-')
   keyFile = join(directory, 'key')
   writeFileSync(keyFile, `${server.key}\n`)
-  // An integrator's project with the client installed (linked, as npm links a workspace), for npx.
-  writeFileSync(join(directory, 'package.json'), '{ "name": "my-integration", "private": true }\n')
-  mkdirSync(join(directory, 'node_modules/@openbook'), { recursive: true })
-  mkdirSync(join(directory, 'node_modules/.bin'))
-  symlinkSync(
-    fileURLToPath(new URL('../', import.meta.url)),
-    join(directory, 'node_modules/@openbook/client'),
-  )
-  symlinkSync('../@openbook/client/bin/openbook-sync.js', join(directory, 'node_modules/.bin/openbook-sync'))
 }, 180_000)
 
 afterAll(async () => {
   await db?.end().catch(() => {})
   await server?.stop()
   if (directory) rmSync(directory, { recursive: true, force: true })
-  if (database) await admin((client) => client.query(`drop database if exists ${database} with (force)`))
+  await database?.drop()
 })
 
-/** A proxy that answers every request after `delayMs`, to make a pass slow enough to kill. */
-async function slowProxy(target: string, delayMs: number) {
-  const proxy: Server = createServer(async (request, response) => {
-    await new Promise((resolve) => setTimeout(resolve, delayMs))
-    try {
-      const upstream = await fetch(new URL(request.url ?? '/', target), {
-        headers: { authorization: request.headers.authorization ?? '' },
-      })
-      const body = Buffer.from(await upstream.arrayBuffer())
-      response.writeHead(upstream.status, { 'content-type': 'application/json' })
-      response.end(body)
-    } catch {
-      request.socket.destroy()
-    }
-  })
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
-  const { port } = proxy.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        proxy.closeAllConnections()
-        proxy.close(() => resolve())
-      }),
-  }
-}
-
-interface Run {
-  code: number | null
-  stdout: string
-  stderr: string
-}
-
-function sync(
-  args: readonly string[],
-  env: NodeJS.ProcessEnv = {},
-): { child: ChildProcess; done: Promise<Run> } {
-  const child = spawn(process.execPath, [BIN, ...args], {
-    cwd: directory,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let stdout = ''
-  let stderr = ''
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString()
-  })
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString()
-  })
-  const done = new Promise<Run>((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })))
-  return { child, done }
-}
-
-async function activeIds(resource: 'customers' | 'appointments', window = {}): Promise<string[]> {
-  const openbook = new Openbook({ apiKey: server.key, baseUrl: server.baseUrl })
-  const rows = resource === 'customers' ? openbook.customers.all() : openbook.appointments.all(window)
-  const ids: string[] = []
-  for await (const row of rows) ids.push(row.id)
-  return ids
-}
+/** openbook-sync in the integrator's project, where its default state files go. */
+const runSync = (args: readonly string[], env: NodeJS.ProcessEnv = {}) => sync(args, { cwd: directory, env })
 
 interface TableRow {
   id: string
@@ -159,27 +59,6 @@ async function table(name: string): Promise<TableRow[]> {
 
 const sorted = (ids: readonly string[]) => [...ids].sort()
 
-/** Deactivates `count` customers from `offset` through `openbook import`; returns their ids. */
-async function deactivate(offset: number, count: number): Promise<string[]> {
-  const gone = (
-    await new Openbook({ apiKey: server.key, baseUrl: server.baseUrl }).customers.list({
-      offset,
-      limit: count,
-    })
-  ).data
-  await server.importLines(
-    gone.map((c) => ({
-      type: 'customer',
-      id: c.id,
-      orgId: 'org_demo',
-      isActive: false,
-      createdAt: c.createdAt,
-      updatedAt: c.updatedAt,
-    })),
-  )
-  return gone.map((c) => c.id)
-}
-
 describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
   it('creates openbook_customers, upserts every customer, and marks deactivated ones on the next complete pass', async () => {
     const args = [
@@ -189,12 +68,12 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
       '--base-url',
       server.baseUrl,
       '--pg',
-      databaseUrl,
+      database.url,
       '--json',
     ]
-    const first = await sync(args).done
+    const first = await runSync(args).done
     expect(first.code, first.stderr).toBe(0)
-    const expected = await activeIds('customers')
+    const expected = await activeIds(server, 'customers')
     expect(JSON.parse(first.stdout)).toMatchObject({
       resource: 'customers',
       format: 'pg',
@@ -210,10 +89,12 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
     const sample = rows[0]
     expect(sample?.data).toMatchObject({ id: sample?.id, isActive: true })
     expect(first.stderr + first.stdout).not.toContain(server.key)
-    expect(existsSync(join(directory, `openbook-sync.${database}.openbook_customers.state.json`))).toBe(true)
+    expect(existsSync(join(directory, `openbook-sync.${database.name}.openbook_customers.state.json`))).toBe(
+      true,
+    )
 
-    const gone = await deactivate(20, 3)
-    const second = await sync(args).done
+    const gone = await deactivateCustomers(server, 20, 3)
+    const second = await runSync(args).done
     expect(second.code, second.stderr).toBe(0)
     expect(JSON.parse(second.stdout)).toMatchObject({
       pass: 2,
@@ -225,18 +106,18 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
     expect(after.length).toBe(rows.length)
     expect(sorted(after.filter((row) => row.deleted_at !== null).map((row) => row.id))).toEqual(sorted(gone))
     expect(sorted(after.filter((row) => row.deleted_at === null).map((row) => row.id))).toEqual(
-      sorted(await activeIds('customers')),
+      sorted(await activeIds(server, 'customers')),
     )
 
     // A third pass marks nothing new and keeps the marks.
-    const third = await sync(args).done
+    const third = await runSync(args).done
     expect(JSON.parse(third.stdout)).toMatchObject({ pass: 3, complete: true, tombstones: 0 })
     expect((await table('openbook_customers')).filter((row) => row.deleted_at !== null).length).toBe(3)
   }, 120_000)
 
   it('syncs appointments in a window into a table named with --table', async () => {
     const window = { startDate: '2025-01-01T00:00:00Z', endDate: '2026-06-30T23:59:59Z' }
-    const run = await sync(
+    const run = await runSync(
       [
         'appointments',
         '--key-env',
@@ -244,7 +125,7 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
         '--base-url',
         server.baseUrl,
         '--pg',
-        databaseUrl,
+        database.url,
         '--table',
         'crm_appointments',
         '--since',
@@ -256,7 +137,7 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
       { OB_KEY: server.key },
     ).done
     expect(run.code, run.stderr).toBe(0)
-    const expected = await activeIds('appointments', window)
+    const expected = await activeIds(server, 'appointments', window)
     expect(expected.length).toBeGreaterThan(0)
     const rows = await table('crm_appointments')
     expect(rows.map((row) => row.id)).toEqual(sorted(expected))
@@ -266,26 +147,14 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
   it('resumes after kill -9 with no duplicate and no gap; deleted_at only after a complete pass', async () => {
     const name = 'resume_customers'
     const state = join(directory, 'resume.state.json')
-    const args = ['customers', '--key-file', keyFile, '--pg', databaseUrl, '--table', name, '--state', state]
-    const first = await sync([...args, '--base-url', server.baseUrl, '--json']).done
+    const args = ['customers', '--key-file', keyFile, '--pg', database.url, '--table', name, '--state', state]
+    const first = await runSync([...args, '--base-url', server.baseUrl, '--json']).done
     expect(first.code, first.stderr).toBe(0)
 
-    const gone = await deactivate(100, 2)
-    const slow = await slowProxy(server.baseUrl, 60)
+    const gone = await deactivateCustomers(server, 100, 2)
+    const slow = await faultyProxy(server.baseUrl, ['ok'], 60)
     try {
-      const { child, done } = sync([...args, '--base-url', slow.url, '--page-size', '10'])
-      let exited = false
-      void done.then(() => {
-        exited = true
-      })
-      for (;;) {
-        await new Promise((resolve) => setTimeout(resolve, 50))
-        if (exited) throw new Error(`the sync ended before it could be killed: ${(await done).stderr}`)
-        const saved = existsSync(state) ? JSON.parse(readFileSync(state, 'utf8')) : undefined
-        if ((saved?.current?.rows ?? 0) >= 60) break
-      }
-      child.kill('SIGKILL')
-      expect((await done).code).toBe(null)
+      await killAfterRows(runSync([...args, '--base-url', slow.url, '--page-size', '10']), state, 60)
     } finally {
       await slow.close()
     }
@@ -295,9 +164,9 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
     expect(killed.some((row) => row.sync_pass === 1)).toBe(true)
     expect(killed.filter((row) => row.deleted_at !== null)).toEqual([])
 
-    const rerun = await sync([...args, '--base-url', server.baseUrl, '--page-size', '10', '--json']).done
+    const rerun = await runSync([...args, '--base-url', server.baseUrl, '--page-size', '10', '--json']).done
     expect(rerun.code, rerun.stderr).toBe(0)
-    const expected = await activeIds('customers')
+    const expected = await activeIds(server, 'customers')
     expect(JSON.parse(rerun.stdout)).toMatchObject({
       pass: 2,
       resumed: true,
@@ -315,13 +184,13 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
 
   it('exits 2 on usage errors and when PostgreSQL refuses, 1 when it is unreachable', async () => {
     const base = ['customers', '--key-file', keyFile, '--base-url', server.baseUrl]
-    const both = await sync([...base, '--pg', databaseUrl, '--out', join(directory, 'x.ndjson')]).done
+    const both = await runSync([...base, '--pg', database.url, '--out', join(directory, 'x.ndjson')]).done
     expect(both.code).toBe(2)
     expect(both.stderr).toContain('not both')
-    const badTable = await sync([...base, '--pg', databaseUrl, '--table', 'x; drop table y']).done
+    const badTable = await runSync([...base, '--pg', database.url, '--table', 'x; drop table y']).done
     expect(badTable.code).toBe(2)
     expect(badTable.stderr).toContain('--table must be')
-    const notUrl = await sync([...base, '--pg', 'mysql://localhost/crm']).done
+    const notUrl = await runSync([...base, '--pg', 'mysql://localhost/crm']).done
     expect(notUrl.code).toBe(2)
     expect(notUrl.stderr).toContain('--pg must be a postgres://')
     // The package installed where there is no pg: a clear message, exit 2.
@@ -332,7 +201,7 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
       const withoutPg = await new Promise<Run>((resolve) => {
         const child = spawn(
           process.execPath,
-          [join(alone, 'bin/openbook-sync.js'), ...base, '--pg', databaseUrl],
+          [join(alone, 'bin/openbook-sync.js'), ...base, '--pg', database.url],
           { cwd: alone, stdio: ['ignore', 'pipe', 'pipe'] },
         )
         let stderr = ''
@@ -346,16 +215,11 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
     } finally {
       rmSync(alone, { recursive: true, force: true })
     }
-    const noDatabase = await sync([...base, '--pg', urlOf(`${database}_missing`)]).done
+    const noDatabase = await runSync([...base, '--pg', urlOf(`${database.name}_missing`)]).done
     expect(noDatabase.code).toBe(2)
     expect(noDatabase.stderr).toContain('does not exist')
-    const closed = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, '127.0.0.1', () => {
-        const { port } = probe.address() as AddressInfo
-        probe.close(() => resolve(port))
-      })
-    })
-    const down = await sync([...base, '--pg', `postgres://root@127.0.0.1:${closed}/x`]).done
+    const closed = await closedPort()
+    const down = await runSync([...base, '--pg', `postgres://root@127.0.0.1:${closed}/x`]).done
     expect(down.code).toBe(1)
     expect(down.stderr).toMatch(/ECONNREFUSED.*rerun to resume/)
   }, 60_000)
@@ -364,13 +228,11 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
 describe.skipIf(!hasPostgres)('README --pg example', () => {
   it('runs as printed (the demo address and the database URL replaced), and its view works', async () => {
     const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
-    const blocks = (language: string) =>
-      [...readme.matchAll(new RegExp(`\`\`\`${language}\\n([\\s\\S]*?)\`\`\``, 'g'))].map((m) => m[1] ?? '')
-    const commands = blocks('sh').find((block) => block.includes('--pg'))
-    const view = blocks('sql').find((block) => block.includes('openbook_customers'))
+    const commands = codeBlocks(readme, 'sh').find((block) => block.includes('--pg'))
+    const view = codeBlocks(readme, 'sql').find((block) => block.includes('openbook_customers'))
     if (!commands || !view) throw new Error('no --pg example in the README')
     // Its own database, so that the default table names start empty.
-    const name = `${database}_readme`
+    const name = `${database.name}_readme`
     await admin((client) => client.query(`create database ${name}`))
     const readmeDb = new pg.Client({ connectionString: urlOf(name) })
     try {
@@ -390,7 +252,7 @@ describe.skipIf(!hasPostgres)('README --pg example', () => {
       await readmeDb.connect()
       await readmeDb.query(view)
       const { rows } = await readmeDb.query('select * from crm_customers')
-      expect(rows.length).toBe((await activeIds('customers')).length)
+      expect(rows.length).toBe((await activeIds(server, 'customers')).length)
       expect(rows[0]).toMatchObject({ id: expect.any(String), name: expect.any(String) })
     } finally {
       await readmeDb.end().catch(() => {})

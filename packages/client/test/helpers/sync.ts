@@ -1,0 +1,188 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Openbook } from '../../src/index.js'
+import type { TestServer } from './server.js'
+
+/** What the sync end-to-end tests and the README tests share. */
+
+const BIN = fileURLToPath(new URL('../../bin/openbook-sync.js', import.meta.url))
+
+export interface Run {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+/** Runs `openbook-sync` (the package's bin, on its build) with these arguments. */
+export function sync(
+  args: readonly string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): { child: ChildProcess; done: Promise<Run> } {
+  const child = spawn(process.execPath, [BIN, ...args], {
+    ...(options.cwd ? { cwd: options.cwd } : {}),
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString()
+  })
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString()
+  })
+  const done = new Promise<Run>((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })))
+  return { child, done }
+}
+
+/**
+ * Kills a running sync with SIGKILL once its state file says `rows` rows are saved; fails if it
+ * ends on its own first.
+ */
+export async function killAfterRows(
+  { child, done }: { child: ChildProcess; done: Promise<Run> },
+  statePath: string,
+  rows: number,
+): Promise<void> {
+  let exited = false
+  void done.then(() => {
+    exited = true
+  })
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    if (exited) throw new Error(`the sync ended before it could be killed: ${(await done).stderr}`)
+    const saved = existsSync(statePath) ? JSON.parse(readFileSync(statePath, 'utf8')) : undefined
+    if ((saved?.current?.rows ?? 0) >= rows) break
+  }
+  child.kill('SIGKILL')
+  if ((await done).code !== null) throw new Error('the sync was not killed')
+}
+
+/** The ids of the active rows, in the list's order, read with the client. */
+export async function activeIds(
+  server: TestServer,
+  resource: 'customers' | 'appointments',
+  window = {},
+): Promise<string[]> {
+  const openbook = new Openbook({ apiKey: server.key, baseUrl: server.baseUrl })
+  const rows = resource === 'customers' ? openbook.customers.all() : openbook.appointments.all(window)
+  const ids: string[] = []
+  for await (const row of rows) ids.push(row.id)
+  return ids
+}
+
+/** Deactivates `count` of the demo's customers from `offset` through `openbook import`; returns their ids. */
+export async function deactivateCustomers(
+  server: TestServer,
+  offset: number,
+  count: number,
+): Promise<string[]> {
+  const gone = (
+    await new Openbook({ apiKey: server.key, baseUrl: server.baseUrl }).customers.list({
+      offset,
+      limit: count,
+    })
+  ).data
+  await server.importLines(
+    gone.map((c) => ({
+      type: 'customer',
+      id: c.id,
+      orgId: 'org_demo',
+      isActive: false,
+      createdAt: c.createdAt,
+      updatedAt: c.updatedAt,
+    })),
+  )
+  return gone.map((c) => c.id)
+}
+
+/** A local port that nothing listens on. */
+export function closedPort(): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo
+      probe.close(() => resolve(port))
+    })
+  })
+}
+
+export type Fault = 'ok' | '5xx' | 'reset' | 'slow' | 'cut'
+
+/**
+ * A proxy in front of the server that answers each request by the next fault of `plan`,
+ * cycling; every answer waits `delayMs` first (a slow pass, to be killed halfway).
+ */
+export async function faultyProxy(target: string, plan: readonly Fault[], delayMs = 0) {
+  let n = 0
+  const faults: Fault[] = []
+  const proxy: Server = createServer(async (request, response) => {
+    const fault = plan[n++ % plan.length] ?? 'ok'
+    faults.push(fault)
+    if (fault === 'reset') return request.socket.destroy()
+    if (fault === '5xx') {
+      response.writeHead(502, { 'content-type': 'text/html' })
+      return response.end('<html>502 Bad Gateway</html>')
+    }
+    if (fault === 'slow') await new Promise((resolve) => setTimeout(resolve, 3_000))
+    else if (delayMs) await new Promise((resolve) => setTimeout(resolve, delayMs))
+    if (response.destroyed) return
+    try {
+      const upstream = await fetch(new URL(request.url ?? '/', target), {
+        headers: { authorization: request.headers.authorization ?? '' },
+      })
+      const body = Buffer.from(await upstream.arrayBuffer())
+      response.writeHead(upstream.status, {
+        'content-type': upstream.headers.get('content-type') ?? 'application/json',
+        'x-request-id': upstream.headers.get('x-request-id') ?? '',
+        'content-length': String(body.length),
+      })
+      if (fault === 'cut') {
+        response.write(body.subarray(0, Math.floor(body.length / 2)))
+        return setTimeout(() => request.socket.destroy(), 10)
+      }
+      response.end(body)
+    } catch {
+      request.socket.destroy()
+    }
+  })
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
+  const { port } = proxy.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    faults,
+    close: () =>
+      new Promise<void>((resolve) => {
+        proxy.closeAllConnections()
+        proxy.close(() => resolve())
+      }),
+  }
+}
+
+/**
+ * A temporary integrator's project with the client installed (linked, as npm links a workspace),
+ * so that `import '@openbook/client'` and `npx openbook-sync` work in it. Returns its directory.
+ */
+export function integratorProject(prefix: string): string {
+  const directory = mkdtempSync(join(tmpdir(), prefix))
+  writeFileSync(join(directory, 'package.json'), '{ "name": "my-integration", "private": true }\n')
+  mkdirSync(join(directory, 'node_modules/@openbook'), { recursive: true })
+  mkdirSync(join(directory, 'node_modules/.bin'))
+  symlinkSync(
+    fileURLToPath(new URL('../../', import.meta.url)),
+    join(directory, 'node_modules/@openbook/client'),
+  )
+  symlinkSync('../@openbook/client/bin/openbook-sync.js', join(directory, 'node_modules/.bin/openbook-sync'))
+  return directory
+}
+
+/** The bodies of a Markdown text's fenced code blocks in `language`, in order. */
+export function codeBlocks(markdown: string, language: string): string[] {
+  return [...markdown.matchAll(new RegExp(`\`\`\`${language}\\n([\\s\\S]*?)\`\`\``, 'g'))].map(
+    (match) => match[1] ?? '',
+  )
+}
