@@ -11,7 +11,6 @@ import errors, { sendError } from './plugins/errors.js'
 import openapi from './plugins/openapi.js'
 import requestLog, { identifyingHeaders, logRequest } from './plugins/request-log.js'
 import storePlugin from './plugins/store.js'
-import type { TenantFilterOptions } from './queries/page.js'
 import publicV1, { LIST_ROUTES, PUBLIC_V1_PREFIX } from './routes/public/v1/index.js'
 import { refuseOtherMethods } from './routes/public/v1/list-route.js'
 import type { Store } from './store/types.js'
@@ -20,8 +19,6 @@ export interface AppOptions {
   readonly store: Store
   readonly config: Pick<Config, 'apiKeyBrand' | 'logLevel'>
   readonly lastUsed?: LastUsedOptions
-  /** Test-only: see TenantFilterOptions. */
-  readonly tenantFilter?: TenantFilterOptions
   /** A pino destination stream (tests capture log lines with it). */
   readonly logStream?: NodeJS.WritableStream
   /** Request counts, latencies and store failures, served on the ops port (src/ops/). */
@@ -198,7 +195,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     prefix: PUBLIC_V1_PREFIX,
     apiKeyBrand: options.config.apiKeyBrand,
     lastUsed: options.lastUsed ?? DEFAULT_LAST_USED,
-    ...(options.tenantFilter ? { tenantFilter: options.tenantFilter } : {}),
   })
   for (const route of LIST_ROUTES) refuseOtherMethods(app, PUBLIC_V1_PREFIX + route.path)
   return app

@@ -10,7 +10,6 @@ import {
   type PageSql,
   type PageStatement,
   pageSql,
-  type TenantFilterOptions,
   tenantCondition,
 } from './page.js'
 
@@ -81,7 +80,7 @@ type FilterParams = Partial<Record<keyof AppointmentFilters, number>>
  * the days the range covers whole, summed, plus an index count of the part-days at its ends.
  * `where` is the whole filter on appointments `k`, the range's bounds included.
  */
-function dayCountsTotal(where: string, filters: FilterParams, options?: TenantFilterOptions): string {
+function dayCountsTotal(where: string, filters: FilterParams): string {
   const { status, startDate, endDate } = filters
   const utc = (n: number) => `($${n}::timestamptz AT TIME ZONE 'UTC')`
   // The first whole day: the start's own when it is midnight, else the next.
@@ -90,7 +89,7 @@ function dayCountsTotal(where: string, filters: FilterParams, options?: TenantFi
   const endDay = endDate && `${utc(endDate)}::date`
   const midnight = (day: string) => `(${day}::timestamp AT TIME ZONE 'UTC')`
   const days = [
-    tenantCondition('c', options),
+    tenantCondition('c'),
     status && `c.status = $${status}`,
     firstDay && `c.day >= ${firstDay}`,
     endDay && `c.day < ${endDay}`,
@@ -106,14 +105,9 @@ function dayCountsTotal(where: string, filters: FilterParams, options?: TenantFi
 }
 
 /** The page statement of active appointments of `orgId`, filters combined with AND, latest start first. */
-export function appointmentsPage(
-  orgId: string,
-  filters: AppointmentFilters,
-  options?: TenantFilterOptions,
-): PageStatement {
+export function appointmentsPage(orgId: string, filters: AppointmentFilters): PageStatement {
   const given = APPOINTMENT_FILTERS.filter((name) => filters[name] !== undefined)
   const params = [orgId, ...given.map((name) => filters[name])]
-  if (options) return { ...sqlFor(given, options), params }
   // Thirty-two shapes at most, one per set of filters given: each built once.
   const shape = given.join(',')
   let sql = SHAPES.get(shape)
@@ -127,9 +121,9 @@ export function appointmentsPage(
 const SHAPES = new Map<string, PageSql>()
 
 /** The page's SQL for the filters given, their parameters numbered from `$2` in that order. */
-function sqlFor(given: readonly (keyof AppointmentFilters)[], options?: TenantFilterOptions): PageSql {
+function sqlFor(given: readonly (keyof AppointmentFilters)[]): PageSql {
   const numbers: FilterParams = {}
-  const conditions = [tenantCondition('k', options), 'k.is_active']
+  const conditions = [tenantCondition('k'), 'k.is_active']
   const byPerson = given.includes('customerId') || given.includes('staffId')
   given.forEach((name, index) => {
     numbers[name] = index + 2
@@ -150,7 +144,7 @@ function sqlFor(given: readonly (keyof AppointmentFilters)[], options?: TenantFi
     paramCount: given.length + 1,
     orderBy: ORDER_BY,
     fields: FIELDS,
-    ...(dayCountsKnowAll ? { countText: dayCountsTotal(where, numbers, options) } : {}),
+    ...(dayCountsKnowAll ? { countText: dayCountsTotal(where, numbers) } : {}),
   })
 }
 
@@ -160,7 +154,6 @@ export function listAppointments(
   orgId: string,
   page: PageRequest,
   filters: AppointmentFilters,
-  options?: TenantFilterOptions,
 ): Promise<Page> {
-  return fetchPage(sql, appointmentsPage(orgId, filters, options), page)
+  return fetchPage(sql, appointmentsPage(orgId, filters), page)
 }

@@ -7,7 +7,6 @@ import {
   type PageRequest,
   type PageStatement,
   pageSql,
-  type TenantFilterOptions,
   tenantCondition,
 } from './page.js'
 
@@ -38,30 +37,22 @@ const FIELDS: readonly ItemField[] = [
   { key: 'updatedAt', sql: iso('r.updated_at') },
 ]
 
-const sqlFor = (options?: TenantFilterOptions) =>
-  pageSql({
-    table: 'customers',
-    where: `${tenantCondition('k', options)} AND k.is_active`,
-    paramCount: 1,
-    orderBy: ['created_at', 'id'],
-    fields: FIELDS,
-    // Kept per organization by triggers (migration 004): exact, from the same snapshot.
-    countText: `SELECT coalesce(sum(c.n), 0)::int AS total FROM customer_counts c WHERE ${tenantCondition('c', options)}`,
-  })
-
-const DEFAULT = sqlFor()
+const PAGE_SQL = pageSql({
+  table: 'customers',
+  where: `${tenantCondition('k')} AND k.is_active`,
+  paramCount: 1,
+  orderBy: ['created_at', 'id'],
+  fields: FIELDS,
+  // Kept per organization by triggers (migration 004): exact, from the same snapshot.
+  countText: `SELECT coalesce(sum(c.n), 0)::int AS total FROM customer_counts c WHERE ${tenantCondition('c')}`,
+})
 
 /** The page statement of active customers of `orgId`, newest first (`createdAt DESC, id DESC`). */
-export function customersPage(orgId: string, options?: TenantFilterOptions): PageStatement {
-  return { ...(options ? sqlFor(options) : DEFAULT), params: [orgId] }
+export function customersPage(orgId: string): PageStatement {
+  return { ...PAGE_SQL, params: [orgId] }
 }
 
 /** Active customers of one organization, newest first. */
-export function listCustomers(
-  sql: Sql,
-  orgId: string,
-  page: PageRequest,
-  options?: TenantFilterOptions,
-): Promise<Page> {
-  return fetchPage(sql, customersPage(orgId, options), page)
+export function listCustomers(sql: Sql, orgId: string, page: PageRequest): Promise<Page> {
+  return fetchPage(sql, customersPage(orgId), page)
 }

@@ -174,14 +174,6 @@ export async function fetchPage(sql: Sql, statement: PageStatement, page: PageRe
   return { items, pagination: { limit: page.limit, offset: page.offset, total, hasMore } }
 }
 
-export interface TenantFilterOptions {
-  /**
-   * Test-only: leave out the application's own organization filter so that a
-   * test can prove row-level security alone keeps tenants apart.
-   */
-  readonly omitAppTenantFilter?: boolean
-}
-
 /**
  * The application's tenant condition on `$1`; row-level security is the second, independent wall.
  *
@@ -192,6 +184,6 @@ export interface TenantFilterOptions {
  * as the one that serves the request, down to counting a person's appointments by reading all
  * the organization's rows. The subquery runs once per statement.
  */
-export function tenantCondition(alias: string, options: TenantFilterOptions | undefined): string {
-  return options?.omitAppTenantFilter ? '$1::text IS NOT NULL' : `${alias}.org_id = (SELECT $1::text)`
+export function tenantCondition(alias: string): string {
+  return `${alias}.org_id = (SELECT $1::text)`
 }

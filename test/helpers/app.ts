@@ -4,7 +4,6 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import type { LastUsedOptions } from '../../src/domain/last-used.js'
 import type { Metrics } from '../../src/ops/metrics.js'
-import type { TenantFilterOptions } from '../../src/queries/page.js'
 import type { Store } from '../../src/store/types.js'
 import { BRAND } from './fixtures.js'
 
@@ -18,7 +17,6 @@ export async function buildTestApp(
   store: Store,
   options: {
     lastUsed?: LastUsedOptions
-    tenantFilter?: TenantFilterOptions
     logLevel?: 'info' | 'silent'
     metrics?: Metrics
   } = {},
@@ -35,7 +33,6 @@ export async function buildTestApp(
     config: { apiKeyBrand: BRAND, logLevel: options.logLevel ?? 'info' },
     logStream,
     ...(options.lastUsed ? { lastUsed: options.lastUsed } : {}),
-    ...(options.tenantFilter ? { tenantFilter: options.tenantFilter } : {}),
     ...(options.metrics ? { metrics: options.metrics } : {}),
   })
   await app.ready()

@@ -1,5 +1,12 @@
 import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import {
+  APPOINTMENT_FILTERS,
+  type AppointmentFilters,
+  appointmentsPage,
+} from '../../src/queries/appointments.js'
+import { customersPage } from '../../src/queries/customers.js'
+import { fetchPage, type PageStatement, tenantCondition } from '../../src/queries/page.js'
 import { isPrivileged } from '../../src/store/open.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Sql, Store } from '../../src/store/types.js'
@@ -41,6 +48,54 @@ function probesFor(tenants: readonly Tenant[]): string[] {
   return urls
 }
 
+/**
+ * Test-only: the store with the application's own tenant condition (`tenantCondition` of
+ * queries/page.ts) taken out of every statement the request path sends, so that row-level
+ * security is the only wall left. `removed` counts the conditions taken out: a test checks it
+ * grew, so that a change in the condition's text cannot leave this wrapper removing nothing.
+ */
+function withoutAppTenantFilter(store: Store, removed: { count: number }): Store {
+  const text = tenantCondition('ALIAS')
+    .replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+    .replace('ALIAS', '\\w+')
+  const condition = new RegExp(text, 'g')
+  const strip = (statement: string) =>
+    statement.replace(condition, () => {
+      removed.count++
+      return '$1::text IS NOT NULL'
+    })
+  const wrap = (sql: Sql): Sql => ({
+    ...sql,
+    query: (statement, params) => sql.query(strip(statement), params),
+    exec: (statement) => sql.exec(strip(statement)),
+  })
+  return {
+    ...store,
+    read: (work) => store.read((sql) => work(wrap(sql))),
+    asReader: (work) => store.asReader((sql) => work(wrap(sql))),
+  }
+}
+
+/** One page statement per filter of the query layer, and all of them at once, with `tenant`'s values. */
+function statementsFor(orgId: string, tenant: Tenant): [string, PageStatement][] {
+  const values: Required<{ [Name in keyof AppointmentFilters]: string }> = {
+    status: 'scheduled',
+    customerId: tenant.customerIds[0] as string,
+    staffId: tenant.staffIds[0] as string,
+    startDate: '2024-01-01T00:00:00Z',
+    endDate: '2030-01-01T00:00:00Z',
+  }
+  return [
+    ['customers', customersPage(orgId)],
+    ['appointments', appointmentsPage(orgId, {})],
+    ...APPOINTMENT_FILTERS.map((name): [string, PageStatement] => [
+      `appointments by ${name}`,
+      appointmentsPage(orgId, { [name]: values[name] }),
+    ]),
+    ['appointments by every filter', appointmentsPage(orgId, values)],
+  ]
+}
+
 describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
   describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
     let testStore: TestStore
@@ -51,6 +106,7 @@ describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
     let appFilterOnlyApp: FastifyInstance
     let noWallsApp: FastifyInstance
     let bypass: Store
+    const removedFilters = { count: 0 }
 
     beforeAll(async () => {
       testStore = await createTestStore(kind)
@@ -59,11 +115,14 @@ describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
       // Test-only: the request path on the connecting (superuser) role, where row-level security
       // does not apply, so that the application's own filter is the only wall left.
       bypass = { ...store, read: (work) => store.admin(work), asReader: (work) => store.admin(work) }
-      const omit = { omitAppTenantFilter: true }
       ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
-      ;({ app: rlsOnlyApp } = await buildTestApp(store, { logLevel: 'silent', tenantFilter: omit }))
+      ;({ app: rlsOnlyApp } = await buildTestApp(withoutAppTenantFilter(store, removedFilters), {
+        logLevel: 'silent',
+      }))
       ;({ app: appFilterOnlyApp } = await buildTestApp(bypass, { logLevel: 'silent' }))
-      ;({ app: noWallsApp } = await buildTestApp(bypass, { logLevel: 'silent', tenantFilter: omit }))
+      ;({ app: noWallsApp } = await buildTestApp(withoutAppTenantFilter(bypass, removedFilters), {
+        logLevel: 'silent',
+      }))
     })
 
     afterAll(async () => {
@@ -202,6 +261,7 @@ describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
       expect(everything?.orgs).toBe(3) // the bypass store really is outside row-level security
       const control = await matrix(noWallsApp, 'no walls')
       expect(control.foreign).toBeGreaterThan(0)
+      expect(removedFilters.count).toBeGreaterThan(0)
 
       let probes = 0
       let foreign = 0
@@ -229,7 +289,35 @@ describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
       expect(seen).toBeGreaterThan(probes) // the matrix did read rows, so 0 foreign is meaningful
     })
 
-    it('RLS alone (app filter omitted) returns each organization exactly its own active rows', async () => {
+    it('row-level security alone: a transaction set to one organization reads none of the rows the queries ask of another', async () => {
+      const page = { limit: 100, offset: 0 }
+      const read = (setTo: string, statement: PageStatement) =>
+        store.read(async (sql) => {
+          await sql.query("SELECT set_config('openbook.org_id', $1, true)", [setTo])
+          return fetchPage(sql, statement, page)
+        })
+      let checked = 0
+      for (const target of tenants) {
+        for (const [label, statement] of statementsFor(target.id, target)) {
+          // The control: set to the organization asked for, the same statement finds its rows.
+          const own = await read(target.id, statement)
+          expect(own.pagination.total, `${target.id} ${label}`).toBeGreaterThan(0)
+          expect(own.items, `${target.id} ${label}`).not.toBe('')
+          for (const reader of tenants.filter((t) => t !== target)) {
+            expect(await read(reader.id, statement), `set to ${reader.id}, ${label} of ${target.id}`).toEqual(
+              {
+                items: '',
+                pagination: { ...page, total: 0, hasMore: false },
+              },
+            )
+            checked++
+          }
+        }
+      }
+      expect(checked).toBeGreaterThanOrEqual(tenants.length * (tenants.length - 1) * 3)
+    })
+
+    it('RLS alone (app filter removed) returns each organization exactly its own active rows', async () => {
       for (const tenant of tenants) {
         const response = await rlsOnlyApp.inject({
           method: 'GET',

@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import type { LastUsedOptions } from '../../../domain/last-used.js'
 import auth from '../../../plugins/auth.js'
-import type { TenantFilterOptions } from '../../../queries/page.js'
 import { appointmentsRoute } from './appointments.js'
 import { customersRoute } from './customers.js'
 import { type AnyListRoute, registerListRoute } from './list-route.js'
@@ -12,7 +11,6 @@ export const LIST_ROUTES: readonly AnyListRoute[] = [customersRoute, appointment
 export interface PublicV1Options {
   readonly apiKeyBrand: string
   readonly lastUsed: LastUsedOptions
-  readonly tenantFilter?: TenantFilterOptions
 }
 
 /** The authenticated scope: every route registered here passes the auth hook first. */
@@ -22,6 +20,6 @@ export default async function publicV1(app: FastifyInstance, options: PublicV1Op
     reply.header('cache-control', 'no-store')
   })
   for (const route of LIST_ROUTES) {
-    registerListRoute(app, route, options.tenantFilter)
+    registerListRoute(app, route)
   }
 }

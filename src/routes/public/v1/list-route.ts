@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { z } from 'zod'
 import { ApiError, methodNotAllowed } from '../../../errors.js'
-import { type Page, pageBody, type TenantFilterOptions } from '../../../queries/page.js'
+import { type Page, pageBody } from '../../../queries/page.js'
 import type { Sql } from '../../../store/types.js'
 
 /** Everything about one list operation: registration and the OpenAPI document both read it. */
@@ -14,7 +14,7 @@ export interface ListRoute<Query extends z.ZodTypeAny, Item extends z.ZodTypeAny
   readonly item: Item
   readonly itemName: string
   readonly example: z.infer<Item>
-  list(sql: Sql, orgId: string, query: z.output<Query>, options?: TenantFilterOptions): Promise<Page>
+  list(sql: Sql, orgId: string, query: z.output<Query>): Promise<Page>
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a heterogeneous list of routes
@@ -44,18 +44,14 @@ export function refuseOtherMethods(app: FastifyInstance, url: string): void {
   })
 }
 
-export function registerListRoute(
-  app: FastifyInstance,
-  route: AnyListRoute,
-  options?: TenantFilterOptions,
-): void {
+export function registerListRoute(app: FastifyInstance, route: AnyListRoute): void {
   app.get(route.path, {
     handler: async (request, reply) => {
       const parsed = route.query.safeParse(request.query)
       const page = await request.readAsTenant((sql, orgId) => {
         // Checked after the key, so that a caller without a valid key learns nothing from validation.
         if (!parsed.success) throw invalidQuery(parsed.error)
-        return route.list(sql, orgId, parsed.data, options)
+        return route.list(sql, orgId, parsed.data)
       })
       // The items arrive as JSON from the database, written field by field from the query's list:
       // only those fields leave the server, and the body is sent as it is, without a parse.
