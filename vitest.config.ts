@@ -1,11 +1,38 @@
-import { defineConfig } from 'vitest/config'
+import { configDefaults, defineConfig } from 'vitest/config'
+
+/**
+ * Two projects; `vitest run` (in `npm test`) runs both.
+ *
+ * - unit (`npm run test:unit`, seconds): pure logic, no database, no server, no build, no global
+ *   set-up. A test that needs any of them belongs to integration.
+ * - integration: everything else. Its global set-up builds dist/ when it is not of the current
+ *   sources (the CLI and end-to-end tests run the binaries), migrates one template database per
+ *   store kind that the test stores are copied from, and finds PostgreSQL (test/helpers).
+ */
+const UNIT = [
+  'test/unit/**/*.test.ts',
+  'bench/test/**/*.test.ts',
+  // The client's tests of pure logic (a fake fetch, in-memory pages).
+  'packages/client/test/client.test.ts',
+  'packages/client/test/paginate.test.ts',
+]
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts', 'packages/client/test/**/*.test.ts'],
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    globalSetup: ['test/helpers/global-setup.ts'],
+    projects: [
+      { extends: true, test: { name: 'unit', include: UNIT } },
+      {
+        extends: true,
+        test: {
+          name: 'integration',
+          include: ['test/**/*.test.ts', 'packages/client/test/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, ...UNIT],
+          globalSetup: ['test/helpers/global-setup.ts'],
+        },
+      },
+    ],
   },
 })

@@ -1,6 +1,13 @@
 import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
 import pg from 'pg'
 import type { TestProject } from 'vitest/node'
+import { createEmbeddedStore } from '../../src/store/embedded.js'
+import { migrate } from '../../src/store/migrate.js'
+import { createPostgresStore } from '../../src/store/postgres.js'
+import { ensureBuild } from './build.js'
+import { scratchRoot } from './process.js'
 import { dropRole, rolesOfRun } from './roles.js'
 
 export const ADMIN_URL = process.env.TEST_DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test'
@@ -8,6 +15,10 @@ export const ADMIN_URL = process.env.TEST_DATABASE_URL ?? 'postgres://root@127.0
 declare module 'vitest' {
   export interface ProvidedContext {
     postgresUrl: string | null
+    /** A PostgreSQL database migrated once for the run: test databases are created from it (stores.ts). */
+    postgresTemplate: string | null
+    /** A DATA_DIR migrated once for the run: embedded test stores open a copy of it (stores.ts). */
+    embeddedTemplate: string
     /** Part of the name of every role this run creates (test/helpers/roles.ts). */
     roleTag: string
   }
@@ -27,20 +38,56 @@ async function checkRolesDropped(roleTag: string): Promise<void> {
   )
 }
 
+async function adminQuery(text: string): Promise<void> {
+  const client = new pg.Client({ connectionString: ADMIN_URL })
+  await client.connect()
+  try {
+    await client.query(text)
+  } finally {
+    await client.end()
+  }
+}
+
 /**
- * Finds the PostgreSQL the tests use. Under CI (or REQUIRE_POSTGRES=1) it must
- * be there; elsewhere its absence skips the PostgreSQL cases, loudly. Returns
- * the teardown that checks that no role of this run is left.
+ * Creating and migrating an embedded store costs seconds of CPU (PGlite's initdb, then the
+ * migrations); opening a copy of a migrated DATA_DIR costs a fraction of it. Made once per run,
+ * from the current migrations.
  */
-export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
-  const roleTag = randomBytes(3).toString('hex')
-  project.provide('roleTag', roleTag)
+async function createEmbeddedTemplate(): Promise<{ dir: string; remove: () => void }> {
+  const dir = mkdtempSync(join(scratchRoot(), 'openbook-template-'))
+  const store = await createEmbeddedStore(dir)
+  try {
+    await migrate(store)
+  } finally {
+    await store.close()
+  }
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) }
+}
+
+/**
+ * The same for PostgreSQL: `CREATE DATABASE … TEMPLATE` copies a migrated database in a few
+ * milliseconds, where migrating a new one takes a few hundred.
+ */
+async function createPostgresTemplate(roleTag: string): Promise<{ name: string; drop: () => Promise<void> }> {
+  const name = `openbook_template_${roleTag}`
+  await adminQuery(`CREATE DATABASE ${name}`)
+  const url = new URL(ADMIN_URL)
+  url.pathname = `/${name}`
+  const store = createPostgresStore({ connectionString: url.toString(), maxConnections: 1 })
+  try {
+    await migrate(store)
+  } finally {
+    await store.close()
+  }
+  return { name, drop: () => adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) }
+}
+
+async function postgresReachable(): Promise<boolean> {
   const client = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 3_000 })
   try {
     await client.connect()
     await client.query('SELECT 1')
-    project.provide('postgresUrl', ADMIN_URL)
-    return () => checkRolesDropped(roleTag)
+    return true
   } catch (error) {
     if (process.env.CI || process.env.REQUIRE_POSTGRES === '1') {
       throw new Error(`PostgreSQL is required but unreachable at ${ADMIN_URL}: ${(error as Error).message}`)
@@ -49,9 +96,49 @@ export default async function setup(project: TestProject): Promise<(() => Promis
       `\n${'!'.repeat(78)}\n!! PostgreSQL unreachable at ${ADMIN_URL}: the PostgreSQL cases are SKIPPED.\n` +
         `!! Only the embedded (PGlite) cases run. Start PostgreSQL or set TEST_DATABASE_URL.\n${'!'.repeat(78)}\n\n`,
     )
-    project.provide('postgresUrl', null)
-    return undefined
+    return false
   } finally {
     await client.end().catch(() => {})
+  }
+}
+
+/**
+ * Before the integration tests: builds dist/ if it is not of the current sources (build.ts), makes
+ * the migrated templates the test stores are copied from, and finds the PostgreSQL the tests use.
+ * Under CI (or REQUIRE_POSTGRES=1) it must be there; elsewhere its absence skips the PostgreSQL
+ * cases, loudly. Returns the teardown that removes the templates and checks that no role of this
+ * run is left.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const roleTag = randomBytes(3).toString('hex')
+  project.provide('roleTag', roleTag)
+  const embedded = createEmbeddedTemplate()
+  const postgres = postgresReachable().then((up) => (up ? createPostgresTemplate(roleTag) : undefined))
+  // In a child process, beside the templates' creation.
+  const build = ensureBuild()
+  const failure = (await Promise.allSettled([embedded, postgres, build])).find(
+    (outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected',
+  )
+  if (failure) {
+    await embedded.then(
+      (template) => template.remove(),
+      () => {},
+    )
+    await postgres.then(
+      (template) => template?.drop(),
+      () => {},
+    )
+    throw failure.reason
+  }
+  const embeddedTemplate = await embedded
+  const postgresTemplate = await postgres
+  project.provide('embeddedTemplate', embeddedTemplate.dir)
+  project.provide('postgresUrl', postgresTemplate ? ADMIN_URL : null)
+  project.provide('postgresTemplate', postgresTemplate?.name ?? null)
+  return async () => {
+    embeddedTemplate.remove()
+    if (!postgresTemplate) return
+    await postgresTemplate.drop()
+    await checkRolesDropped(roleTag)
   }
 }

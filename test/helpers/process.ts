@@ -1,8 +1,15 @@
 import { type ChildProcess, spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
 import { fileURLToPath } from 'node:url'
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+
+/** Where the tests' embedded data directories go: memory (/dev/shm) where there is one. */
+export function scratchRoot(): string {
+  return existsSync('/dev/shm') ? '/dev/shm' : tmpdir()
+}
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

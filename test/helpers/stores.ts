@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto'
+import { cpSync, mkdtempSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
 import pg from 'pg'
-import { inject } from 'vitest'
+import { afterAll, beforeAll, describe, inject } from 'vitest'
 import { createEmbeddedStore } from '../../src/store/embedded.js'
-import { migrate } from '../../src/store/migrate.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Store, StoreKind } from '../../src/store/types.js'
+import { scratchRoot } from './process.js'
 import { dropRole, TEST_ROLE_PREFIX } from './roles.js'
 
 export const STORE_KINDS: readonly StoreKind[] = ['postgres', 'embedded']
@@ -41,10 +43,15 @@ export interface TestDatabase {
   drop(): Promise<void>
 }
 
-/** A fresh, empty PostgreSQL database, dropped by `drop()`. */
-export async function createTestDatabase(): Promise<TestDatabase> {
+/**
+ * A fresh PostgreSQL database, dropped by `drop()`: empty, or `migrated` (a copy of the run's
+ * template, migrated once by the global set-up, which costs milliseconds instead of a migration).
+ */
+export async function createTestDatabase(options: { migrated?: boolean } = {}): Promise<TestDatabase> {
   const name = `openbook_test_${randomBytes(6).toString('hex')}`
-  await adminQuery(`CREATE DATABASE ${name}`)
+  const template = options.migrated ? inject('postgresTemplate') : null
+  if (options.migrated && !template) throw new Error('PostgreSQL is not available')
+  await adminQuery(template ? `CREATE DATABASE ${name} TEMPLATE ${template}` : `CREATE DATABASE ${name}`)
   return {
     name,
     url: urlFor(name),
@@ -76,22 +83,41 @@ export interface TestStore {
   close(): Promise<void>
 }
 
-/** A migrated store of the given kind on a fresh database (PGlite in memory, or a new PostgreSQL database). */
+/**
+ * A migrated store of the given kind on a fresh database: a copy of the run's migrated template
+ * (global-setup.ts), PGlite in a data directory in memory where there is /dev/shm, or a new
+ * PostgreSQL database.
+ */
 export async function createTestStore(
   kind: StoreKind,
   options: { maxConnections?: number } = {},
 ): Promise<TestStore> {
   if (kind === 'embedded') {
-    const store = await createEmbeddedStore('memory://')
-    await migrate(store)
-    return { store, url: undefined, close: () => store.close() }
+    const dir = mkdtempSync(join(scratchRoot(), 'openbook-test-'))
+    cpSync(inject('embeddedTemplate'), dir, { recursive: true })
+    const remove = () => rmSync(dir, { recursive: true, force: true })
+    let store: Store
+    try {
+      // A lost lock would end the test process (the server's default): this data directory is the test's alone.
+      store = await createEmbeddedStore(dir, { onLockLost: () => {} })
+    } catch (error) {
+      remove()
+      throw error
+    }
+    return {
+      store,
+      url: undefined,
+      close: async () => {
+        await store.close()
+        remove()
+      },
+    }
   }
-  const database = await createTestDatabase()
+  const database = await createTestDatabase({ migrated: true })
   const store = createPostgresStore({
     connectionString: database.url,
     maxConnections: options.maxConnections ?? 4,
   })
-  await migrate(store)
   return {
     store,
     url: database.url,
@@ -100,4 +126,61 @@ export async function createTestStore(
       await database.drop()
     },
   }
+}
+
+/**
+ * One describe block per store kind, titled `title` with `%s` replaced by the kind; the PostgreSQL
+ * one is skipped when PostgreSQL is not available (global-setup.ts says so, loudly).
+ */
+export function describeEachStoreKind(
+  title: string,
+  suite: (kind: StoreKind) => void,
+  kinds: readonly StoreKind[] = STORE_KINDS,
+): void {
+  for (const kind of kinds) {
+    describe.skipIf(kind === 'postgres' && !postgresAvailable())(title.replace('%s', kind), () => suite(kind))
+  }
+}
+
+/** The store of a `describeEachStore` block: made before its first hook, closed after its last. */
+export interface StoreUnderTest {
+  readonly kind: StoreKind
+  readonly store: Store
+  /** PostgreSQL URL of the store's database (postgres only). */
+  readonly url: string | undefined
+}
+
+/**
+ * `describeEachStoreKind` with a migrated store of that kind for the block: created in a
+ * `beforeAll` that runs before the block's own, closed in an `afterAll` that runs after the
+ * block's own (vitest runs after-hooks in reverse order).
+ */
+export function describeEachStore(
+  title: string,
+  suite: (testStore: StoreUnderTest) => void,
+  options: { maxConnections?: number; kinds?: readonly StoreKind[] } = {},
+): void {
+  describeEachStoreKind(
+    title,
+    (kind) => {
+      let current: TestStore | undefined
+      beforeAll(async () => {
+        current = await createTestStore(kind, options)
+      })
+      afterAll(async () => {
+        await current?.close()
+      })
+      suite({
+        kind,
+        get store() {
+          if (!current) throw new Error('the test store exists from the first beforeAll of its block on')
+          return current.store
+        },
+        get url() {
+          return current?.url
+        },
+      })
+    },
+    options.kinds,
+  )
 }

@@ -7,7 +7,7 @@ import type { Sql, Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
 import { cleanEnv, freePort, start } from '../helpers/process.js'
-import { createTestStore, postgresAvailable, STORE_KINDS, type TestStore } from '../helpers/stores.js'
+import { createTestStore, describeEachStore, postgresAvailable, type TestStore } from '../helpers/stores.js'
 
 /** Words that would show a driver, SQL or a stack in a response body. */
 const INTERNALS =
@@ -453,50 +453,43 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
   }, 30_000)
 })
 
-describe.each(STORE_KINDS)('a driver error on %s', (kind) => {
-  describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
-    const CANARY = 'CANARYVALUE7741-2024-01-01T00:00:00+99:00'
-    let testStore: TestStore
-    let key: string
+describeEachStore('a driver error on %s', (testStore) => {
+  const CANARY = 'CANARYVALUE7741-2024-01-01T00:00:00+99:00'
+  let key: string
 
-    beforeAll(async () => {
-      testStore = await createTestStore(kind)
-      const org = await createOrg(testStore.store, 'org_driver')
-      key = (await createKey(testStore.store, org)).key
-    })
-    afterAll(async () => {
-      await testStore?.close()
-    })
+  beforeAll(async () => {
+    const org = await createOrg(testStore.store, 'org_driver')
+    key = (await createKey(testStore.store, org)).key
+  })
 
-    it('that quotes a value: 500 without internals; the log keeps the SQLSTATE, not the value, SQL or parameters', async () => {
-      // As if a query value got past validation and the database refused it: a real driver error
-      // (node-postgres or PGlite, with whatever fields each attaches) raised on the request path.
-      const store: Store = {
-        ...testStore.store,
-        read: (work) =>
-          testStore.store.read(async (sql) => {
-            await sql.query('SELECT $1::timestamptz AS refused', [CANARY])
-            return work(sql)
-          }),
-      }
-      const { app, logs } = await buildTestApp(store, { logLevel: 'info' })
-      try {
-        const response = await app.inject({
-          method: 'GET',
-          url: '/api/public/v1/customers',
-          headers: bearer(key),
-        })
-        expectInternalError(response)
-        expect(response.body).not.toContain('CANARYVALUE7741')
-        const text = logs.join('\n')
-        const failure = logs.map((l) => JSON.parse(l)).find((l) => l.msg === 'request failed')
-        expect(failure?.err).toMatchObject({ code: '22007', message: expect.stringContaining('timestamp') })
-        expect(text).not.toContain('CANARYVALUE7741')
-        expect(text).not.toMatch(/SELECT|\$1|params|unnamed portal/)
-        expect(text).not.toContain(key.slice(-64))
-      } finally {
-        await app.close()
-      }
-    })
+  it('that quotes a value: 500 without internals; the log keeps the SQLSTATE, not the value, SQL or parameters', async () => {
+    // As if a query value got past validation and the database refused it: a real driver error
+    // (node-postgres or PGlite, with whatever fields each attaches) raised on the request path.
+    const store: Store = {
+      ...testStore.store,
+      read: (work) =>
+        testStore.store.read(async (sql) => {
+          await sql.query('SELECT $1::timestamptz AS refused', [CANARY])
+          return work(sql)
+        }),
+    }
+    const { app, logs } = await buildTestApp(store, { logLevel: 'info' })
+    try {
+      const response = await app.inject({
+        method: 'GET',
+        url: '/api/public/v1/customers',
+        headers: bearer(key),
+      })
+      expectInternalError(response)
+      expect(response.body).not.toContain('CANARYVALUE7741')
+      const text = logs.join('\n')
+      const failure = logs.map((l) => JSON.parse(l)).find((l) => l.msg === 'request failed')
+      expect(failure?.err).toMatchObject({ code: '22007', message: expect.stringContaining('timestamp') })
+      expect(text).not.toContain('CANARYVALUE7741')
+      expect(text).not.toMatch(/SELECT|\$1|params|unnamed portal/)
+      expect(text).not.toContain(key.slice(-64))
+    } finally {
+      await app.close()
+    }
   })
 })

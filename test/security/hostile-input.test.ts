@@ -2,11 +2,11 @@ import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020.js'
 import addFormats from 'ajv-formats'
 import fc from 'fast-check'
 import type { FastifyInstance } from 'fastify'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, expect, it } from 'vitest'
 import type { Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { createKey, createOrg } from '../helpers/fixtures.js'
-import { createTestStore, postgresAvailable, STORE_KINDS, type TestStore } from '../helpers/stores.js'
+import { describeEachStore } from '../helpers/stores.js'
 import { seedTenants, type Tenant } from './tenants.js'
 
 const RUNS = Number(process.env.SECURITY_FC_RUNS ?? 300)
@@ -259,294 +259,284 @@ function responseValidator(
   return schemaOf(name)
 }
 
-describe.each(STORE_KINDS)('hostile input on %s', (kind) => {
-  describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
-    let testStore: TestStore
-    let store: Store
-    let app: FastifyInstance
-    let tenant: Tenant
-    let document: OpenApiDocument
-    let schemaOf: ReturnType<typeof validators>
+describeEachStore('hostile input on %s', (testStore) => {
+  const { kind } = testStore
+  let store: Store
+  let app: FastifyInstance
+  let tenant: Tenant
+  let document: OpenApiDocument
+  let schemaOf: ReturnType<typeof validators>
 
-    beforeAll(async () => {
-      testStore = await createTestStore(kind)
-      store = testStore.store
-      ;[tenant] = (await seedTenants(store, ['org_h1'])) as [Tenant]
-      ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
-      const response = await app.inject({ method: 'GET', url: '/openapi.json' })
-      document = response.json<OpenApiDocument>()
-      schemaOf = validators(document)
-    })
+  beforeAll(async () => {
+    store = testStore.store
+    ;[tenant] = (await seedTenants(store, ['org_h1'])) as [Tenant]
+    ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
+    const response = await app.inject({ method: 'GET', url: '/openapi.json' })
+    document = response.json<OpenApiDocument>()
+    schemaOf = validators(document)
+  })
 
-    afterAll(async () => {
-      await app?.close()
-      await testStore?.close()
-    })
+  afterAll(async () => {
+    await app?.close()
+  })
 
-    it('property: generated query strings give only documented statuses and bodies, never 5xx', async () => {
-      const listPaths = Object.keys(document.paths).filter((p) => p.startsWith('/api/public/v1/'))
-      expect(listPaths.length).toBe(2)
-      let runs = 0
-      let violations = 0
-      let serverErrors = 0
-      const problems: string[] = []
-      const statuses: Record<number, number> = {}
-      try {
-        type Auth = 'valid' | 'none' | 'unknown'
-        const anyAuth = fc.constantFrom<Auth>('valid', 'valid', 'valid', 'none', 'unknown')
-        // Per route: the whole query space with any key; then, where the route has date-time
-        // parameters, well-formed date filters with a valid key, so that they reach the database.
-        const campaigns = listPaths.flatMap((path) => {
-          const operation = document.paths[path]?.get
-          const parameters = operation?.parameters ?? []
-          // The statuses the document declares for this route; 5xx among them are still never expected.
-          expect(Object.keys(operation?.responses ?? {}).sort()).toEqual(['200', '400', '401', '500', '503'])
-          expect(parameters.length).toBeGreaterThan(0)
-          const dates = parameters.filter((p) => p.schema.format === 'date-time')
-          return [
-            { path, query: queryArbitrary(parameters), auth: anyAuth, numRuns: RUNS },
-            ...(dates.length === 0
-              ? []
-              : [
-                  {
-                    path,
-                    query: wellFormedQuery(dates, 1),
-                    auth: fc.constant<Auth>('valid'),
-                    numRuns: Math.ceil(RUNS / 2),
-                  },
-                ]),
-          ]
-        })
-        expect(campaigns).toHaveLength(3)
-        for (const { path, query: queryArb, auth: authArb, numRuns } of campaigns) {
-          await fc.assert(
-            fc.asyncProperty(queryArb, authArb, async (query, auth) => {
-              runs++
-              const headers =
-                auth === 'valid'
-                  ? bearer(tenant.key)
-                  : auth === 'unknown'
-                    ? bearer(`svc_live_${'0'.repeat(64)}`)
-                    : {}
-              const url = `${path}?${query}`
-              const response = await app.inject({ method: 'GET', url, headers })
-              const status = response.statusCode
-              statuses[status] = (statuses[status] ?? 0) + 1
-              if (status >= 500) serverErrors++
-              const allowed = auth === 'valid' ? [200, 400] : [401]
-              let body: unknown
-              try {
-                body = response.json()
-              } catch {
-                body = undefined
-              }
-              // The schema comes from the served document's response for this route and status.
-              const validate = responseValidator(document, schemaOf, path, status)
-              const ok =
-                allowed.includes(status) &&
-                validate !== undefined &&
-                body !== undefined &&
-                validate(body) &&
-                String(response.headers['content-type']).startsWith('application/json') &&
-                (status !== 400 || (body as { error: string }).error === 'Invalid query parameters') &&
-                (status !== 401 ||
-                  (body as { message: string }).message === (auth === 'none' ? REQUIRED : INVALID).message) &&
-                (status !== 200 ||
-                  (body as { data: { orgId?: string }[] }).data.every(
-                    (a) => a.orgId === undefined || a.orgId === tenant.id,
-                  ))
-              if (!ok) {
-                violations++
-                if (problems.length < 5)
-                  problems.push(
-                    `${status} ${url.slice(0, 300)} ${response.body.slice(0, 300)} ${JSON.stringify(validate?.errors)}`,
-                  )
-              }
-              return ok
-            }),
-            { numRuns, seed: SEED, endOnFailure: true },
-          )
-        }
-      } finally {
-        // Printed even when the property fails, so the figures always show in the test output.
-        console.log(
-          `[hostile ${kind}] runs ${runs}, seed ${SEED}, contract violations ${violations}, 5xx ${serverErrors}`,
-          `(statuses ${JSON.stringify(statuses)})`,
+  it('property: generated query strings give only documented statuses and bodies, never 5xx', async () => {
+    const listPaths = Object.keys(document.paths).filter((p) => p.startsWith('/api/public/v1/'))
+    expect(listPaths.length).toBe(2)
+    let runs = 0
+    let violations = 0
+    let serverErrors = 0
+    const problems: string[] = []
+    const statuses: Record<number, number> = {}
+    try {
+      type Auth = 'valid' | 'none' | 'unknown'
+      const anyAuth = fc.constantFrom<Auth>('valid', 'valid', 'valid', 'none', 'unknown')
+      // Per route: the whole query space with any key; then, where the route has date-time
+      // parameters, well-formed date filters with a valid key, so that they reach the database.
+      const campaigns = listPaths.flatMap((path) => {
+        const operation = document.paths[path]?.get
+        const parameters = operation?.parameters ?? []
+        // The statuses the document declares for this route; 5xx among them are still never expected.
+        expect(Object.keys(operation?.responses ?? {}).sort()).toEqual(['200', '400', '401', '500', '503'])
+        expect(parameters.length).toBeGreaterThan(0)
+        const dates = parameters.filter((p) => p.schema.format === 'date-time')
+        return [
+          { path, query: queryArbitrary(parameters), auth: anyAuth, numRuns: RUNS },
+          ...(dates.length === 0
+            ? []
+            : [
+                {
+                  path,
+                  query: wellFormedQuery(dates, 1),
+                  auth: fc.constant<Auth>('valid'),
+                  numRuns: Math.ceil(RUNS / 2),
+                },
+              ]),
+        ]
+      })
+      expect(campaigns).toHaveLength(3)
+      for (const { path, query: queryArb, auth: authArb, numRuns } of campaigns) {
+        await fc.assert(
+          fc.asyncProperty(queryArb, authArb, async (query, auth) => {
+            runs++
+            const headers =
+              auth === 'valid'
+                ? bearer(tenant.key)
+                : auth === 'unknown'
+                  ? bearer(`svc_live_${'0'.repeat(64)}`)
+                  : {}
+            const url = `${path}?${query}`
+            const response = await app.inject({ method: 'GET', url, headers })
+            const status = response.statusCode
+            statuses[status] = (statuses[status] ?? 0) + 1
+            if (status >= 500) serverErrors++
+            const allowed = auth === 'valid' ? [200, 400] : [401]
+            let body: unknown
+            try {
+              body = response.json()
+            } catch {
+              body = undefined
+            }
+            // The schema comes from the served document's response for this route and status.
+            const validate = responseValidator(document, schemaOf, path, status)
+            const ok =
+              allowed.includes(status) &&
+              validate !== undefined &&
+              body !== undefined &&
+              validate(body) &&
+              String(response.headers['content-type']).startsWith('application/json') &&
+              (status !== 400 || (body as { error: string }).error === 'Invalid query parameters') &&
+              (status !== 401 ||
+                (body as { message: string }).message === (auth === 'none' ? REQUIRED : INVALID).message) &&
+              (status !== 200 ||
+                (body as { data: { orgId?: string }[] }).data.every(
+                  (a) => a.orgId === undefined || a.orgId === tenant.id,
+                ))
+            if (!ok) {
+              violations++
+              if (problems.length < 5)
+                problems.push(
+                  `${status} ${url.slice(0, 300)} ${response.body.slice(0, 300)} ${JSON.stringify(validate?.errors)}`,
+                )
+            }
+            return ok
+          }),
+          { numRuns, seed: SEED, endOnFailure: true },
         )
       }
-      expect(problems).toEqual([])
-      expect(violations).toBe(0)
-      expect(serverErrors).toBe(0)
-      expect(runs).toBe(2 * RUNS + Math.ceil(RUNS / 2))
-      // Both accepted and refused queries were generated, so the property covered both paths.
-      expect(statuses[200] ?? 0).toBeGreaterThan(RUNS / 10)
-      expect(statuses[400] ?? 0).toBeGreaterThan(RUNS / 10)
-      expect(statuses[401] ?? 0).toBeGreaterThan(0)
-    })
+    } finally {
+      // Printed even when the property fails, so the figures always show in the test output.
+      console.log(
+        `[hostile ${kind}] runs ${runs}, seed ${SEED}, contract violations ${violations}, 5xx ${serverErrors}`,
+        `(statuses ${JSON.stringify(statuses)})`,
+      )
+    }
+    expect(problems).toEqual([])
+    expect(violations).toBe(0)
+    expect(serverErrors).toBe(0)
+    expect(runs).toBe(2 * RUNS + Math.ceil(RUNS / 2))
+    // Both accepted and refused queries were generated, so the property covered both paths.
+    expect(statuses[200] ?? 0).toBeGreaterThan(RUNS / 10)
+    expect(statuses[400] ?? 0).toBeGreaterThan(RUNS / 10)
+    expect(statuses[401] ?? 0).toBeGreaterThan(0)
+  })
 
-    it.each([
-      ['huge repeated limit', `limit=${'1&limit='.repeat(2000)}1`],
-      [
-        'every parameter repeated',
-        'status=scheduled&status=confirmed&customerId=a&customerId=b&offset=1&offset=2',
-      ],
-      ['array syntax', 'limit[]=1&status[]=scheduled&customerId[$ne]=x'],
-      ['NUL in an id', 'customerId=cus%00x'],
-      ['raw control characters', 'customerId=%01%02%1F%7F'],
-      ['invalid percent-encoding', 'customerId=%E0%A4%A&staffId=%ZZ'],
-      ['SQL fragment', `customerId=${encodeURIComponent("x' OR 1=1 --")}`],
-      ['limit past bounds', 'limit=101'],
-      ['offset past safe integer', `offset=${2 ** 53}`],
-      ['offset of 40 digits', `offset=${'9'.repeat(40)}`],
-      ['date past year 9999', 'startDate=+275760-09-13T00:00:00Z'],
-      ['offset of 16 hours', `startDate=${encodeURIComponent('2024-01-01T00:00:00+16:00')}`],
-      ['offset of 23:59 on the last day', `endDate=${encodeURIComponent('9999-12-31T23:59:59-23:59')}`],
-      ['offset of 99 hours', `startDate=${encodeURIComponent('2024-01-01T00:00:00+99:00')}`],
-      ['140 fractional-second digits in startDate', `startDate=2025-01-01T00:00:00.${'1'.repeat(140)}Z`],
-      ['140 fractional-second digits in endDate', `endDate=2025-01-01T00:00:00.${'9'.repeat(140)}Z`],
-      ['lower-case t and z', 'startDate=2024-01-01t00:00:00.5z&endDate=2025-01-01t00:00:00z'],
-      [
-        'nine fractional digits in the last second, past UTC year 9999',
-        `startDate=${encodeURIComponent('9999-12-31T23:59:59.999999999-15:59')}`,
-      ],
-      ['200 KB of query', `customerId=${'a'.repeat(200_000)}`],
-    ])('%s: 200 or 400 in the documented shape', async (_label, query) => {
-      const path = '/api/public/v1/appointments'
-      const response = await app.inject({
-        method: 'GET',
-        url: `${path}?${query}`,
-        headers: bearer(tenant.key),
-      })
-      expect([200, 400]).toContain(response.statusCode)
-      const body = response.json()
-      const validate = responseValidator(document, schemaOf, path, response.statusCode)
-      expect(validate?.(body), JSON.stringify(validate?.errors)).toBe(true)
+  it.each([
+    ['huge repeated limit', `limit=${'1&limit='.repeat(2000)}1`],
+    [
+      'every parameter repeated',
+      'status=scheduled&status=confirmed&customerId=a&customerId=b&offset=1&offset=2',
+    ],
+    ['array syntax', 'limit[]=1&status[]=scheduled&customerId[$ne]=x'],
+    ['NUL in an id', 'customerId=cus%00x'],
+    ['raw control characters', 'customerId=%01%02%1F%7F'],
+    ['invalid percent-encoding', 'customerId=%E0%A4%A&staffId=%ZZ'],
+    ['SQL fragment', `customerId=${encodeURIComponent("x' OR 1=1 --")}`],
+    ['limit past bounds', 'limit=101'],
+    ['offset past safe integer', `offset=${2 ** 53}`],
+    ['offset of 40 digits', `offset=${'9'.repeat(40)}`],
+    ['date past year 9999', 'startDate=+275760-09-13T00:00:00Z'],
+    ['offset of 16 hours', `startDate=${encodeURIComponent('2024-01-01T00:00:00+16:00')}`],
+    ['offset of 23:59 on the last day', `endDate=${encodeURIComponent('9999-12-31T23:59:59-23:59')}`],
+    ['offset of 99 hours', `startDate=${encodeURIComponent('2024-01-01T00:00:00+99:00')}`],
+    ['140 fractional-second digits in startDate', `startDate=2025-01-01T00:00:00.${'1'.repeat(140)}Z`],
+    ['140 fractional-second digits in endDate', `endDate=2025-01-01T00:00:00.${'9'.repeat(140)}Z`],
+    ['lower-case t and z', 'startDate=2024-01-01t00:00:00.5z&endDate=2025-01-01t00:00:00z'],
+    [
+      'nine fractional digits in the last second, past UTC year 9999',
+      `startDate=${encodeURIComponent('9999-12-31T23:59:59.999999999-15:59')}`,
+    ],
+    ['200 KB of query', `customerId=${'a'.repeat(200_000)}`],
+  ])('%s: 200 or 400 in the documented shape', async (_label, query) => {
+    const path = '/api/public/v1/appointments'
+    const response = await app.inject({
+      method: 'GET',
+      url: `${path}?${query}`,
+      headers: bearer(tenant.key),
     })
+    expect([200, 400]).toContain(response.statusCode)
+    const body = response.json()
+    const validate = responseValidator(document, schemaOf, path, response.statusCode)
+    expect(validate?.(body), JSON.stringify(validate?.errors)).toBe(true)
+  })
 
-    it('known values at the bounds: limit 1 and 100 are 200, 0 and 101 are 400, with the same key', async () => {
-      const status = async (query: string) =>
-        (
-          await app.inject({
-            method: 'GET',
-            url: `/api/public/v1/customers?${query}`,
-            headers: bearer(tenant.key),
-          })
-        ).statusCode
-      expect(await status('limit=1')).toBe(200)
-      expect(await status('limit=100')).toBe(200)
-      expect(await status('limit=0')).toBe(400)
-      expect(await status('limit=101')).toBe(400)
-      expect(await status('offset=-1')).toBe(400)
-      expect(await status(`offset=${Number.MAX_SAFE_INTEGER}`)).toBe(200)
-    })
+  it('known values at the bounds: limit 1 and 100 are 200, 0 and 101 are 400, with the same key', async () => {
+    const status = async (query: string) =>
+      (
+        await app.inject({
+          method: 'GET',
+          url: `/api/public/v1/customers?${query}`,
+          headers: bearer(tenant.key),
+        })
+      ).statusCode
+    expect(await status('limit=1')).toBe(200)
+    expect(await status('limit=100')).toBe(200)
+    expect(await status('limit=0')).toBe(400)
+    expect(await status('limit=101')).toBe(400)
+    expect(await status('offset=-1')).toBe(400)
+    expect(await status(`offset=${Number.MAX_SAFE_INTEGER}`)).toBe(200)
   })
 })
 
-describe.each(STORE_KINDS)('Authorization edge cases on %s', (kind) => {
-  describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
-    let testStore: TestStore
-    let store: Store
-    let app: FastifyInstance
-    let key: string
-    let keyId: string
-    let liveKey: string
+describeEachStore('Authorization edge cases on %s', (testStore) => {
+  const { kind } = testStore
+  let store: Store
+  let app: FastifyInstance
+  let key: string
+  let keyId: string
+  let liveKey: string
 
-    beforeAll(async () => {
-      testStore = await createTestStore(kind)
-      store = testStore.store
-      const org = await createOrg(store, 'org_auth')
-      ;({ key, id: keyId } = await createKey(store, org, 'test'))
-      ;({ key: liveKey } = await createKey(store, org, 'live'))
-      ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
+  beforeAll(async () => {
+    store = testStore.store
+    const org = await createOrg(store, 'org_auth')
+    ;({ key, id: keyId } = await createKey(store, org, 'test'))
+    ;({ key: liveKey } = await createKey(store, org, 'live'))
+    ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
+  })
+  afterAll(async () => {
+    await app?.close()
+  })
+
+  const get = (authorization: string | undefined) =>
+    app.inject({
+      method: 'GET',
+      url: '/api/public/v1/customers',
+      headers: authorization === undefined ? {} : { authorization },
     })
-    afterAll(async () => {
-      await app?.close()
-      await testStore?.close()
-    })
 
-    const get = (authorization: string | undefined) =>
-      app.inject({
-        method: 'GET',
-        url: '/api/public/v1/customers',
-        headers: authorization === undefined ? {} : { authorization },
-      })
+  const expect401 = async (authorization: string | undefined, expected: typeof REQUIRED) => {
+    const response = await get(authorization)
+    expect(response.statusCode, String(authorization).slice(0, 80)).toBe(401)
+    expect(response.json()).toEqual({ ...expected, code: expect.any(String) })
+    expect(response.headers['www-authenticate']).toMatch(/^Bearer realm=/)
+  }
 
-    const expect401 = async (authorization: string | undefined, expected: typeof REQUIRED) => {
-      const response = await get(authorization)
-      expect(response.statusCode, String(authorization).slice(0, 80)).toBe(401)
-      expect(response.json()).toEqual({ ...expected, code: expect.any(String) })
-      expect(response.headers['www-authenticate']).toMatch(/^Bearer realm=/)
+  it('lower-case "bearer" with a valid key is 200', async () => {
+    expect((await get(`bearer ${key}`)).statusCode).toBe(200)
+    expect((await get(`Bearer ${key}`)).statusCode).toBe(200)
+  })
+
+  it('malformed headers: 401 "API key required"', async () => {
+    for (const header of [
+      undefined,
+      '',
+      'Bearer',
+      'Bearer ',
+      `Basic ${Buffer.from(`user:${key}`).toString('base64')}`,
+      `Token ${key}`,
+      key,
+      `Bearer ${key} extra`,
+      `Bearer\t${key}`,
+      `${key} Bearer`,
+    ]) {
+      await expect401(header, REQUIRED)
     }
+  })
 
-    it('lower-case "bearer" with a valid key is 200', async () => {
-      expect((await get(`bearer ${key}`)).statusCode).toBe(200)
-      expect((await get(`Bearer ${key}`)).statusCode).toBe(200)
-    })
+  it('trailing whitespace after the token (inject keeps it; real HTTP trims it): 200 or 401 only', async () => {
+    const response = await get(`Bearer ${key}   `)
+    console.log(`[auth ${kind}] trailing whitespace after a valid key: ${response.statusCode}`)
+    // Node trims header values; either way the result is a documented 200 or 401, never more.
+    expect([200, 401]).toContain(response.statusCode)
+    if (response.statusCode === 401) expect(response.json()).toMatchObject(REQUIRED)
+  })
 
-    it('malformed headers: 401 "API key required"', async () => {
-      for (const header of [
-        undefined,
-        '',
-        'Bearer',
-        'Bearer ',
-        `Basic ${Buffer.from(`user:${key}`).toString('base64')}`,
-        `Token ${key}`,
-        key,
-        `Bearer ${key} extra`,
-        `Bearer\t${key}`,
-        `${key} Bearer`,
-      ]) {
-        await expect401(header, REQUIRED)
-      }
-    })
+  it('tokens of the wrong shape: 401 "Invalid or expired API key"', async () => {
+    const hex = key.slice(-64)
+    const cases = [
+      key.slice(0, -1), // 63 hex characters
+      `${key}0`, // 65 hex characters
+      `svc_test_${hex.toUpperCase()}`, // upper-case hex
+      `acme_test_${hex}`, // wrong brand
+      `svc_live_${hex}`, // test key's secret with the live prefix
+      `svc_test_${liveKey.slice(-64)}`, // live key's secret with the test prefix
+      `svc_test_${'f'.repeat(64)}`, // right format, unknown
+      `svc_test_${hex}${'a'.repeat(20_000)}`, // very long token
+      `svc_test_${hex.slice(0, 63)}g`,
+      `${key}\u00a0`, // trailing no-break space (HTTP trims only spaces and tabs)
+      `${key}\u3000`, // trailing ideographic space
+      `${key}\u200b`, // trailing zero-width space
+      `\u00a0${key}`,
+    ]
+    // The controls: both keys work as issued.
+    expect((await get(`Bearer ${key}`)).statusCode).toBe(200)
+    expect((await get(`Bearer ${liveKey}`)).statusCode).toBe(200)
+    for (const token of cases) await expect401(`Bearer ${token}`, INVALID)
+  })
 
-    it('trailing whitespace after the token (inject keeps it; real HTTP trims it): 200 or 401 only', async () => {
-      const response = await get(`Bearer ${key}   `)
-      console.log(`[auth ${kind}] trailing whitespace after a valid key: ${response.statusCode}`)
-      // Node trims header values; either way the result is a documented 200 or 401, never more.
-      expect([200, 401]).toContain(response.statusCode)
-      if (response.statusCode === 401) expect(response.json()).toMatchObject(REQUIRED)
-    })
+  it('a revoked key is refused on the very next request', async () => {
+    const org = await createOrg(store, 'org_revoke')
+    const fresh = await createKey(store, org, 'live')
+    expect((await get(`Bearer ${fresh.key}`)).statusCode).toBe(200)
+    await store.admin((sql) => sql.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [fresh.id]))
+    await expect401(`Bearer ${fresh.key}`, INVALID)
+  })
 
-    it('tokens of the wrong shape: 401 "Invalid or expired API key"', async () => {
-      const hex = key.slice(-64)
-      const cases = [
-        key.slice(0, -1), // 63 hex characters
-        `${key}0`, // 65 hex characters
-        `svc_test_${hex.toUpperCase()}`, // upper-case hex
-        `acme_test_${hex}`, // wrong brand
-        `svc_live_${hex}`, // test key's secret with the live prefix
-        `svc_test_${liveKey.slice(-64)}`, // live key's secret with the test prefix
-        `svc_test_${'f'.repeat(64)}`, // right format, unknown
-        `svc_test_${hex}${'a'.repeat(20_000)}`, // very long token
-        `svc_test_${hex.slice(0, 63)}g`,
-        `${key}\u00a0`, // trailing no-break space (HTTP trims only spaces and tabs)
-        `${key}\u3000`, // trailing ideographic space
-        `${key}\u200b`, // trailing zero-width space
-        `\u00a0${key}`,
-      ]
-      // The controls: both keys work as issued.
-      expect((await get(`Bearer ${key}`)).statusCode).toBe(200)
-      expect((await get(`Bearer ${liveKey}`)).statusCode).toBe(200)
-      for (const token of cases) await expect401(`Bearer ${token}`, INVALID)
-    })
-
-    it('a revoked key is refused on the very next request', async () => {
-      const org = await createOrg(store, 'org_revoke')
-      const fresh = await createKey(store, org, 'live')
-      expect((await get(`Bearer ${fresh.key}`)).statusCode).toBe(200)
-      await store.admin((sql) =>
-        sql.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [fresh.id]),
-      )
-      await expect401(`Bearer ${fresh.key}`, INVALID)
-    })
-
-    it('an expired key is refused on the very next request', async () => {
-      expect((await get(`Bearer ${key}`)).statusCode).toBe(200)
-      await store.admin((sql) =>
-        sql.query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [keyId]),
-      )
-      await expect401(`Bearer ${key}`, INVALID)
-    })
+  it('an expired key is refused on the very next request', async () => {
+    expect((await get(`Bearer ${key}`)).statusCode).toBe(200)
+    await store.admin((sql) =>
+      sql.query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [keyId]),
+    )
+    await expect401(`Bearer ${key}`, INVALID)
   })
 })

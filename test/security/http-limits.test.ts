@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildApp, DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from '../../src/app.js'
 import { buildTestApp, listenOnLoopback } from '../helpers/app.js'
 import { BRAND, createKey, createOrg } from '../helpers/fixtures.js'
-import { createTestStore, postgresAvailable, STORE_KINDS, type TestStore } from '../helpers/stores.js'
+import { createTestStore, describeEachStore, type TestStore } from '../helpers/stores.js'
 
 interface RawResponse {
   status: number
@@ -104,202 +104,198 @@ function expectErrorShape(response: RawResponse, status: number) {
   return body
 }
 
-describe.each(STORE_KINDS)('limits over real HTTP on %s', (kind) => {
-  describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
-    let testStore: TestStore
-    let app: FastifyInstance
-    let port: number
-    let key: string
+describeEachStore('limits over real HTTP on %s', (testStore) => {
+  const { kind } = testStore
+  let app: FastifyInstance
+  let port: number
+  let key: string
 
-    beforeAll(async () => {
-      testStore = await createTestStore(kind)
-      const org = await createOrg(testStore.store, 'org_http')
-      key = (await createKey(testStore.store, org)).key
-      ;({ app } = await buildTestApp(testStore.store, { logLevel: 'silent' }))
-      port = await listenOnLoopback(app)
-    })
-    afterAll(async () => {
-      await app?.close()
-      await testStore?.close()
-    })
+  beforeAll(async () => {
+    const org = await createOrg(testStore.store, 'org_http')
+    key = (await createKey(testStore.store, org)).key
+    ;({ app } = await buildTestApp(testStore.store, { logLevel: 'silent' }))
+    port = await listenOnLoopback(app)
+  })
+  afterAll(async () => {
+    await app?.close()
+  })
 
-    const normal = async () => {
-      const response = await fetch(`http://127.0.0.1:${port}/api/public/v1/customers`, {
-        headers: { authorization: `Bearer ${key}` },
+  const normal = async () => {
+    const response = await fetch(`http://127.0.0.1:${port}/api/public/v1/customers`, {
+      headers: { authorization: `Bearer ${key}` },
+    })
+    expect(response.status).toBe(200)
+    await response.json()
+  }
+
+  const request = (lines: readonly string[], body = '') =>
+    `${lines.join('\r\n')}\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n${body}`
+
+  it('a header over 16 KiB: 431 in the error shape, and the server serves the next request', async () => {
+    const response = await raw(
+      port,
+      request([
+        'GET /api/public/v1/customers HTTP/1.1',
+        `Authorization: Bearer ${key}`,
+        `X-Big: ${'a'.repeat(17 * 1024)}`,
+      ]),
+    )
+    expect(expectErrorShape(response, 431)).toMatchObject({ code: 'header_too_large' })
+    await normal()
+  })
+
+  it('a URL over 16 KiB: 431 in the error shape, and the server serves the next request', async () => {
+    const response = await raw(
+      port,
+      request([
+        `GET /api/public/v1/appointments?customerId=${'a'.repeat(17 * 1024)} HTTP/1.1`,
+        `Authorization: Bearer ${key}`,
+      ]),
+    )
+    expect(expectErrorShape(response, 431)).toMatchObject({ code: 'header_too_large' })
+    await normal()
+  })
+
+  it('many headers adding up past 16 KiB: 431', async () => {
+    const many = Array.from({ length: 400 }, (_, i) => `X-H${i}: ${'b'.repeat(40)}`)
+    const response = await raw(port, request(['GET /api/public/v1/customers HTTP/1.1', ...many]))
+    expectErrorShape(response, 431)
+    await normal()
+  })
+
+  it.each([
+    ['a small JSON body', 200, ['Content-Type: application/json', 'Content-Length: 13'], '{"limit":100}'],
+    ['a text body', 200, ['Content-Type: text/plain', 'Content-Length: 5'], 'hello'],
+    ['an unknown content type', 200, ['Content-Type: application/x-evil', 'Content-Length: 3'], 'abc'],
+    [
+      'a body of exactly 1 KiB',
+      200,
+      ['Content-Type: application/json', 'Content-Length: 1024'],
+      `"${'x'.repeat(1022)}"`,
+    ],
+    [
+      'a body over the 1 KiB limit',
+      413,
+      ['Content-Type: application/json', 'Content-Length: 4000'],
+      `"${'x'.repeat(3998)}"`,
+    ],
+    [
+      'a chunked body',
+      413,
+      ['Content-Type: application/json', 'Transfer-Encoding: chunked'],
+      '2\r\n{}\r\n0\r\n\r\n',
+    ],
+  ] as const)('a GET with %s: %i, JSON, and the server stays up', async (label, status, headers, body) => {
+    const response = await raw(
+      port,
+      request(['GET /api/public/v1/customers HTTP/1.1', `Authorization: Bearer ${key}`, ...headers], body),
+    )
+    console.log(`[http ${kind}] GET with ${label}: ${response.status}`)
+    expect(response.status).toBe(status)
+    expect(response.headers['content-type']).toMatch(/^application\/json/)
+    if (status === 200) {
+      // A small body is ignored: the answer is the normal list.
+      expect(JSON.parse(response.body)).toHaveProperty('pagination')
+    } else {
+      expect(expectErrorShape(response, 413)).toMatchObject({
+        error: 'Payload Too Large',
+        code: 'payload_too_large',
       })
-      expect(response.status).toBe(200)
-      await response.json()
+      expect(response.headers.connection).toBe('close')
+      expect(response.headers['cache-control']).toBe('no-store')
+      expect(response.headers['x-content-type-options']).toBe('nosniff')
     }
+    await normal()
+  })
 
-    const request = (lines: readonly string[], body = '') =>
-      `${lines.join('\r\n')}\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n${body}`
-
-    it('a header over 16 KiB: 431 in the error shape, and the server serves the next request', async () => {
-      const response = await raw(
-        port,
-        request([
+  it('a GET announcing a 100 MB body: 413 at once, without reading the body, and the connection closed', async () => {
+    const started = Date.now()
+    const outcome = await untilClosed(
+      port,
+      request(
+        [
           'GET /api/public/v1/customers HTTP/1.1',
           `Authorization: Bearer ${key}`,
-          `X-Big: ${'a'.repeat(17 * 1024)}`,
-        ]),
-      )
-      expect(expectErrorShape(response, 431)).toMatchObject({ code: 'header_too_large' })
-      await normal()
-    })
+          'Content-Type: application/json',
+          'Content-Length: 100000000',
+        ].filter(Boolean),
+        '{"a":',
+      ).replace('Connection: close\r\n', ''),
+      3_000,
+    )
+    expect(outcome.closedBy).toBe('server')
+    expect(outcome.text).toMatch(/^HTTP\/1\.1 413 /)
+    expect(outcome.text).toContain('"code":"payload_too_large"')
+    expect(Date.now() - started).toBeLessThan(1_500)
+    await normal()
+  })
 
-    it('a URL over 16 KiB: 431 in the error shape, and the server serves the next request', async () => {
-      const response = await raw(
-        port,
-        request([
-          `GET /api/public/v1/appointments?customerId=${'a'.repeat(17 * 1024)} HTTP/1.1`,
-          `Authorization: Bearer ${key}`,
-        ]),
-      )
-      expect(expectErrorShape(response, 431)).toMatchObject({ code: 'header_too_large' })
-      await normal()
+  it('tokens up to the 16 KiB header limit are 401 over real HTTP; past it, 431', async () => {
+    const at = (token: string) =>
+      raw(port, request(['GET /api/public/v1/customers HTTP/1.1', `Authorization: Bearer ${token}`]))
+    const long = await at(`${key}${'a'.repeat(8 * 1024)}`)
+    expect(expectErrorShape(long, 401)).toEqual({
+      error: 'Unauthorized',
+      message: 'Invalid or expired API key',
+      code: 'invalid_api_key',
     })
+    const huge = await at(`${key}${'a'.repeat(20 * 1024)}`)
+    expect(expectErrorShape(huge, 431)).toMatchObject({ code: 'header_too_large' })
+    await normal()
+  })
 
-    it('many headers adding up past 16 KiB: 431', async () => {
-      const many = Array.from({ length: 400 }, (_, i) => `X-H${i}: ${'b'.repeat(40)}`)
-      const response = await raw(port, request(['GET /api/public/v1/customers HTTP/1.1', ...many]))
-      expectErrorShape(response, 431)
-      await normal()
+  it('malformed HTTP (bad Content-Length): 400 in the error shape', async () => {
+    const response = await raw(
+      port,
+      request(['GET /api/public/v1/customers HTTP/1.1', 'Content-Length: abc']),
+    )
+    expect(expectErrorShape(response, 400)).toMatchObject({ code: 'bad_request' })
+    await normal()
+  })
+
+  it('two Authorization headers, even both valid: 401 "API key required" with a challenge', async () => {
+    const response = await raw(
+      port,
+      request([
+        'GET /api/public/v1/customers HTTP/1.1',
+        `Authorization: Bearer ${key}`,
+        `Authorization: Bearer ${key}`,
+      ]),
+    )
+    const body = expectErrorShape(response, 401)
+    expect(body).toMatchObject({
+      error: 'Unauthorized',
+      message: 'API key required in Authorization header',
     })
+    expect(response.headers['www-authenticate']).toMatch(/^Bearer /)
+    // One header with the same key works on a raw socket too (the control).
+    const single = await raw(
+      port,
+      request(['GET /api/public/v1/customers HTTP/1.1', `Authorization: Bearer ${key}`]),
+    )
+    expect(single.status).toBe(200)
+  })
 
-    it.each([
-      ['a small JSON body', 200, ['Content-Type: application/json', 'Content-Length: 13'], '{"limit":100}'],
-      ['a text body', 200, ['Content-Type: text/plain', 'Content-Length: 5'], 'hello'],
-      ['an unknown content type', 200, ['Content-Type: application/x-evil', 'Content-Length: 3'], 'abc'],
-      [
-        'a body of exactly 1 KiB',
-        200,
-        ['Content-Type: application/json', 'Content-Length: 1024'],
-        `"${'x'.repeat(1022)}"`,
-      ],
-      [
-        'a body over the 1 KiB limit',
-        413,
-        ['Content-Type: application/json', 'Content-Length: 4000'],
-        `"${'x'.repeat(3998)}"`,
-      ],
-      [
-        'a chunked body',
-        413,
-        ['Content-Type: application/json', 'Transfer-Encoding: chunked'],
-        '2\r\n{}\r\n0\r\n\r\n',
-      ],
-    ] as const)('a GET with %s: %i, JSON, and the server stays up', async (label, status, headers, body) => {
-      const response = await raw(
-        port,
-        request(['GET /api/public/v1/customers HTTP/1.1', `Authorization: Bearer ${key}`, ...headers], body),
-      )
-      console.log(`[http ${kind}] GET with ${label}: ${response.status}`)
-      expect(response.status).toBe(status)
-      expect(response.headers['content-type']).toMatch(/^application\/json/)
-      if (status === 200) {
-        // A small body is ignored: the answer is the normal list.
-        expect(JSON.parse(response.body)).toHaveProperty('pagination')
-      } else {
-        expect(expectErrorShape(response, 413)).toMatchObject({
-          error: 'Payload Too Large',
-          code: 'payload_too_large',
-        })
-        expect(response.headers.connection).toBe('close')
-        expect(response.headers['cache-control']).toBe('no-store')
-        expect(response.headers['x-content-type-options']).toBe('nosniff')
-      }
-      await normal()
-    })
-
-    it('a GET announcing a 100 MB body: 413 at once, without reading the body, and the connection closed', async () => {
-      const started = Date.now()
-      const outcome = await untilClosed(
-        port,
-        request(
-          [
-            'GET /api/public/v1/customers HTTP/1.1',
-            `Authorization: Bearer ${key}`,
-            'Content-Type: application/json',
-            'Content-Length: 100000000',
-          ].filter(Boolean),
-          '{"a":',
-        ).replace('Connection: close\r\n', ''),
-        3_000,
-      )
-      expect(outcome.closedBy).toBe('server')
-      expect(outcome.text).toMatch(/^HTTP\/1\.1 413 /)
-      expect(outcome.text).toContain('"code":"payload_too_large"')
-      expect(Date.now() - started).toBeLessThan(1_500)
-      await normal()
-    })
-
-    it('tokens up to the 16 KiB header limit are 401 over real HTTP; past it, 431', async () => {
-      const at = (token: string) =>
-        raw(port, request(['GET /api/public/v1/customers HTTP/1.1', `Authorization: Bearer ${token}`]))
-      const long = await at(`${key}${'a'.repeat(8 * 1024)}`)
-      expect(expectErrorShape(long, 401)).toEqual({
-        error: 'Unauthorized',
-        message: 'Invalid or expired API key',
-        code: 'invalid_api_key',
-      })
-      const huge = await at(`${key}${'a'.repeat(20 * 1024)}`)
-      expect(expectErrorShape(huge, 431)).toMatchObject({ code: 'header_too_large' })
-      await normal()
-    })
-
-    it('malformed HTTP (bad Content-Length): 400 in the error shape', async () => {
-      const response = await raw(
-        port,
-        request(['GET /api/public/v1/customers HTTP/1.1', 'Content-Length: abc']),
-      )
-      expect(expectErrorShape(response, 400)).toMatchObject({ code: 'bad_request' })
-      await normal()
-    })
-
-    it('two Authorization headers, even both valid: 401 "API key required" with a challenge', async () => {
-      const response = await raw(
-        port,
-        request([
-          'GET /api/public/v1/customers HTTP/1.1',
-          `Authorization: Bearer ${key}`,
-          `Authorization: Bearer ${key}`,
-        ]),
-      )
-      const body = expectErrorShape(response, 401)
-      expect(body).toMatchObject({
-        error: 'Unauthorized',
-        message: 'API key required in Authorization header',
-      })
-      expect(response.headers['www-authenticate']).toMatch(/^Bearer /)
-      // One header with the same key works on a raw socket too (the control).
-      const single = await raw(
-        port,
-        request(['GET /api/public/v1/customers HTTP/1.1', `Authorization: Bearer ${key}`]),
-      )
-      expect(single.status).toBe(200)
-    })
-
-    it('trailing whitespace after a valid key over real HTTP: spaces and tabs are not part of the value (200); any other is 401', async () => {
-      // RFC 9110 5.5: a field value excludes leading and trailing spaces and tabs, so the key is intact.
-      const response = await raw(
-        port,
-        request(['GET /api/public/v1/customers HTTP/1.1', `Authorization: Bearer ${key}   \t`]),
-      )
-      expect(response.status).toBe(200)
-      // A no-break space (byte A0) is part of the value: the token no longer has the key's shape.
-      const nbsp = await raw(
-        port,
-        Buffer.concat([
-          Buffer.from(`GET /api/public/v1/customers HTTP/1.1\r\nAuthorization: Bearer ${key}`),
-          Buffer.from([0xa0]),
-          Buffer.from('\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'),
-        ]),
-      )
-      expect(expectErrorShape(nbsp, 401)).toEqual({
-        error: 'Unauthorized',
-        message: 'Invalid or expired API key',
-        code: 'invalid_api_key',
-      })
+  it('trailing whitespace after a valid key over real HTTP: spaces and tabs are not part of the value (200); any other is 401', async () => {
+    // RFC 9110 5.5: a field value excludes leading and trailing spaces and tabs, so the key is intact.
+    const response = await raw(
+      port,
+      request(['GET /api/public/v1/customers HTTP/1.1', `Authorization: Bearer ${key}   \t`]),
+    )
+    expect(response.status).toBe(200)
+    // A no-break space (byte A0) is part of the value: the token no longer has the key's shape.
+    const nbsp = await raw(
+      port,
+      Buffer.concat([
+        Buffer.from(`GET /api/public/v1/customers HTTP/1.1\r\nAuthorization: Bearer ${key}`),
+        Buffer.from([0xa0]),
+        Buffer.from('\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'),
+      ]),
+    )
+    expect(expectErrorShape(nbsp, 401)).toEqual({
+      error: 'Unauthorized',
+      message: 'Invalid or expired API key',
+      code: 'invalid_api_key',
     })
   })
 })
