@@ -1,4 +1,4 @@
-import type { AdminSql, Sql, Store } from './types.js'
+import type { AdminSql, Sql, Store } from '../store/types.js'
 
 function guarded<S extends Sql>(sql: S, signal: AbortSignal): S {
   const wrapped: Sql = {
