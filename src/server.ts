@@ -8,6 +8,7 @@ import { runCli } from './cli/program.js'
 import { type Config, ConfigError, loadConfig } from './config.js'
 import { CONTRACT_VERSION } from './openapi/document.js'
 import { cancellable } from './operator/cancellable.js'
+import { errorLine } from './operator/errors.js'
 import type { ForwardedIo } from './operator/protocol.js'
 import { serveOperatorSocket } from './operator/server.js'
 import { Metrics } from './ops/metrics.js'
@@ -20,7 +21,7 @@ import type { Store } from './store/types.js'
 
 /** Exits at once with one line on stderr: bad settings, an old schema, a store that cannot be opened. */
 function fail(message: string): never {
-  process.stderr.write(`openbook: ${message}\n`)
+  process.stderr.write(errorLine(message))
   process.exit(1)
 }
 

@@ -2,9 +2,9 @@ import { constants, createReadStream } from 'node:fs'
 import { access, stat } from 'node:fs/promises'
 import type { Readable } from 'node:stream'
 import { ConfigError, loadConfig } from '../config.js'
-import { OperatorError } from '../domain/api-keys.js'
 import { cancellable } from '../operator/cancellable.js'
 import { connectOperatorSocket, forwardCommand } from '../operator/client.js'
+import { errorLine, OperatorError } from '../operator/errors.js'
 import { assertSchemaCurrent } from '../store/migrate.js'
 import { assertOperatorAccess, openStore } from '../store/open.js'
 import type { CliContext } from './context.js'
@@ -47,7 +47,7 @@ async function main(argv: string[]): Promise<number> {
     config = loadConfig()
   } catch (error) {
     if (error instanceof ConfigError) {
-      process.stderr.write(`openbook: ${error.message}\n`)
+      process.stderr.write(errorLine(error.message))
       return 1
     }
     throw error
@@ -63,7 +63,7 @@ async function main(argv: string[]): Promise<number> {
           input = await openInput(argv[1])
         } catch (error) {
           socket.destroy()
-          process.stderr.write(`openbook: ${(error as Error).message}\n`)
+          process.stderr.write(errorLine((error as Error).message))
           return 1
         }
       } else if (argv[0] === 'import' && argv[1] === '-') {
@@ -112,7 +112,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code
   },
   (error: unknown) => {
-    process.stderr.write(`openbook: ${(error as Error).message?.split('\n')[0] ?? 'failed'}\n`)
+    process.stderr.write(errorLine((error as Error).message?.split('\n')[0] ?? 'failed'))
     process.exitCode = 1
   },
 )

@@ -6,12 +6,12 @@ import {
   createApiKey,
   listApiKeys,
   MAX_KEY_LIFETIME_MS,
-  OperatorError,
   revokeApiKey,
 } from '../domain/api-keys.js'
 import { PLANS, type Plan } from '../domain/plans.js'
 import { waitForStandbys } from '../domain/replication.js'
 import { importNdjson } from '../import/ndjson.js'
+import { errorLine, failureReason, OperatorError } from '../operator/errors.js'
 import { iso } from '../queries/page.js'
 import { seedSynthetic } from '../seed/run.js'
 import { migrate, refreshStatistics } from '../store/migrate.js'
@@ -427,16 +427,7 @@ export async function runCli(argv: readonly string[], context: CliContext): Prom
     if (error instanceof CommanderError) {
       return error.code === 'commander.helpDisplayed' || error.code === 'commander.version' ? 0 : 2
     }
-    context.stderr.write(`openbook: ${failureMessage(error)}\n`)
+    context.stderr.write(errorLine(failureReason(error)))
     return 1
   }
-}
-
-/** One line, and never a stack, SQL or a secret: operator errors say what to do; others say what failed. */
-function failureMessage(error: unknown): string {
-  if (error instanceof OperatorError) return error.message
-  const { code, message } = error as { code?: string; message?: string }
-  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND') return `cannot reach the database (${code})`
-  if (code === '42P01') return 'the database schema is missing: run `openbook migrate`'
-  return (message ?? String(error)).split('\n')[0] ?? 'failed'
 }

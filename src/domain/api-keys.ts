@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto'
+import { OperatorError } from '../operator/errors.js'
 import { iso } from '../queries/page.js'
 import type { Sql } from '../store/types.js'
 import { generateSecret, type KeyEnv } from './api-key-secret.js'
 import { KEY_MANAGER_ROLES, MAX_ACTIVE_KEYS, type Plan, type Role } from './plans.js'
-
-/** A refusal the operator can act on; the CLI prints its message as the one-line reason. */
-export class OperatorError extends Error {}
 
 /** The furthest a key's expiry may lie ahead: 100 years (of 365.25 days). Further is a typo, or "never". */
 export const MAX_KEY_LIFETIME_MS = 36_525 * 86_400_000

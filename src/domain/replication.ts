@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import { OperatorError } from '../operator/errors.js'
 import type { Store } from '../store/types.js'
-import { OperatorError } from './api-keys.js'
 
 export interface StandbyReplay {
   /** The standby's application_name (or address). */

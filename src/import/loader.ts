@@ -1,4 +1,4 @@
-import { OperatorError } from '../domain/api-keys.js'
+import { OperatorError } from '../operator/errors.js'
 import {
   FIELDS,
   fieldOf,

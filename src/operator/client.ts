@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs'
 import { createConnection, type Socket } from 'node:net'
 import type { Readable } from 'node:stream'
+import { errorLine } from './errors.js'
 import { InputFramer } from './framing.js'
 import { type Answer, type ForwardedIo, messageLine, operatorSocketPath } from './protocol.js'
 
@@ -42,7 +43,7 @@ function readAnswers(socket: Socket, onAnswer: (answer: Answer) => void): void {
 function sendInput(socket: Socket, input: Readable, io: Output): void {
   const framer = new InputFramer()
   input.on('error', (error) => {
-    io.stderr.write(`openbook: cannot read the input: ${error.message}\n`)
+    io.stderr.write(errorLine(`cannot read the input: ${error.message}`))
     socket.destroy()
   })
   input.pipe(framer).pipe(socket, { end: false })
@@ -73,8 +74,10 @@ export function forwardCommand(
     socket.on('close', () => {
       if (exit === undefined) {
         io.stderr.write(
-          'openbook: the embedded server stopped before the command finished; an import or seed was rolled back, ' +
-            'other commands may not have run\n',
+          errorLine(
+            'the embedded server stopped before the command finished; an import or seed was rolled back, ' +
+              'other commands may not have run',
+          ),
         )
       }
       resolveExit(exit ?? 1)

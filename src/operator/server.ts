@@ -1,6 +1,7 @@
 import { chmodSync, existsSync, rmSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
 import { PassThrough } from 'node:stream'
+import { errorLine } from './errors.js'
 import { InputUnframer } from './framing.js'
 import {
   type Answer,
@@ -88,7 +89,7 @@ function serveClient(socket: Socket, run: CommandRunner, running: Set<Running>):
     }
     const request = parseRequest(header)
     if (!request) {
-      send({ e: 'openbook: bad request on the operator socket\n' })
+      send({ e: errorLine('bad request on the operator socket') })
       return finish(2)
     }
     const done = run([...request.argv], {
