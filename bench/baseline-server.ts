@@ -1,11 +1,13 @@
 /**
  * The ceiling for any Node service over this schema: plain node:http and pg, the
- * same transaction, key lookup and SQL as openbook (its own query functions),
+ * same transaction, key lookup and SQL as openbook (its own query functions), in the same two
+ * round trips with the same prepared statements,
  * the envelope written around the items the database serialised. No framework, validation beyond the essentials,
  * logging or response schema.
  *
  * DATABASE_URL=… PORT=… [POOL_SIZE=10] [API_KEY_BRAND=svc] node --import tsx bench/baseline-server.ts
  */
+import { createHash } from 'node:crypto'
 import { createServer, type ServerResponse } from 'node:http'
 import pg from 'pg'
 import { hashSecret, secretPattern } from '../src/domain/api-key-secret.js'
@@ -52,23 +54,50 @@ function parseRequest(url: string): ListRequest | undefined {
   return { resource: resource as Resource, page: { limit, offset }, filters: filters as AppointmentFilters }
 }
 
+const names = new Map<string, string>()
+
+/** A prepared statement's name per statement text, as openbook names its own. */
+function statementName(text: string): string {
+  let name = names.get(text)
+  if (!name) {
+    name = `bench_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`
+    names.set(text, name)
+  }
+  return name
+}
+
+/**
+ * The request in openbook's two round trips: BEGIN and its settings travel with the key lookup
+ * (a statement without parameters), the page is a prepared statement, and the read-only COMMIT is
+ * queued without waiting for its answer.
+ */
 async function handle(secret: string, request: ListRequest): Promise<{ status: number; body: unknown }> {
   const client = await pool.connect()
+  let opening: string | undefined = OPEN_TRANSACTION
   const sql: Sql = {
     async query<Row extends object>(text: string, params: readonly unknown[] = []) {
-      return (await client.query<Row>(text, params as unknown[])).rows
+      if (opening !== undefined && params.length === 0) {
+        const results = (await client.query(`${opening}; ${text}`)) as unknown as pg.QueryResult<Row>[]
+        opening = undefined
+        return results.at(-1)?.rows ?? []
+      }
+      if (opening !== undefined) {
+        await client.query(opening)
+        opening = undefined
+      }
+      const config = { name: statementName(text), text, values: params as unknown[] }
+      return (await client.query<Row>(params.length > 0 ? config : { text })).rows
     },
     async exec(text: string) {
-      await client.query(text)
+      await sql.query(text)
     },
   }
   try {
-    await client.query(OPEN_TRANSACTION)
     const key = await authenticateKey(sql, hashSecret(secret))
     const result = key
       ? { status: 200, body: pageBody(await listPage(sql, key.orgId, request)) }
       : { status: 401, body: { error: 'Unauthorized' } }
-    await client.query('COMMIT')
+    client.query('COMMIT').catch(() => undefined)
     client.release()
     return result
   } catch (error) {

@@ -1,6 +1,7 @@
+import { join } from 'node:path'
 import pg from 'pg'
 import type { BenchOrg, OrgSize } from './mixes.js'
-import type { BenchOptions } from './options.js'
+import type { Scale } from './options.js'
 import { runOk } from './proc.js'
 import { captureStatements, type ListRequest } from './sql.js'
 
@@ -15,14 +16,23 @@ export interface SeedInfo {
   readonly counts: { organizations: number; customers: number; appointments: number }
 }
 
-export function databaseUrl(options: BenchOptions, applicationName?: string): string {
-  const url = `${options.pgUrl}/${options.database}`
+/** One scale's database on one PostgreSQL server, and the build whose command line fills it. */
+export interface DataSet {
+  readonly pgUrl: string
+  readonly scale: Scale
+  /** Directory of the openbook build whose bin/openbook.js seeds and makes keys. */
+  readonly cliDir: string
+  readonly fresh: boolean
+}
+
+export function databaseUrl(options: DataSet, applicationName?: string): string {
+  const url = `${options.pgUrl}/${options.scale.database}`
   return applicationName ? `${url}?application_name=${applicationName}` : url
 }
 
-/** Runs the real command line (the built one in dist/) against the benchmark database. */
-export async function openbook<T>(options: BenchOptions, args: readonly string[]): Promise<T> {
-  const result = await runOk(process.execPath, ['bin/openbook.js', ...args, '--json'], {
+/** Runs the real command line (the built one) against the benchmark database. */
+export async function openbook<T>(options: DataSet, args: readonly string[]): Promise<T> {
+  const result = await runOk(process.execPath, [join(options.cliDir, 'bin/openbook.js'), ...args, '--json'], {
     env: { ...process.env, DATABASE_URL: databaseUrl(options), LOG_LEVEL: 'warn' },
     timeoutMs: 30 * 60_000,
   })
@@ -45,9 +55,11 @@ interface SeedNote {
   readonly wallSeconds: number
 }
 
-async function existingCounts(options: BenchOptions): Promise<SeedInfo['counts'] | undefined> {
+async function existingCounts(options: DataSet): Promise<SeedInfo['counts'] | undefined> {
   const exists = await withClient(`${options.pgUrl}/postgres`, async (client) => {
-    const { rows } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [options.database])
+    const { rows } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [
+      options.scale.database,
+    ])
     return rows.length > 0
   })
   if (!exists) return undefined
@@ -60,14 +72,14 @@ async function existingCounts(options: BenchOptions): Promise<SeedInfo['counts']
       `SELECT (SELECT count(*)::int FROM organizations WHERE id LIKE $1) AS organizations,
               (SELECT count(*)::int FROM customers) AS customers,
               (SELECT count(*)::int FROM appointments) AS appointments`,
-      [`org\\_${options.seed}\\_%`],
+      [`org\\_${options.scale.seed}\\_%`],
     )
     return counts[0]
   })
 }
 
 /** The seed's figures are kept with the database, so that a run reusing it can still report them. */
-async function seedNote(options: BenchOptions): Promise<SeedNote | undefined> {
+async function seedNote(options: DataSet): Promise<SeedNote | undefined> {
   return withClient(databaseUrl(options), async (client) => {
     const { rows } = await client.query<{ note: string | null }>(
       'SELECT shobj_description(oid, $1) AS note FROM pg_database WHERE datname = current_database()',
@@ -86,35 +98,36 @@ async function seedNote(options: BenchOptions): Promise<SeedNote | undefined> {
  * otherwise (or with --fresh) creates it, migrates and seeds it with the real CLI.
  * Either way ends with VACUUM ANALYZE, so counts are index-only with no heap fetches.
  */
-export async function prepareDatabase(options: BenchOptions, log: (line: string) => void): Promise<SeedInfo> {
+export async function prepareDatabase(data: DataSet, log: (line: string) => void): Promise<SeedInfo> {
+  const options = { ...data, ...data.scale }
   const wanted = {
     organizations: options.orgs,
     customers: options.customers,
     appointments: options.appointments,
   }
-  const found = options.fresh ? undefined : await existingCounts(options)
+  const found = options.fresh ? undefined : await existingCounts(data)
   const reusable =
     found !== undefined &&
     found.organizations === wanted.organizations &&
     found.customers === wanted.customers &&
     found.appointments === wanted.appointments
-  let note = reusable ? await seedNote(options) : undefined
+  let note = reusable ? await seedNote(data) : undefined
   // A reused database still gets migrations added since it was seeded.
-  if (reusable) await openbook(options, ['migrate'])
+  if (reusable) await openbook(data, ['migrate'])
   if (!reusable) {
     log(`creating database ${options.database} and seeding ${options.customers + options.appointments} rows`)
     await withClient(`${options.pgUrl}/postgres`, async (client) => {
       await client.query(`DROP DATABASE IF EXISTS ${options.database} WITH (FORCE)`)
       await client.query(`CREATE DATABASE ${options.database}`)
     })
-    await openbook(options, ['migrate'])
+    await openbook(data, ['migrate'])
     const started = performance.now()
     // One transaction: nothing to count until it ends, so only a sign of life meanwhile.
     const heartbeat = setInterval(
       () => log(`seeding… ${Math.round((performance.now() - started) / 1000)} s`),
       60_000,
     )
-    const seeded = await openbook<{ seconds: number; rowsPerSecond: number }>(options, [
+    const seeded = await openbook<{ seconds: number; rowsPerSecond: number }>(data, [
       'seed',
       '--orgs',
       String(options.orgs),
@@ -130,7 +143,7 @@ export async function prepareDatabase(options: BenchOptions, log: (line: string)
       rowsPerSecond: seeded.rowsPerSecond,
       wallSeconds: Math.round((performance.now() - started) / 100) / 10,
     }
-    await withClient(databaseUrl(options), (client) =>
+    await withClient(databaseUrl(data), (client) =>
       client.query(`COMMENT ON DATABASE ${options.database} IS '${JSON.stringify(note)}'`),
     )
   } else {
@@ -139,7 +152,7 @@ export async function prepareDatabase(options: BenchOptions, log: (line: string)
     )
   }
   const vacuumStarted = performance.now()
-  await withClient(databaseUrl(options), (client) => client.query('VACUUM (ANALYZE)'))
+  await withClient(databaseUrl(data), (client) => client.query('VACUUM (ANALYZE)'))
   return {
     fresh: !reusable,
     seconds: note?.seconds ?? Number.NaN,
@@ -148,6 +161,13 @@ export async function prepareDatabase(options: BenchOptions, log: (line: string)
     vacuumSeconds: Math.round((performance.now() - vacuumStarted) / 100) / 10,
     counts: wanted,
   }
+}
+
+/** Drops a scale's database (at the end of a run with --drop-databases). */
+export async function dropDatabase(data: DataSet): Promise<void> {
+  await withClient(`${data.pgUrl}/postgres`, (client) =>
+    client.query(`DROP DATABASE IF EXISTS ${data.scale.database} WITH (FORCE)`),
+  )
 }
 
 interface ListedOrg {
@@ -202,7 +222,7 @@ const KEY_NAME = 'bench'
  * Picks the organizations and gives each a fresh test key with the real CLI;
  * the previous run's benchmark keys are revoked first (plans limit active keys).
  */
-export async function prepareOrganizations(options: BenchOptions): Promise<Record<OrgSize, BenchOrg>> {
+export async function prepareOrganizations(options: DataSet): Promise<Record<OrgSize, BenchOrg>> {
   const listed = await openbook<ListedOrg[]>(options, ['orgs', 'list'])
   const picked = pickOrganizations(listed)
   return withClient(databaseUrl(options), async (client) => {

@@ -19,7 +19,10 @@ import { join, resolve } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
 import { httpLoad } from './load.js'
+import { runFromRoot } from './paths.js'
 import { cpuSeconds, freePort } from './proc.js'
+
+runFromRoot()
 
 const { values, positionals } = parseArgs({
   options: {

@@ -73,8 +73,9 @@ export async function measureEmbedded(
   settings: LoadSettings,
   log: Log,
   onStart: (stop: () => Promise<void>) => void,
+  openbookDir = '.',
 ): Promise<EmbeddedResult> {
-  const target = await startEmbedded(join(workDir, 'embedded-data'))
+  const target = await startEmbedded(join(workDir, 'embedded-data'), openbookDir)
   onStart(target.service.stop)
   const mixes = await measureAll(target, settings, log)
   const rssMb = statusKb(target.service.pid, 'VmHWM') / 1024

@@ -11,8 +11,11 @@ import pg from 'pg'
 import { backendPids, Meter } from './meter.js'
 import { writeNdjson } from './ndjson.js'
 import { assertLoopbackUrl } from './options.js'
+import { runFromRoot } from './paths.js'
 import { killAll, run, runOk } from './proc.js'
 import { writeResultsSection } from './report.js'
+
+runFromRoot()
 
 const { values } = parseArgs({
   options: {

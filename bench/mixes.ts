@@ -15,7 +15,7 @@ export interface BenchOrg {
 
 export type PagePosition = 'first' | 'middle' | 'last'
 
-interface MixSpec {
+export interface MixSpec {
   readonly id: string
   readonly resource: Resource
   readonly size: OrgSize
@@ -46,8 +46,35 @@ const none = () => ({})
 const daysAgo = (context: MixContext, days: number) =>
   new Date(context.now.getTime() - days * DAY).toISOString()
 
-/** Ten request mixes: both resources, three organization sizes, first/middle/last pages, each filter. */
-const SPECS: readonly MixSpec[] = [
+const POSITIONS: readonly PagePosition[] = ['first', 'middle', 'last']
+
+/** The filters of the largest organization's appointment mixes: each at its first, middle and last page. */
+const LARGE_FILTERS: readonly {
+  readonly name: string
+  readonly label: string
+  readonly filters: (context: MixContext) => AppointmentFilters
+}[] = [
+  { name: '', label: '', filters: none },
+  { name: 'status', label: 'status', filters: () => ({ status: 'completed' }) },
+  {
+    name: 'dates',
+    label: 'startDate+endDate',
+    filters: (c) => ({ startDate: daysAgo(c, 120), endDate: daysAgo(c, 30) }),
+  },
+  {
+    name: 'filtered',
+    label: 'status+dates',
+    filters: (c) => ({ status: 'completed', startDate: daysAgo(c, 365), endDate: daysAgo(c, 1) }),
+  },
+  { name: 'customer', label: 'customerId', filters: (c) => ({ customerId: c.largeCustomerId }) },
+]
+
+/**
+ * The mixes: the small and medium organizations' four (what most requests look like), then the
+ * largest organization's every page (first, middle, last) of customers and of appointments with
+ * each filter.
+ */
+export const SPECS: readonly MixSpec[] = [
   {
     id: 'cus-s-first',
     resource: 'customers',
@@ -61,22 +88,6 @@ const SPECS: readonly MixSpec[] = [
     resource: 'customers',
     size: 'medium',
     position: 'middle',
-    filters: none,
-    filterLabel: '',
-  },
-  {
-    id: 'cus-l-first',
-    resource: 'customers',
-    size: 'large',
-    position: 'first',
-    filters: none,
-    filterLabel: '',
-  },
-  {
-    id: 'cus-l-last',
-    resource: 'customers',
-    size: 'large',
-    position: 'last',
     filters: none,
     filterLabel: '',
   },
@@ -96,41 +107,31 @@ const SPECS: readonly MixSpec[] = [
     filters: (c) => ({ startDate: daysAgo(c, 120), endDate: daysAgo(c, 30) }),
     filterLabel: 'startDate+endDate',
   },
-  {
-    id: 'apt-l-first',
-    resource: 'appointments',
-    size: 'large',
-    position: 'first',
-    filters: none,
-    filterLabel: '',
-  },
-  {
-    id: 'apt-l-filtered',
-    resource: 'appointments',
-    size: 'large',
-    position: 'first',
-    filters: (c) => ({ status: 'completed', startDate: daysAgo(c, 365), endDate: daysAgo(c, 1) }),
-    filterLabel: 'status+dates',
-  },
-  {
-    id: 'apt-l-customer',
-    resource: 'appointments',
-    size: 'large',
-    position: 'first',
-    filters: (c) => ({ customerId: c.largeCustomerId }),
-    filterLabel: 'customerId',
-  },
-  {
-    id: 'apt-l-last',
-    resource: 'appointments',
-    size: 'large',
-    position: 'last',
-    filters: none,
-    filterLabel: '',
-  },
+  ...POSITIONS.map(
+    (position): MixSpec => ({
+      id: `cus-l-${position}`,
+      resource: 'customers',
+      size: 'large',
+      position,
+      filters: none,
+      filterLabel: '',
+    }),
+  ),
+  ...LARGE_FILTERS.flatMap((filter) =>
+    POSITIONS.map(
+      (position): MixSpec => ({
+        id: `apt-l-${filter.name ? `${filter.name}-` : ''}${position}`,
+        resource: 'appointments',
+        size: 'large',
+        position,
+        filters: filter.filters,
+        filterLabel: filter.label,
+      }),
+    ),
+  ),
 ]
 
-function offsetFor(position: PagePosition, total: number): number {
+export function offsetFor(position: PagePosition, total: number): number {
   if (position === 'first' || total === 0) return 0
   const lastPage = Math.floor((total - 1) / PAGE_SIZE)
   return (position === 'last' ? lastPage : Math.floor(lastPage / 2)) * PAGE_SIZE
@@ -149,16 +150,18 @@ export function pathOf(request: ListRequest): string {
 
 /**
  * The mixes of this data set. `countOf` gives the total a request's filter matches,
- * which places the middle and last pages.
+ * which places the middle and last pages. A page that another mix already asks for (a filter
+ * with one page only: its middle and last are its first) is left out.
  */
 export async function buildMixes(
   orgs: Readonly<Record<OrgSize, BenchOrg>>,
   context: MixContext,
   countOf: (orgId: string, request: ListRequest) => Promise<number>,
   only?: string,
+  specs: readonly MixSpec[] = SPECS,
 ): Promise<Mix[]> {
   const mixes: Mix[] = []
-  for (const spec of SPECS) {
+  for (const spec of specs) {
     if (only && !spec.id.includes(only)) continue
     const org = orgs[spec.size]
     const filters = spec.filters(context)
@@ -169,13 +172,15 @@ export async function buildMixes(
       page: { limit: PAGE_SIZE, offset: offsetFor(spec.position, total) },
     }
     const filter = spec.filterLabel ? `, ${spec.filterLabel}` : ''
+    const path = pathOf(request)
+    if (mixes.some((mix) => mix.org === org && mix.path === path)) continue
     mixes.push({
       id: spec.id,
       label: `${spec.resource} · ${spec.size} · ${spec.position}${filter}`,
       org,
       position: spec.position,
       request,
-      path: pathOf(request),
+      path,
     })
   }
   return mixes

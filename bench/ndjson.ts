@@ -1,6 +1,6 @@
 import { once } from 'node:events'
 import { createWriteStream } from 'node:fs'
-import { syntheticLines } from '../src/seed/lines.js'
+import { syntheticLines } from './synthetic-lines.js'
 
 export interface Written {
   readonly lines: number

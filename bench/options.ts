@@ -1,15 +1,55 @@
+import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 
-export interface BenchOptions {
-  /** Server of PostgreSQL, without a database name; loopback only. */
-  readonly pgUrl: string
+export type ScaleName = 'full' | '100k'
+
+/** One data set of the benchmark, made by `openbook seed` with these arguments in its own database. */
+export interface Scale {
+  readonly name: ScaleName
   readonly database: string
-  readonly fresh: boolean
-  readonly build: boolean
   readonly orgs: number
   readonly customers: number
   readonly appointments: number
   readonly seed: number
+}
+
+/**
+ * The two scales of issue 11: the benchmark's original data set, and ten times smaller with one
+ * dominant organization, where the old page statements' plans flipped to whole-table scans.
+ */
+export const SCALES: Readonly<Record<ScaleName, Scale>> = {
+  full: {
+    name: 'full',
+    database: 'openbook_bench',
+    orgs: 200,
+    customers: 1_000_000,
+    appointments: 2_000_000,
+    seed: 7,
+  },
+  '100k': {
+    name: '100k',
+    database: 'openbook_bench_100k',
+    orgs: 100,
+    customers: 100_000,
+    appointments: 200_000,
+    seed: 1,
+  },
+}
+
+export interface BenchOptions {
+  /** Server of PostgreSQL, without a database name; loopback only. */
+  readonly pgUrl: string
+  readonly scales: readonly Scale[]
+  readonly fresh: boolean
+  readonly build: boolean
+  /** The openbook build measured (dist/ and bin/ in it); the repository's root by default. */
+  readonly openbookDir: string
+  /** An older build measured beside it on the same databases (e.g. a git worktree of a58049a). */
+  readonly previousDir: string | undefined
+  /** Load pgbench (the SQL alone) too. */
+  readonly pgbench: boolean
+  /** Drop the benchmark's databases at the end. */
+  readonly dropDatabases: boolean
   /** Seconds of each measurement; undefined: as long as the time budget allows (2–5 s). */
   readonly duration: number | undefined
   /** Minutes the whole run should take at most, seeding included (sets the duration). */
@@ -22,15 +62,18 @@ export interface BenchOptions {
   readonly poolSize: number
   /** Only mixes whose id contains this text (development). */
   readonly only: string | undefined
-  /** Write RESULTS.md and the README section. */
+  /** Write bench/RESULTS.md. */
   readonly write: boolean
-  /** Only write RESULTS.md and the README section again from bench/results/latest.json. */
+  /** Only write bench/RESULTS.md again from bench/results/latest.json. */
   readonly renderOnly: boolean
+  /** Only seed (or check) the databases, then stop: a later run reuses them. */
+  readonly prepareOnly: boolean
 }
 
-const USAGE = `npm run bench -- [--fresh] [--no-build] [--no-write | --render-only] [--db NAME] [--pg URL]
-  [--orgs N --customers N --appointments N --seed S] [--duration S | --budget MIN] [--warmup S]
-  [--connections N] [--only TEXT]`
+export const USAGE = `npm run bench -- [--fresh] [--no-build] [--no-write | --render-only | --prepare-only] [--pg URL]
+  [--scales full,100k] [--openbook-dir DIR] [--previous-dir DIR (or BENCH_PREVIOUS_DIR)]
+  [--no-pgbench] [--drop-databases] [--duration S | --budget MIN] [--warmup S] [--connections N]
+  [--only TEXT]`
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]', '::1'])
 
@@ -47,7 +90,19 @@ function whole(name: string, value: string | undefined, fallback: number, min = 
   return Number(value)
 }
 
-export function parseOptions(argv: readonly string[]): BenchOptions {
+export function parseScales(value: string): Scale[] {
+  const names = value.split(',').map((name) => name.trim())
+  return names.map((name) => {
+    if (name !== 'full' && name !== '100k') throw new Error(`--scales: unknown scale ${name} (full, 100k)`)
+    return SCALES[name]
+  })
+}
+
+/** Paths are taken from the directory the command was started in (npm's INIT_CWD), not bench/. */
+export function parseOptions(
+  argv: readonly string[],
+  cwd = process.env.INIT_CWD ?? process.cwd(),
+): BenchOptions {
   const { values } = parseArgs({
     args: [...argv],
     options: {
@@ -55,12 +110,13 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
       'no-build': { type: 'boolean', default: false },
       'no-write': { type: 'boolean', default: false },
       'render-only': { type: 'boolean', default: false },
-      db: { type: 'string', default: 'openbook_bench' },
+      'prepare-only': { type: 'boolean', default: false },
+      'no-pgbench': { type: 'boolean', default: false },
+      'drop-databases': { type: 'boolean', default: false },
       pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://root@127.0.0.1:5432' },
-      orgs: { type: 'string' },
-      customers: { type: 'string' },
-      appointments: { type: 'string' },
-      seed: { type: 'string' },
+      scales: { type: 'string', default: 'full,100k' },
+      'openbook-dir': { type: 'string' },
+      'previous-dir': { type: 'string', default: process.env.BENCH_PREVIOUS_DIR },
       duration: { type: 'string' },
       budget: { type: 'string' },
       warmup: { type: 'string' },
@@ -74,21 +130,23 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
     process.stdout.write(`${USAGE}\n`)
     process.exit(0)
   }
-  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(values.db)) throw new Error('--db must be a plain lowercase identifier')
   assertLoopbackUrl(values.pg)
+  const openbookDir = values['openbook-dir']
   return {
     pgUrl: values.pg.replace(/\/+$/, ''),
-    database: values.db,
+    scales: parseScales(values.scales),
     fresh: values.fresh,
-    build: !values['no-build'],
+    // Another directory's build is that directory's business: only the root is built here.
+    build: !values['no-build'] && openbookDir === undefined,
+    openbookDir: openbookDir === undefined ? '.' : resolve(cwd, openbookDir),
+    previousDir: values['previous-dir'] ? resolve(cwd, values['previous-dir']) : undefined,
+    pgbench: !values['no-pgbench'],
+    dropDatabases: values['drop-databases'],
     write: !values['no-write'],
     renderOnly: values['render-only'],
-    orgs: whole('orgs', values.orgs, 200, 1),
-    customers: whole('customers', values.customers, 1_000_000),
-    appointments: whole('appointments', values.appointments, 2_000_000),
-    seed: whole('seed', values.seed, 7),
+    prepareOnly: values['prepare-only'],
     duration: values.duration === undefined ? undefined : whole('duration', values.duration, 5, 1),
-    budgetMinutes: whole('budget', values.budget, 14, 1),
+    budgetMinutes: whole('budget', values.budget, 40, 1),
     warmup: whole('warmup', values.warmup, 1),
     connections: whole('connections', values.connections, 16, 1),
     poolSize: 10,

@@ -1,9 +1,19 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { Socket } from 'node:net'
+import { createServer, Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 
-export { freePort } from '../test/helpers/process.js'
+/** A TCP port on loopback that was free a moment ago (the system picks it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
+    })
+  })
+}
 
 export interface RunResult {
   readonly code: number
@@ -98,6 +108,7 @@ export async function startService(
   args: readonly string[],
   env: NodeJS.ProcessEnv,
   port: number,
+  timeoutMs = 30_000,
 ): Promise<Service> {
   const { child, stdout: out, stderr: err } = spawnCollecting(command, args, env)
   const exited = new Promise<void>((resolve) => child.on('close', () => resolve()))
@@ -110,7 +121,7 @@ export async function startService(
     }
     running.delete(child)
   }
-  for (let attempt = 0; attempt < 300; attempt++) {
+  for (let attempt = 0; attempt < timeoutMs / 100; attempt++) {
     if (child.exitCode !== null) {
       running.delete(child)
       throw new Error(
@@ -128,7 +139,7 @@ export async function startService(
     await sleep(100)
   }
   await stop()
-  throw new Error(`${command} ${args.join(' ')} did not listen on ${port} within 30 s`)
+  throw new Error(`${command} ${args.join(' ')} did not listen on ${port} within ${timeoutMs / 1000} s`)
 }
 
 function accepts(port: number): Promise<boolean> {

@@ -2,7 +2,20 @@ import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
 import type pg from 'pg'
-import { type BenchReport, checks, int, type Machine, ms, ratio } from './checks.js'
+import {
+  type BenchReport,
+  type Check,
+  checks,
+  earlierChecks,
+  int,
+  type Machine,
+  microsPerRequest,
+  ms,
+  pgMicros,
+  ratio,
+  type ScaleReport,
+  speedup,
+} from './checks.js'
 import type { SeedInfo } from './data.js'
 import type { EmbeddedMix } from './embedded.js'
 import type { LoadResult } from './load.js'
@@ -23,11 +36,14 @@ export async function machineInfo(client: pg.Client): Promise<Machine> {
 }
 
 const pct = (value: number | null) => (value === null ? '–' : `${Math.round(value)}`)
-const latency = (result: LoadResult) => `${ms(result.p50)} / ${ms(result.p99)}`
-const failures = (result: TargetResult) => result.saturation.failures + result.half.failures
+const micros = (value: number | null) => (value === null ? '–' : int(value))
+const latency = (result: LoadResult | undefined) => (result ? `${ms(result.p50)} / ${ms(result.p99)}` : '–')
+const failures = (result: TargetResult | undefined) =>
+  result ? result.saturation.failures + result.half.failures : 0
+const loads = (values: readonly number[]) => values.map((v) => v.toFixed(2)).join(' ')
 
-function orgLine(report: BenchReport): string {
-  return report.orgs
+function orgLine(scale: ScaleReport): string {
+  return scale.orgs
     .map(
       (o) =>
         `${o.size} \`${o.id}\` (${o.plan}, ${int(o.customers)} customers, ${int(o.appointments)} appointments)`,
@@ -47,7 +63,11 @@ function seedLine(seed: SeedInfo): string {
 /** How much the rest of the machine competed: CPU of every other process during the saturation runs. */
 function contention(report: BenchReport): string {
   const others = [
-    ...report.mixes.flatMap((m) => [m.pgbench, m.baseline, m.openbook].map((t) => t.saturation.otherCpu)),
+    ...report.scales.flatMap((s) =>
+      s.mixes.flatMap((m) =>
+        [m.pgbench, m.baseline, m.openbook, m.previous].flatMap((t) => (t ? [t.saturation.otherCpu] : [])),
+      ),
+    ),
     ...report.embedded.mixes.map((m) => m.otherCpu),
   ]
   if (others.length === 0) return ''
@@ -55,34 +75,41 @@ function contention(report: BenchReport): string {
   return (
     `Everything else on the machine used on average ${Math.round(mean)} % and at most ` +
     `${Math.round(Math.max(...others))} % of one core during the saturation runs (of ${report.machine.cpus * 100} %): ` +
-    "other processes, and PostgreSQL's autovacuum and parallel workers, which live too briefly to be sampled."
+    "other processes (other engineers' test runs on this shared machine), and PostgreSQL's autovacuum and " +
+    'parallel workers, which live too briefly to be sampled.'
   )
 }
 
+function previousName(report: BenchReport): string {
+  return report.previous?.commit ?? 'previous'
+}
+
 function setup(report: BenchReport): string[] {
-  const { machine, options, load } = report
+  const { machine, load } = report
+  const previous = report.previous
+    ? ` The older build \`${report.previous.commit}\` (a git worktree at \`${report.previous.dir}\`, built with ` +
+      '`npm ci && npm run build`) runs the same mixes on the same databases (its schema is the same: the ' +
+      'numbered migrations did not change since), one target after the other in the same run.'
+    : ''
   return [
     `Command: \`${report.command}\`, finished ${report.finishedAt.slice(0, 16).replace('T', ' ')} UTC, ` +
-      `${Math.floor(report.totalSeconds / 60)} min ${report.totalSeconds % 60} s in all ` +
-      `(${report.seed.fresh ? 'build and seeding included' : 'build included; the seeded database was reused'}).`,
+      `${Math.floor(report.totalSeconds / 60)} min ${report.totalSeconds % 60} s in all. openbook measured: ` +
+      `\`${report.openbookCommit}\`.${previous}`,
     '',
     `Machine: ${machine.cpus} × ${machine.model}, ${machine.memoryGiB} GiB, Node ${machine.node}, ${machine.postgres} ` +
       `(shared_buffers ${machine.sharedBuffers}). Load generator, servers and PostgreSQL share the ${machine.cpus} ` +
-      `cores and talk over loopback. ${contention(report)}`,
+      `cores and talk over loopback. ${contention(report)} Load averages (1, 5, 15 min) at the start and end ` +
+      `of each scale: ${report.scales.map((s) => `${s.scale.name} ${loads(s.loadAverage.start)} → ${loads(s.loadAverage.end)}`).join('; ')}.`,
     '',
-    `Data: ${int(options.orgs)} organizations, ${int(options.customers)} customers, ${int(options.appointments)} ` +
-      `appointments (seed ${options.seed}); ${seedLine(report.seed)}. Keys made with \`openbook keys create\` for: ` +
-      `${orgLine(report)}.`,
-    '',
-    `Load: saturation with autocannon (separate process, ${load.connections} connections, pipelining 1, ` +
+    `Load: saturation with autocannon (${load.connections} connections, pipelining 1, ` +
       `${load.duration} s after ${load.warmup} s of warm-up); latency at half of each target's own saturation rate, ` +
-      "open loop with evenly spaced requests (autocannon's own rate limit sends bursts), from the start of each " +
-      'request, wait for a free connection included, for at least 12 requests; the database is let go idle ' +
-      `between measurements. pgbench: ${load.poolSize} clients, simple protocol, a script of the very transaction ` +
-      'openbook sends (`BEGIN; SET TRANSACTION READ ONLY; SET LOCAL ROLE openbook_reader; SET LOCAL ' +
-      'statement_timeout`, key lookup, page with total, `COMMIT`), SQL captured from src/queries; its latency ' +
-      `comes from its log at \`--rate\`. Both servers use a pool of ${load.poolSize} connections. CPU: per cent of ` +
-      'one core during saturation (Node: the server process; PostgreSQL: the backends serving that target).',
+      'open loop with evenly spaced requests, from the start of each request, wait for a free connection ' +
+      'included, for at least 12 requests; the database is let go idle between measurements. pgbench: ' +
+      `${load.poolSize} clients, simple protocol, a script of the transaction openbook sends (SQL captured from ` +
+      'src/queries). The minimal handler (bench/baseline-server.ts: node:http and pg, no framework) runs the same ' +
+      "SQL in openbook's two round trips with the same prepared statements. Every server uses a pool of " +
+      `${load.poolSize} connections. CPU per request: CPU time of the process (Node) or of the backends serving ` +
+      'that target (PostgreSQL) during saturation, divided by the requests answered.',
     '',
     `Latency floor of the machine and load generator: a bare node:http server sending a fixed 25 KB body, ` +
       `loaded the same way at ${report.floor.rate} req/s, answers in p50 ${ms(report.floor.p50)} / p99 ` +
@@ -90,23 +117,30 @@ function setup(report: BenchReport): string[] {
   ]
 }
 
-function mixTable(report: BenchReport): string[] {
-  const rows = report.mixes.map((mix) => {
-    const bad = failures(mix.pgbench) + failures(mix.baseline) + failures(mix.openbook)
-    const pgCpu = [mix.pgbench, mix.baseline, mix.openbook]
-      .map((t) => pct(t.saturation.postgresCpu))
+function mixTable(report: BenchReport, scale: ScaleReport): string[] {
+  const prev = previousName(report)
+  const rows = scale.mixes.map((mix) => {
+    const bad =
+      failures(mix.pgbench) + failures(mix.baseline) + failures(mix.openbook) + failures(mix.previous)
+    const targets = [mix.baseline, mix.openbook, mix.previous]
+    const pg = targets.map((t) => micros(pgMicros(t))).join(' · ')
+    const node = targets
+      .map((t) => micros(t ? microsPerRequest(t.saturation.serverCpu, t.saturation.rps) : null))
       .join(' · ')
+    const up = speedup(mix)
     return (
-      `| ${mix.id} | ${mix.label}${bad ? ` ⚠ ${bad} failed` : ''} | ${int(mix.pgbench.saturation.rps)} | ` +
-      `${int(mix.baseline.saturation.rps)} | ${int(mix.openbook.saturation.rps)} | ${ratio(mix).toFixed(2)} | ` +
-      `${latency(mix.pgbench.half)} | ${latency(mix.baseline.half)} | ${latency(mix.openbook.half)} | ` +
-      `${pct(mix.baseline.saturation.serverCpu)} · ${pct(mix.openbook.saturation.serverCpu)} | ${pgCpu} |`
+      `| ${mix.id} | ${mix.label}${bad ? ` ⚠ ${bad} failed` : ''}${mix.previousDisagrees ? ` ⚠ ${prev} answers differently` : ''} | ` +
+      `${mix.pgbench ? int(mix.pgbench.saturation.rps) : '–'} | ${int(mix.baseline.saturation.rps)} | ` +
+      `${int(mix.openbook.saturation.rps)} | ${mix.previous ? int(mix.previous.saturation.rps) : '–'} | ` +
+      `${ratio(mix).toFixed(2)} | ${up === undefined ? '–' : up.toFixed(2)} | ` +
+      `${latency(mix.baseline.half)} | ${latency(mix.openbook.half)} | ${latency(mix.previous?.half)} | ${pg} | ${node} |`
     )
   })
   return [
-    '| Mix | Request | pgbench tx/s | minimal req/s | openbook req/s | openbook ÷ minimal | p50 / p99 ms pgbench | ' +
-      'p50 / p99 ms minimal | p50 / p99 ms openbook | CPU % Node minimal · openbook | CPU % PostgreSQL pgbench · minimal · openbook |',
-    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+    `| Mix | Request | pgbench tx/s | minimal req/s | openbook req/s | ${prev} req/s | openbook ÷ minimal | ` +
+      `openbook ÷ ${prev} | p50 / p99 ms minimal | p50 / p99 ms openbook | p50 / p99 ms ${prev} | ` +
+      `PostgreSQL µs/req minimal · openbook · ${prev} | Node µs/req minimal · openbook · ${prev} |`,
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
     ...rows,
   ]
 }
@@ -116,9 +150,10 @@ function embeddedTable(report: BenchReport): string[] {
     `| ${mix.id} | ${mix.label} | ${int(mix.result.rps)} | ${latency(mix.result)} | ${pct(mix.serverCpu)} | ` +
     `${mix.loopDelay.p50} / ${mix.loopDelay.p99} / ${mix.loopDelay.max} |`
   return [
-    `Embedded store (PGlite in a fresh DATA_DIR, the demo organization: 300 customers, 600 appointments; ` +
-      `${report.load.connections} connections, saturation; event-loop delay from a preloaded ` +
-      `\`monitorEventLoopDelay\`; peak RSS ${int(report.embedded.rssMb)} MB):`,
+    `Embedded store (openbook \`${report.openbookCommit}\` on PGlite in a fresh DATA_DIR, the demo organization: ` +
+      `300 customers, 600 appointments; ${report.load.connections} connections, saturation; event-loop delay ` +
+      `from a preloaded \`monitorEventLoopDelay\`; peak RSS (VmHWM) of the server process ` +
+      `${int(report.embedded.rssMb)} MB):`,
     '',
     '| Mix | Request | req/s | p50 / p99 ms | CPU % Node | event-loop delay p50 / p99 / max ms |',
     '|---|---|--:|--:|--:|--:|',
@@ -126,32 +161,57 @@ function embeddedTable(report: BenchReport): string[] {
   ]
 }
 
-/** The section between the bench markers: set-up, tables, targets, plans, requests. */
-export function renderBench(report: BenchReport, withPlans: boolean): string {
-  const out = [...setup(report), '', ...mixTable(report), '']
-  out.push(
-    'Ratios move by about ±0.2 from one run to the next on this shared machine (bench/RESULTS.md, ' +
-      'Findings): compare them within a run, and a mix over several runs.',
+function checkTable(rows: readonly Check[]): string[] {
+  return [
+    '| Target | Met | Figures |',
+    '|---|---|---|',
+    ...rows.map((check) => `| ${check.target} | ${check.met ? 'yes' : '**no**'} | ${check.figures} |`),
+  ]
+}
+
+function scaleSection(report: BenchReport, scale: ScaleReport): string[] {
+  const { name, orgs, customers, appointments, seed } = scale.scale
+  const out = [
+    `### Scale ${name}: ${int(orgs)} organizations, ${int(customers)} customers, ${int(appointments)} appointments`,
     '',
-  )
-  out.push(
-    `Peak RSS (VmHWM): openbook ${int(report.rss.openbookMb)} MB, minimal handler ${int(report.rss.baselineMb)} MB.`,
-  )
-  out.push('', ...embeddedTable(report), '', '| Target | Met | Figures |', '|---|---|---|')
-  for (const check of checks(report))
-    out.push(`| ${check.target} | ${check.met ? 'yes' : '**no**'} | ${check.figures} |`)
-  out.push('')
-  for (const plan of report.explain) {
+    `Data: \`openbook seed --orgs ${orgs} --customers ${customers} --appointments ${appointments} --seed ${seed}\` ` +
+      `in database \`${scale.scale.database}\`; ${seedLine(scale.seed)}. Keys made with \`openbook keys create\` ` +
+      `for: ${orgLine(scale)}.`,
+    '',
+    ...mixTable(report, scale),
+    '',
+    `Peak RSS (VmHWM): openbook ${int(scale.rss.openbookMb)} MB, minimal handler ${int(scale.rss.baselineMb)} MB` +
+      `${scale.rss.previousMb === undefined ? '' : `, ${previousName(report)} ${int(scale.rss.previousMb)} MB`}.`,
+    '',
+  ]
+  for (const plan of scale.explain) {
     out.push(
       `Count of the largest organization's active ${plan.label} (EXPLAIN (ANALYZE, BUFFERS) as openbook_reader ` +
         `after VACUUM): ${plan.scans.join('; ')}; ${plan.readsTable ? '**reads the table**' : 'no table rows read'}, ` +
         `Heap Fetches: ${plan.heapFetches ?? '–'}, ${ms(plan.ms)} ms.`,
+      '',
     )
-    if (withPlans) out.push('', '```', plan.text, '```')
-    out.push('')
   }
   out.push("Requests (with the organization's key in `Authorization: Bearer …`):", '')
-  for (const mix of report.mixes) out.push(`- ${mix.id}: \`GET ${mix.path}\``)
+  for (const mix of scale.mixes) out.push(`- ${mix.id}: \`GET ${mix.path}\``)
+  out.push('')
+  return out
+}
+
+/** The section between the bench markers: set-up, targets, a table per scale, the embedded store. */
+export function renderBench(report: BenchReport): string {
+  const out = [...setup(report), '', '### Targets (issue 11)', '', ...checkTable(checks(report)), '']
+  out.push(
+    'Ratios move by about ±0.2 from one run to the next on this shared machine: compare them within a run, ' +
+      'and a mix over several runs.',
+    '',
+    '### Earlier targets',
+    '',
+    ...checkTable(earlierChecks(report)),
+    '',
+  )
+  for (const scale of report.scales) out.push(...scaleSection(report, scale))
+  out.push('### Embedded store', '', ...embeddedTable(report))
   return out.join('\n')
 }
 
@@ -188,13 +248,5 @@ export function writeResultsSection(name: 'bench' | 'import', content: string): 
 }
 
 export function writeReport(report: BenchReport): void {
-  writeResultsSection('bench', `## Service benchmark\n\n${renderBench(report, true)}`)
-  const readme = readFileSync('README.md', 'utf8')
-  if (!readme.includes('<!-- bench:start -->') || !readme.includes('<!-- bench:end -->')) {
-    throw new Error('README.md has no bench markers')
-  }
-  const section = `${renderBench(report, false)}\n\nDetails, plans and the import benchmark: [bench/RESULTS.md](bench/RESULTS.md).`
-  // Only the section is formatted: the rest of the README is not this script's to change.
-  const formatted = formatMarkdown(section)
-  writeFileSync('README.md', replaceBetween(readme, '<!-- bench:start -->', '<!-- bench:end -->', formatted))
+  writeResultsSection('bench', `## Service benchmark\n\n${renderBench(report)}`)
 }

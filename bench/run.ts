@@ -1,32 +1,39 @@
 /**
- * npm run bench: seeds (or reuses) a PostgreSQL benchmark database with the real CLI, then
- * loads the same requests against pgbench (the SQL alone), a minimal node:http + pg handler
- * and openbook, and openbook on the embedded store; writes bench/RESULTS.md and the README table.
+ * npm run bench: seeds (or reuses) a PostgreSQL database per data scale with the real CLI, then
+ * loads the same requests against pgbench (the SQL alone), a minimal node:http + pg handler,
+ * openbook and an older openbook build (--previous-dir), and openbook on the embedded store;
+ * writes bench/RESULTS.md.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
-import type { BenchReport } from './checks.js'
+import type { BenchReport, MixResult, ScaleReport } from './checks.js'
 import {
   busyCustomer,
+  type CountPlan,
   countOf,
+  type DataSet,
   databaseUrl,
+  dropDatabase,
   explainCount,
   prepareDatabase,
   prepareOrganizations,
+  type SeedInfo,
 } from './data.js'
 import { measureEmbedded } from './embedded.js'
 import type { LoadResult } from './load.js'
 import { type LoadSettings, measureHttp, measurePgbench, type TargetResult, warmServer } from './measure.js'
-import { buildMixes, type Mix, PAGE_SIZE } from './mixes.js'
-import { type BenchOptions, parseOptions } from './options.js'
+import { type BenchOrg, buildMixes, type Mix, type OrgSize, PAGE_SIZE } from './mixes.js'
+import { type BenchOptions, parseOptions, type Scale } from './options.js'
 import { pacedLoad } from './paced.js'
-import { killAll, runOk, statusKb } from './proc.js'
+import { runFromRoot } from './paths.js'
+import { killAll, run, runOk, statusKb } from './proc.js'
 import { machineInfo, writeReport } from './report.js'
 import { startBaseline, startOpenbook, startStatic, type Target } from './servers.js'
 import { captureStatements, pgbenchScript } from './sql.js'
 
+runFromRoot()
 const started = performance.now()
 const seconds = () => (performance.now() - started) / 1000
 const log = (line: string) => {
@@ -51,32 +58,56 @@ process.on('SIGINT', () => {
 
 /**
  * Seconds per measurement that fit what is left of the budget: per mix, pgbench runs twice and
- * each server twice after a warm-up; then the latency floor and three embedded mixes.
+ * each server is warmed twice and measured twice (saturation, then half load); then the latency
+ * floor and three embedded mixes.
  */
-function autoDuration(options: BenchOptions, mixes: number): number {
+function autoDuration(options: BenchOptions, mixes: number, servers: number): number {
   if (options.duration !== undefined) return options.duration
   const left = options.budgetMinutes * 60 - seconds()
-  const fixed = mixes * (4 * options.warmup + 5) + 3 * options.warmup + 40
-  return Math.min(5, Math.max(2, Math.floor((left - fixed) / (mixes * 6 + 4))))
+  const loads = servers + (options.pgbench ? 1 : 0)
+  const fixed =
+    mixes * (servers * (2 * options.warmup + 1) + (options.pgbench ? 2 : 0)) + 3 * options.warmup + 60
+  return Math.min(5, Math.max(2, Math.floor((left - fixed) / (mixes * 2 * loads + 4))))
 }
 
-/** Same status, total and ids from both servers: they answer the same question. */
-async function checkSameAnswers(mix: Mix, targets: readonly Target[]): Promise<void> {
-  const answers = await Promise.all(
-    targets.map(async (target) => {
-      const response = await fetch(target.baseUrl + mix.path, {
-        headers: { authorization: `Bearer ${mix.org.key}` },
-      })
-      const body = (await response.json()) as { data?: { id: string }[]; pagination?: { total: number } }
-      if (response.status !== 200 || !body.data?.length) {
-        throw new Error(
-          `${target.name} answered ${response.status} with ${body.data?.length ?? 0} rows for ${mix.path}`,
-        )
-      }
-      return `${body.pagination?.total}:${body.data.map((item) => item.id).join(',')}`
-    }),
-  )
-  if (new Set(answers).size !== 1) throw new Error(`the targets disagree on ${mix.path}`)
+interface Answer {
+  readonly target: Target
+  readonly text: string
+}
+
+async function answerOf(target: Target, mix: Mix): Promise<Answer> {
+  const response = await fetch(target.baseUrl + mix.path, {
+    headers: { authorization: `Bearer ${mix.org.key}` },
+  })
+  const body = (await response.json()) as { data?: { id: string }[]; pagination?: { total: number } }
+  if (response.status !== 200 || !body.data?.length) {
+    return { target, text: `${response.status} with ${body.data?.length ?? 0} rows` }
+  }
+  return {
+    target,
+    text: `total ${body.pagination?.total}, ids ${body.data.map((item) => item.id).join(',')}`,
+  }
+}
+
+/**
+ * Same status, total and ids from the minimal handler and openbook (they answer the same question,
+ * or the run stops); the older build's difference, if any, is returned and reported.
+ */
+async function checkSameAnswers(
+  mix: Mix,
+  targets: readonly Target[],
+  previous?: Target,
+): Promise<string | undefined> {
+  const answers = await Promise.all(targets.map((target) => answerOf(target, mix)))
+  const expected = answers[0]?.text ?? ''
+  if (!expected.startsWith('total') || answers.some((a) => a.text !== expected)) {
+    throw new Error(
+      `the targets disagree on ${mix.path}: ${answers.map((a) => `${a.target.name} ${a.text.slice(0, 80)}`).join('; ')}`,
+    )
+  }
+  if (!previous) return undefined
+  const old = await answerOf(previous, mix)
+  return old.text === expected ? undefined : `${old.text.slice(0, 60)} instead of ${expected.slice(0, 60)}`
 }
 
 const FLOOR_RATE = 200
@@ -100,31 +131,52 @@ async function measureFloor(load: LoadSettings): Promise<LoadResult> {
 
 const LATEST = 'bench/results/latest.json'
 
-async function main(): Promise<void> {
-  const options = parseOptions(process.argv.slice(2))
-  if (options.renderOnly) {
-    writeReport(JSON.parse(readFileSync(LATEST, 'utf8')) as BenchReport)
-    log(`bench/RESULTS.md and README.md written again from ${LATEST}`)
-    return
-  }
-  if (options.build) {
-    log('building (npm run build)')
-    await runOk('npm', ['run', 'build'], { timeoutMs: 300_000 })
-  }
-  const seed = await prepareDatabase(options, log)
+/** A build's commit, with a mark when its working tree has changes. */
+async function commitOf(dir: string): Promise<string> {
+  const head = await run('git', ['-C', dir, 'rev-parse', '--short', 'HEAD'])
+  if (head.code !== 0) return 'unknown'
+  // The benchmark's own files do not change the build measured.
+  const status = await run('git', [
+    '-C',
+    dir,
+    'status',
+    '--porcelain',
+    '--untracked-files=no',
+    '--',
+    '.',
+    ':!bench',
+  ])
+  return `${head.stdout.trim()}${status.stdout.trim() ? ' with uncommitted changes' : ''}`
+}
+
+const loadAverage = () => loadavg().map((value) => Math.round(value * 100) / 100)
+
+/** One scale's database, ready: seeded (or reused), vacuumed, keys made, mixes placed. */
+interface PreparedScale {
+  readonly data: DataSet
+  readonly seed: SeedInfo
+  readonly orgs: Record<OrgSize, BenchOrg>
+  readonly mixes: Mix[]
+  readonly explain: CountPlan[]
+  readonly monitor: pg.Client
+}
+
+async function prepareScale(options: BenchOptions, scale: Scale): Promise<PreparedScale> {
+  const data: DataSet = { pgUrl: options.pgUrl, scale, cliDir: options.openbookDir, fresh: options.fresh }
+  log(`scale ${scale.name}: database ${scale.database}`)
+  const seed = await prepareDatabase(data, log)
   log(
     seed.fresh
       ? `seeded in ${seed.seconds} s (${seed.rowsPerSecond} rows/s); VACUUM ANALYZE ${seed.vacuumSeconds} s`
       : `VACUUM ANALYZE ${seed.vacuumSeconds} s`,
   )
-  const orgs = await prepareOrganizations(options)
+  const orgs = await prepareOrganizations(data)
   log(
     `organizations: ${Object.values(orgs)
       .map((o) => `${o.size} ${o.id} (${o.customers} customers)`)
       .join(', ')}`,
   )
-
-  const monitor = new pg.Client({ connectionString: databaseUrl(options, 'openbook-bench-monitor') })
+  const monitor = new pg.Client({ connectionString: databaseUrl(data, 'openbook-bench-monitor') })
   await monitor.connect()
   stops.push(() => monitor.end())
 
@@ -136,7 +188,7 @@ async function main(): Promise<void> {
     await explainCount(monitor, orgs.large.key, orgs.large.id, { resource: 'customers', ...firstPage }),
     await explainCount(monitor, orgs.large.key, orgs.large.id, { resource: 'appointments', ...firstPage }),
   ]
-  const filtered = mixes.find((mix) => mix.id === 'apt-l-filtered')
+  const filtered = mixes.find((mix) => mix.id === 'apt-l-filtered-first')
   if (filtered) {
     const label = `appointments (${Object.keys(filtered.request.filters).join(', ')})`
     explain.push(await explainCount(monitor, orgs.large.key, orgs.large.id, filtered.request, label))
@@ -146,84 +198,189 @@ async function main(): Promise<void> {
       `count of ${plan.label} (largest org): ${plan.scans.join('; ')}; heap fetches ${plan.heapFetches}, ${plan.ms} ms`,
     )
   }
+  return { data, seed, orgs, mixes, explain, monitor }
+}
 
+/** Every mix of one scale through pgbench, the minimal handler, openbook and the older build. */
+async function measureScale(
+  options: BenchOptions,
+  prepared: PreparedScale,
+  settings: LoadSettings,
+): Promise<ScaleReport> {
+  const { data, mixes, monitor } = prepared
+  const scriptDir = join(workDir, data.scale.name)
+  mkdirSync(scriptDir, { recursive: true })
   const scripts = new Map<string, string>()
   for (const mix of mixes) {
-    const file = join(workDir, `${mix.id}.sql`)
+    const file = join(scriptDir, `${mix.id}.sql`)
     writeFileSync(file, pgbenchScript(await captureStatements(mix.org.key, mix.org.id, mix.request)))
     scripts.set(mix.id, file)
   }
   const scriptOf = (mix: Mix) => scripts.get(mix.id) ?? ''
 
-  const url = databaseUrl(options)
+  const url = databaseUrl(data)
   const baseline = await startBaseline(url, options.poolSize)
   stops.push(baseline.service.stop)
-  const openbook = await startOpenbook(url)
+  const openbook = await startOpenbook('openbook', options.openbookDir, url)
   stops.push(openbook.service.stop)
-  for (const mix of mixes) await checkSameAnswers(mix, [baseline, openbook])
-
-  log('warming caches: every mix for 1 s through pgbench')
-  const settings: LoadSettings = {
-    duration: 1,
-    warmup: options.warmup,
-    connections: options.connections,
-    poolSize: options.poolSize,
-  }
-  for (const mix of mixes) await measurePgbench(url, scriptOf(mix), settings, monitor, () => {})
-  if (options.warmup > 0) {
-    log(`warming the servers: every mix for ${options.warmup} s through each`)
-    const paths = mixes.map((mix) => ({ path: mix.path, key: mix.org.key }))
-    for (const server of [baseline, openbook]) await warmServer(server, paths, settings)
-  }
-  const load: LoadSettings = { ...settings, duration: autoDuration(options, mixes.length) }
-  log(`${load.duration} s per measurement`)
-
-  const floor = await measureFloor(load)
-  log(
-    `latency floor (static server, ${FLOOR_RATE}/s): p50 ${floor.p50?.toFixed(2)} p99 ${floor.p99?.toFixed(2)} ms`,
-  )
-
-  const results: BenchReport['mixes'] = []
-  for (const [index, mix] of mixes.entries()) {
-    log(`mix ${index + 1}/${mixes.length} ${mix.id}: ${mix.path}`)
-    const measured: Record<'pgbench' | 'baseline' | 'openbook', TargetResult> = {
-      pgbench: await measurePgbench(url, scriptOf(mix), load, monitor, log),
-      baseline: await measureHttp(baseline, mix.path, mix.org.key, load, monitor, log),
-      openbook: await measureHttp(openbook, mix.path, mix.org.key, load, monitor, log),
+  const previous = options.previousDir ? await startOpenbook('previous', options.previousDir, url) : undefined
+  if (previous) stops.push(previous.service.stop)
+  const servers = previous ? [baseline, openbook, previous] : [baseline, openbook]
+  const disagreements = new Map<string, string>()
+  for (const mix of mixes) {
+    const difference = await checkSameAnswers(mix, [baseline, openbook], previous)
+    if (difference) {
+      disagreements.set(mix.id, difference)
+      log(`${mix.id}: the older build answers ${difference}`)
     }
+  }
+
+  log(`${data.scale.name}: warming caches, every mix for 1 s through pgbench`)
+  for (const mix of mixes)
+    await measurePgbench(url, scriptOf(mix), { ...settings, duration: 1 }, monitor, () => {})
+  if (settings.warmup > 0) {
+    log(`${data.scale.name}: warming the servers, every mix for ${settings.warmup} s through each`)
+    const paths = mixes.map((mix) => ({ path: mix.path, key: mix.org.key }))
+    for (const server of servers) await warmServer(server, paths, settings)
+  }
+
+  const start = loadAverage()
+  const results: MixResult[] = []
+  for (const [index, mix] of mixes.entries()) {
+    log(`${data.scale.name} mix ${index + 1}/${mixes.length} ${mix.id}: ${mix.path}`)
+    const pgbench = options.pgbench
+      ? await measurePgbench(url, scriptOf(mix), settings, monitor, log)
+      : undefined
+    // The servers take turns at going first: on a shared machine a load that comes and goes
+    // should not always fall on the same target.
+    const measured = new Map<Target, TargetResult>()
+    for (let turn = 0; turn < servers.length; turn++) {
+      const server = servers[(index + turn) % servers.length]
+      if (server)
+        measured.set(server, await measureHttp(server, mix.path, mix.org.key, settings, monitor, log))
+    }
+    const resultOf = (server: Target) => {
+      const result = measured.get(server)
+      if (!result) throw new Error(`${server.name} was not measured`)
+      return result
+    }
+    const baselineResult = resultOf(baseline)
+    const openbookResult = resultOf(openbook)
+    const previousResult = previous ? resultOf(previous) : undefined
     const { id, label, position, path } = mix
-    results.push({ id, label, size: mix.org.size, position, path, ...measured })
+    results.push({
+      id,
+      label,
+      size: mix.org.size,
+      position,
+      path,
+      pgbench,
+      baseline: baselineResult,
+      openbook: openbookResult,
+      previous: previousResult,
+      previousDisagrees: disagreements.get(mix.id),
+    })
   }
   const rss = {
     openbookMb: statusKb(openbook.service.pid, 'VmHWM') / 1024,
     baselineMb: statusKb(baseline.service.pid, 'VmHWM') / 1024,
+    previousMb: previous ? statusKb(previous.service.pid, 'VmHWM') / 1024 : undefined,
   }
-  await openbook.service.stop()
-  await baseline.service.stop()
+  for (const server of servers) await server.service.stop()
+  return {
+    scale: data.scale,
+    seed: prepared.seed,
+    orgs: Object.values(prepared.orgs).map(({ key: _key, ...org }) => org),
+    explain: prepared.explain,
+    mixes: results,
+    rss,
+    loadAverage: { start, end: loadAverage() },
+  }
+}
+
+async function main(): Promise<void> {
+  const options = parseOptions(process.argv.slice(2))
+  if (options.renderOnly) {
+    writeReport(JSON.parse(readFileSync(LATEST, 'utf8')) as BenchReport)
+    log(`bench/RESULTS.md written again from ${LATEST}`)
+    return
+  }
+  if (options.build) {
+    log('building (npm run build)')
+    await runOk('npm', ['run', 'build'], { timeoutMs: 300_000 })
+  }
+  const openbookCommit = await commitOf(options.openbookDir)
+  const previous = options.previousDir
+    ? { dir: options.previousDir, commit: await commitOf(options.previousDir) }
+    : undefined
+  log(`openbook ${openbookCommit}${previous ? `, older build ${previous.commit} in ${previous.dir}` : ''}`)
+
+  const prepared: PreparedScale[] = []
+  for (const scale of options.scales) prepared.push(await prepareScale(options, scale))
+  if (options.prepareOnly) {
+    log(`databases ready: ${prepared.map((p) => p.data.scale.database).join(', ')}`)
+    return
+  }
+
+  const mixCount = prepared.reduce((sum, p) => sum + p.mixes.length, 0)
+  const settings: LoadSettings = {
+    duration: autoDuration(options, mixCount, previous ? 3 : 2),
+    warmup: options.warmup,
+    connections: options.connections,
+    poolSize: options.poolSize,
+  }
+  log(`${mixCount} mixes, ${settings.duration} s per measurement`)
+
+  const floor = await measureFloor(settings)
+  log(
+    `latency floor (static server, ${FLOOR_RATE}/s): p50 ${floor.p50?.toFixed(2)} p99 ${floor.p99?.toFixed(2)} ms`,
+  )
+
+  const scales: ScaleReport[] = []
+  for (const scale of prepared) scales.push(await measureScale(options, scale, settings))
+  const machine = await machineInfo(prepared[0]?.monitor ?? (await connectedMonitor(options)))
 
   log('openbook on the embedded store (demo organization)')
-  const embedded = await measureEmbedded(workDir, load, log, (stop) => stops.push(stop))
+  const embedded = await measureEmbedded(
+    workDir,
+    settings,
+    log,
+    (stop) => stops.push(stop),
+    options.openbookDir,
+  )
 
   const argv = process.argv.slice(2)
   const report: BenchReport = {
     finishedAt: new Date().toISOString(),
     totalSeconds: Math.round(seconds()),
     command: argv.length ? `npm run bench -- ${argv.join(' ')}` : 'npm run bench',
-    machine: await machineInfo(monitor),
+    machine,
     options,
-    load,
+    load: settings,
+    previous,
+    openbookCommit,
     floor: { rate: FLOOR_RATE, ...floor },
-    seed,
-    orgs: Object.values(orgs).map(({ key: _key, ...org }) => org),
-    explain,
-    mixes: results,
-    rss,
+    scales,
     embedded,
   }
   mkdirSync('bench/results', { recursive: true })
   writeFileSync(LATEST, `${JSON.stringify(report, null, 2)}\n`)
   if (options.write) writeReport(report)
-  log(`done in ${report.totalSeconds} s${options.write ? ': bench/RESULTS.md and README.md updated' : ''}`)
+  if (options.dropDatabases) {
+    for (const scale of prepared) {
+      await scale.monitor.end().catch(() => {})
+      await dropDatabase(scale.data)
+      log(`dropped database ${scale.data.scale.database}`)
+    }
+  }
+  log(`done in ${report.totalSeconds} s${options.write ? ': bench/RESULTS.md updated' : ''}`)
+}
+
+async function connectedMonitor(options: BenchOptions): Promise<pg.Client> {
+  const monitor = new pg.Client({ connectionString: `${options.pgUrl}/postgres` })
+  await monitor.connect()
+  stops.push(() => monitor.end())
+  return monitor
 }
 
 try {

@@ -22,9 +22,16 @@ async function start(
   args: readonly string[],
   env: NodeJS.ProcessEnv,
   applicationName: string,
+  timeoutMs?: number,
 ): Promise<Target> {
   const port = await freePort()
-  const service = await startService(process.execPath, args, quietEnv({ ...env, PORT: String(port) }), port)
+  const service = await startService(
+    process.execPath,
+    args,
+    quietEnv({ ...env, PORT: String(port) }),
+    port,
+    timeoutMs,
+  )
   return { name, service, applicationName, baseUrl: `http://127.0.0.1:${port}` }
 }
 
@@ -44,12 +51,16 @@ export function startStatic(): Promise<Target> {
   return start('static', ['--import', 'tsx', 'bench/static-server.ts'], {}, 'none')
 }
 
-/** openbook itself on PostgreSQL: the built server, as `npm start` runs it. */
-export function startOpenbook(databaseUrl: string, extraArgs: readonly string[] = []): Promise<Target> {
-  const applicationName = 'openbook-bench-openbook'
+/**
+ * An openbook build on PostgreSQL, as `npm start` runs it: `dir` holds the build (dist/server.js),
+ * the repository's root for the current one, a worktree for an older one. `name` also names its
+ * PostgreSQL connections (application_name openbook-bench-<name>), whose CPU is metered.
+ */
+export function startOpenbook(name: string, dir: string, databaseUrl: string): Promise<Target> {
+  const applicationName = `openbook-bench-${name}`
   return start(
-    'openbook',
-    [...extraArgs, 'dist/server.js'],
+    name,
+    [join(dir, 'dist/server.js')],
     {
       DATABASE_URL: `${databaseUrl}?application_name=${applicationName}`,
       LOG_LEVEL: 'warn',
@@ -78,13 +89,15 @@ export interface EmbeddedTarget extends Target {
  * openbook on the embedded store in a fresh DATA_DIR: its first start seeds the demo
  * organization and prints the demo key, which is read from its output.
  */
-export async function startEmbedded(dataDir: string): Promise<EmbeddedTarget> {
+export async function startEmbedded(dataDir: string, dir = '.'): Promise<EmbeddedTarget> {
   const delayFile = join(dataDir, '..', 'loop-delay.json')
   const target = await start(
     'openbook-embedded',
-    ['--import', './bench/loop-delay.mjs', 'dist/server.js'],
+    ['--import', './bench/loop-delay.mjs', join(dir, 'dist/server.js')],
     { DATA_DIR: dataDir, LOG_LEVEL: 'warn', HOST: '127.0.0.1', LOOP_DELAY_FILE: delayFile },
     'pglite',
+    // A new DATA_DIR is created (initdb, migrations, the demo) before the server listens.
+    120_000,
   )
   let key: string | undefined
   for (let attempt = 0; attempt < 50 && !key; attempt++) {

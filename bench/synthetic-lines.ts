@@ -1,5 +1,5 @@
-import { fieldOf, type RecordType } from '../store/bulk.js'
-import { organizationRows, planOrganizations, type Row, type SyntheticPlan } from './synthetic.js'
+import { organizationRows, planOrganizations, type Row, type SyntheticPlan } from '../src/seed/synthetic.js'
+import { fieldOf, type RecordType } from '../src/store/bulk.js'
 
 /** One synthetic row as an import line: its type, the API's field names, empty fields left out. */
 export function toLine(type: RecordType, row: Row): string {
