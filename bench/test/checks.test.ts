@@ -1,0 +1,147 @@
+import { describe, expect, it } from 'vitest'
+import { type BenchReport, checks, type MixResult, microsPerRequest, type ScaleReport } from '../checks.js'
+import type { TargetResult } from '../measure.js'
+import { SCALES } from '../options.js'
+
+/** A target's figures: req/s and PostgreSQL's share of one core at saturation, p50 and p99 at half load. */
+function target(rps: number, pgPercent: number, p50: number, p99: number): TargetResult {
+  return {
+    saturation: {
+      rps,
+      p50: null,
+      p99: null,
+      ok: rps,
+      failures: 0,
+      serverCpu: 50,
+      postgresCpu: pgPercent,
+      otherCpu: 0,
+    },
+    half: { rps: rps / 2, p50, p99, ok: rps / 2, failures: 0 },
+  }
+}
+
+function mix(id: string, size: MixResult['size'], targets: Partial<MixResult>): MixResult {
+  return {
+    id,
+    label: id,
+    size,
+    position: 'first',
+    path: `/${id}`,
+    baseline: target(500, 100, 2, 8),
+    openbook: target(500, 50, 2, 8),
+    previous: target(300, 100, 3, 12),
+    ...targets,
+  }
+}
+
+function report(mixes: MixResult[], embeddedRps = 450, embeddedRss = 250): BenchReport {
+  const scale: ScaleReport = {
+    scale: SCALES['100k'],
+    seed: {
+      fresh: true,
+      seconds: 1,
+      rowsPerSecond: 1,
+      wallSeconds: 1,
+      vacuumSeconds: 1,
+      counts: {} as never,
+    },
+    orgs: [],
+    explain: [],
+    mixes,
+    rss: { openbookMb: 150, baselineMb: 120 },
+    loadAverage: { start: [1, 1, 1], end: [1, 1, 1] },
+  }
+  return {
+    previous: { dir: '/tmp/old', commit: 'a58049a' },
+    scales: [scale],
+    embedded: {
+      rssMb: embeddedRss,
+      mixes: [
+        {
+          id: 'emb',
+          label: 'emb',
+          path: '/',
+          result: { rps: embeddedRps, p50: 1, p99: 2, ok: 1, failures: 0 },
+          serverCpu: 100,
+          otherCpu: 0,
+          loopDelay: { p50: 1, p99: 2, max: 3, mean: 1, at: 0 },
+        },
+      ],
+    },
+  } as unknown as BenchReport
+}
+
+const byTarget = (r: BenchReport) => new Map(checks(r).map((check) => [check.target.split(':')[0], check]))
+const find = (r: BenchReport, start: string) => checks(r).find((check) => check.target.startsWith(start))
+
+describe('microsPerRequest', () => {
+  it('divides CPU time by the requests answered', () => {
+    // Half a core at 500 requests per second: 1 ms of CPU each.
+    expect(microsPerRequest(50, 500)).toBe(1000)
+    expect(microsPerRequest(null, 500)).toBeNull()
+    expect(microsPerRequest(50, 0)).toBeNull()
+  })
+})
+
+describe('checks', () => {
+  it('meet every target when the figures do', () => {
+    const r = report([mix('cus-s-first', 'small', {}), mix('cus-l-middle', 'large', {})])
+    for (const check of checks(r)) expect([check.target, check.met]).toEqual([check.target, true])
+    expect(byTarget(r).size).toBe(checks(r).length)
+  })
+
+  it('hold the largest organization to p50 ≤ 5 ms on every page', () => {
+    const slow = mix('cus-l-middle', 'large', { openbook: target(500, 50, 8.9, 20) })
+    const check = find(report([mix('cus-s-first', 'small', {}), slow]), 'largest organization')
+    expect(check?.met).toBe(false)
+    expect(check?.figures).toContain('100k cus-l-middle 8.90')
+  })
+
+  it('want PostgreSQL CPU per request 40 % below the older build, small and medium only', () => {
+    // 50 % of a core at 500/s (1,000 µs) against 100 % at 300/s (3,333 µs): −70 %.
+    expect(find(report([mix('cus-s-first', 'small', {})]), 'PostgreSQL CPU')?.met).toBe(true)
+    const close = mix('cus-s-first', 'small', { previous: target(500, 80, 2, 8) })
+    const check = find(report([close]), 'PostgreSQL CPU')
+    expect(check?.met).toBe(false)
+    expect(check?.figures).toContain('1,000 vs 1,600 µs (−38 %)')
+    // A large organization's mix does not count for this target.
+    const large = mix('cus-l-first', 'large', { previous: target(500, 50, 2, 8) })
+    expect(find(report([mix('cus-s-first', 'small', {}), large]), 'PostgreSQL CPU')?.met).toBe(true)
+  })
+
+  it('want 1.3× the older build’s req/s on small and medium mixes', () => {
+    const check = find(report([mix('apt-m-dates', 'medium', { previous: target(400, 100, 2, 8) })]), 'req/s')
+    expect(check?.met).toBe(false)
+    expect(check?.figures).toBe('100k apt-m-dates 1.25×')
+  })
+
+  it('compare openbook with the minimal handler on every mix', () => {
+    const check = find(
+      report([mix('cus-l-last', 'large', { baseline: target(600, 100, 2, 8) })]),
+      'openbook ≥ 0.9×',
+    )
+    expect(check?.met).toBe(false)
+    expect(check?.figures).toContain('cus-l-last 0.83×')
+  })
+
+  it('hold p99 ≤ 10 ms only where the minimal handler reaches it', () => {
+    const both = mix('cus-s-first', 'small', {
+      baseline: target(500, 100, 2, 12),
+      openbook: target(500, 50, 2, 14),
+    })
+    expect(find(report([both]), 'p99')?.met).toBe(true)
+    const onlyMinimal = mix('cus-s-first', 'small', { openbook: target(500, 50, 2, 14) })
+    expect(find(report([onlyMinimal]), 'p99')?.met).toBe(false)
+  })
+
+  it('hold the embedded store to 300 MB and 400 req/s', () => {
+    const r = report([mix('cus-s-first', 'small', {})], 380, 320)
+    expect(find(r, 'embedded store: peak RSS')?.met).toBe(false)
+    expect(find(r, 'embedded store ≥ 400')?.met).toBe(false)
+  })
+
+  it('leave out the comparisons with an older build when there is none', () => {
+    const r = { ...report([mix('cus-s-first', 'small', { previous: undefined })]), previous: undefined }
+    expect(checks(r).some((check) => check.target.includes('a58049a'))).toBe(false)
+  })
+})

@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest'
+import { assertLoopbackUrl, parseOptions, SCALES } from '../options.js'
+
+describe('parseOptions', () => {
+  it('runs both scales, pgbench and no older build by default', () => {
+    const options = parseOptions([], '/repo')
+    expect(options.scales.map((scale) => scale.name)).toEqual(['full', '100k'])
+    expect(options.pgbench).toBe(true)
+    expect(options.build).toBe(true)
+    expect(options.openbookDir).toBe('.')
+  })
+
+  it('takes build directories relative to where the command was started', () => {
+    const options = parseOptions(['--openbook-dir', 'here', '--previous-dir', '../old'], '/work/repo')
+    expect(options.openbookDir).toBe('/work/repo/here')
+    expect(options.previousDir).toBe('/work/old')
+    // Another directory's build is not made by the benchmark.
+    expect(options.build).toBe(false)
+  })
+
+  it('picks scales by name and refuses an unknown one', () => {
+    expect(parseOptions(['--scales', '100k'], '/').scales).toEqual([SCALES['100k']])
+    expect(() => parseOptions(['--scales', 'huge'], '/')).toThrow(/unknown scale huge/)
+  })
+
+  it('refuses a duration that is not a whole number of seconds', () => {
+    expect(parseOptions(['--duration', '3'], '/').duration).toBe(3)
+    expect(() => parseOptions(['--duration', '0'], '/')).toThrow(/whole number/)
+    expect(() => parseOptions(['--duration', '2.5'], '/')).toThrow(/whole number/)
+  })
+})
+
+describe('the scales', () => {
+  it("are issue 11's two data sets in databases of their own", () => {
+    expect(SCALES['100k']).toMatchObject({ orgs: 100, customers: 100_000, appointments: 200_000, seed: 1 })
+    expect(SCALES.full).toMatchObject({ orgs: 200, customers: 1_000_000, appointments: 2_000_000 })
+    expect(SCALES.full.database).not.toBe(SCALES['100k'].database)
+  })
+})
+
+describe('assertLoopbackUrl', () => {
+  it('accepts loopback only', () => {
+    expect(() => assertLoopbackUrl('postgres://root@127.0.0.1:5432')).not.toThrow()
+    expect(() => assertLoopbackUrl('postgres://root@localhost')).not.toThrow()
+    expect(() => assertLoopbackUrl('postgres://root@db.example.com')).toThrow(/non-loopback/)
+  })
+})
