@@ -1,5 +1,5 @@
 import { NULLABLE_APPOINTMENT_FIELDS } from '../schemas/resources.js'
-import type { Sql } from '../store/types.js'
+import type { Sql, StoreAdapter } from '../store/types.js'
 import {
   fetchPage,
   type ItemField,
@@ -150,10 +150,11 @@ function sqlFor(given: readonly (keyof AppointmentFilters)[]): PageSql {
 
 /** Active appointments of one organization, filters combined with AND, latest start first. */
 export function listAppointments(
+  store: StoreAdapter,
   sql: Sql,
   orgId: string,
   page: PageRequest,
   filters: AppointmentFilters,
 ): Promise<Page> {
-  return fetchPage(sql, appointmentsPage(orgId, filters), page)
+  return fetchPage(store, sql, appointmentsPage(orgId, filters), page)
 }

@@ -1,4 +1,4 @@
-import type { Sql } from '../store/types.js'
+import type { Sql, StoreAdapter } from '../store/types.js'
 import {
   fetchPage,
   type ItemField,
@@ -53,6 +53,11 @@ export function customersPage(orgId: string): PageStatement {
 }
 
 /** Active customers of one organization, newest first. */
-export function listCustomers(sql: Sql, orgId: string, page: PageRequest): Promise<Page> {
-  return fetchPage(sql, customersPage(orgId), page)
+export function listCustomers(
+  store: StoreAdapter,
+  sql: Sql,
+  orgId: string,
+  page: PageRequest,
+): Promise<Page> {
+  return fetchPage(store, sql, customersPage(orgId), page)
 }

@@ -1,4 +1,4 @@
-import type { Sql } from '../store/types.js'
+import type { Sql, StoreAdapter } from '../store/types.js'
 
 export interface PageRequest {
   readonly limit: number
@@ -149,12 +149,17 @@ function itemJson(row: Record<string, unknown>, nullable: ReadonlySet<string>): 
   return JSON.stringify(item)
 }
 
-/** Runs a page statement for `page`, in the form the connection reads best (see `Sql.jsonPages`). */
-export async function fetchPage(sql: Sql, statement: PageStatement, page: PageRequest): Promise<Page> {
+/** Runs a page statement for `page` on `sql`, in the form its store reads best (`StoreAdapter.pageForm`). */
+export async function fetchPage(
+  store: StoreAdapter,
+  sql: Sql,
+  statement: PageStatement,
+  page: PageRequest,
+): Promise<Page> {
   const params = [...statement.params, page.limit, page.offset]
   let total: number
   let items: string
-  if (sql.jsonPages) {
+  if (store.pageForm === 'json') {
     const [row] = await sql.query<{ total: number; items: string }>(statement.jsonText, params)
     if (!row) throw new Error('a page statement returned no row')
     total = row.total

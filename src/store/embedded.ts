@@ -8,7 +8,7 @@ import {
   deserializeError,
   type WorkerData,
 } from './embedded-protocol.js'
-import { type AdminSql, readerPreamble, type Store } from './types.js'
+import { type AdminSql, readerPreamble, type Store, type StoreAdapter } from './types.js'
 
 /**
  * The database thread from the main thread's side: one request at a time, answered in order.
@@ -74,13 +74,15 @@ function sqlOf(thread: DatabaseThread, isOpen: () => boolean): AdminSql {
   const call = <T>(request: DatabaseRequest): Promise<T> =>
     isOpen() ? thread.call<T>(request) : Promise.reject(new Error('the transaction has ended'))
   return {
-    jsonPages: true,
     query: <Row extends object>(text: string, params: readonly unknown[] = []) =>
       call<Row[]>({ op: 'query', text, params }),
     exec: (text) => call<void>({ op: 'exec', text }),
     copyIn: (table, columns, text) => call<void>({ op: 'copy', table, columns, text }),
   }
 }
+
+/** PGlite parses results in JavaScript, field by field: the database writes a page's JSON. */
+const EMBEDDED_ADAPTER: StoreAdapter = { pageForm: 'json' }
 
 /** An operator transaction running longer than this is an import or a seed, not a quick command. */
 const LONG_OPERATOR_MS = 1_000
@@ -256,6 +258,7 @@ export async function createEmbeddedStore(
 
   return {
     kind: 'embedded',
+    adapter: EMBEDDED_ADAPTER,
     concurrentReads: false,
     read: requestTransaction,
     asReader: (work) => transaction(asReader, work),

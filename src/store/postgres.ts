@@ -3,7 +3,7 @@ import { pipeline } from 'node:stream/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { from as copyFrom } from 'pg-copy-streams'
-import { type AdminSql, copyStatement, readerPreamble, type Store } from './types.js'
+import { type AdminSql, copyStatement, readerPreamble, type Store, type StoreAdapter } from './types.js'
 
 export interface PostgresStoreOptions {
   readonly connectionString: string
@@ -81,6 +81,9 @@ interface Database {
 
 const statementNames = new Map<string, string>()
 const CONNECT_RETRY_MS = 1_500
+
+/** On PostgreSQL the database is the busier side: pages come back as rows, Node writes the JSON. */
+const POSTGRES_ADAPTER: StoreAdapter = { pageForm: 'rows' }
 
 /** A prepared statement's name, the same for the same text in every connection and process. */
 function statementName(text: string): string {
@@ -293,6 +296,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
 
   return {
     kind: 'postgres',
+    adapter: POSTGRES_ADAPTER,
     concurrentReads: true,
     read,
     // Last-used writes, the CLI and migrations stay on the primary.

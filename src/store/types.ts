@@ -1,11 +1,5 @@
 /** What a query needs from a connection: parameterised statements, rows back. */
 export interface Sql {
-  /**
-   * Pages come back as JSON text the database writes, rather than as rows. Set where reading a
-   * result's fields costs more than the database's JSON functions: PGlite parses results in
-   * JavaScript, field by field. PostgreSQL leaves it unset: there the database is the busier side.
-   */
-  readonly jsonPages?: boolean
   query<Row extends object>(text: string, params?: readonly unknown[]): Promise<Row[]>
   /** Several statements without parameters (migrations, transaction set-up). */
   exec(text: string): Promise<void>
@@ -26,6 +20,22 @@ export const copyStatement = (table: string, columns: readonly string[], source:
 
 export type StoreKind = 'postgres' | 'embedded'
 
+/**
+ * How a page's result is read best. `rows`: one row per item, written as JSON by Node.
+ * `json`: one row whose items the database wrote as JSON text, where reading a result's fields
+ * costs more than the database's JSON functions (PGlite parses results in JavaScript, field by
+ * field; on PostgreSQL the database is the busier side).
+ */
+export type PageForm = 'rows' | 'json'
+
+/**
+ * What sets one store apart, declared once by the store and asked of it by the query layer
+ * (kysely's dialect adapter is the model): no connection carries a flag, no wrapper forwards one.
+ */
+export interface StoreAdapter {
+  readonly pageForm: PageForm
+}
+
 /** A connection pool's state, for the metrics; `database` names it (`primary`, `embedded`). */
 export interface PoolStats {
   readonly database: string
@@ -43,6 +53,7 @@ export interface PoolStats {
  */
 export interface Store {
   readonly kind: StoreKind
+  readonly adapter: StoreAdapter
   /**
    * Requests read while an operator transaction writes (PostgreSQL). False where transactions
    * run one at a time (PGlite): there a bulk load may lock a table whole, as nobody reads beside it.

@@ -2,7 +2,6 @@ import { beforeAll, expect, it } from 'vitest'
 import { appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
 import { fetchPage, type PageStatement } from '../../src/queries/page.js'
-import type { Sql } from '../../src/store/types.js'
 import { addAppointments, addCustomers, addStaff, createOrg } from '../helpers/fixtures.js'
 import { describeEachStore } from '../helpers/stores.js'
 
@@ -61,9 +60,9 @@ describeEachStore('the two forms of a page on %s', (testStore) => {
 
   async function bothForms(statement: PageStatement, limit: number, offset: number) {
     return testStore.store.admin(async (sql) => {
-      const as = (jsonPages: boolean): Sql => ({ ...sql, jsonPages })
-      const rows = await fetchPage(as(false), statement, { limit, offset })
-      const json = await fetchPage(as(true), statement, { limit, offset })
+      // Both forms on the same store, whichever it declares (StoreAdapter.pageForm).
+      const rows = await fetchPage({ pageForm: 'rows' }, sql, statement, { limit, offset })
+      const json = await fetchPage({ pageForm: 'json' }, sql, statement, { limit, offset })
       return { rows, json }
     })
   }

@@ -212,7 +212,13 @@ describe.each(STORE_KINDS)('exact totals of status and date filters on %s', (kin
             .sort()
           const page = await testStore.store.read(async (sql) => {
             await sql.query("SELECT set_config('openbook.org_id', $1, true)", ['org_days'])
-            return listAppointments(sql, 'org_days', { limit: 500, offset: 0 }, given)
+            return listAppointments(
+              testStore.store.adapter,
+              sql,
+              'org_days',
+              { limit: 500, offset: 0 },
+              given,
+            )
           })
           const ids = (JSON.parse(`[${page.items}]`) as { id: string }[]).map((item) => item.id).sort()
           const label = `${JSON.stringify(given)}: ${ids.length} items came back with total ${page.pagination.total}`

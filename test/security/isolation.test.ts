@@ -294,7 +294,7 @@ describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
       const read = (setTo: string, statement: PageStatement) =>
         store.read(async (sql) => {
           await sql.query("SELECT set_config('openbook.org_id', $1, true)", [setTo])
-          return fetchPage(sql, statement, page)
+          return fetchPage(store.adapter, sql, statement, page)
         })
       let checked = 0
       for (const target of tenants) {
@@ -370,6 +370,7 @@ function probing(store: Store, probes: Probe[], adminUse: { count: number }): St
   }
   return {
     kind: store.kind,
+    adapter: store.adapter,
     concurrentReads: store.concurrentReads,
     read: (work) => store.read((sql) => work(wrap(sql, 'read'))),
     asReader: (work) => store.asReader((sql) => work(wrap(sql, 'asReader'))),
@@ -446,6 +447,12 @@ describe.each(STORE_KINDS)('every statement of the request path on %s', (kind) =
           org: own.id,
           hash: '',
         })
+      // The wrapper hands on its store's adapter, so the pages probed here are in the form production
+      // sends on this store (JSON written by the database on PGlite, rows on PostgreSQL).
+      const customers = customersPage(own.id)
+      const form = testStore.store.adapter.pageForm
+      expect(reads.map((p) => p.query)).toContain(form === 'json' ? customers.jsonText : customers.rowsText)
+      expect(form).toBe(kind === 'embedded' ? 'json' : 'rows')
       const updates = writes.filter((p) => p.query.startsWith('UPDATE'))
       expect(updates.length).toBeGreaterThan(0)
       for (const probe of updates) expect(probe.org).toBe(own.id)

@@ -81,6 +81,6 @@ export const appointmentsRoute: ListRoute<typeof appointmentsQuery, typeof appoi
     createdAt: '2026-02-20T08:00:00.000Z',
     updatedAt: '2026-02-20T08:00:00.000Z',
   },
-  list: (sql, orgId, { limit, offset, ...filters }) =>
-    listAppointments(sql, orgId, { limit, offset }, filters),
+  list: (store, sql, orgId, { limit, offset, ...filters }) =>
+    listAppointments(store, sql, orgId, { limit, offset }, filters),
 }

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { z } from 'zod'
 import { ApiError, methodNotAllowed } from '../../../errors.js'
 import { type Page, pageBody } from '../../../queries/page.js'
-import type { Sql } from '../../../store/types.js'
+import type { Sql, StoreAdapter } from '../../../store/types.js'
 
 /** Everything about one list operation: registration and the OpenAPI document both read it. */
 export interface ListRoute<Query extends z.ZodTypeAny, Item extends z.ZodTypeAny> {
@@ -14,7 +14,8 @@ export interface ListRoute<Query extends z.ZodTypeAny, Item extends z.ZodTypeAny
   readonly item: Item
   readonly itemName: string
   readonly example: z.infer<Item>
-  list(sql: Sql, orgId: string, query: z.output<Query>): Promise<Page>
+  /** The page `query` asks for, read on `sql` in the form `store` reads best. */
+  list(store: StoreAdapter, sql: Sql, orgId: string, query: z.output<Query>): Promise<Page>
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a heterogeneous list of routes
@@ -51,7 +52,7 @@ export function registerListRoute(app: FastifyInstance, route: AnyListRoute): vo
       const page = await request.readAsTenant((sql, orgId) => {
         // Checked after the key, so that a caller without a valid key learns nothing from validation.
         if (!parsed.success) throw invalidQuery(parsed.error)
-        return route.list(sql, orgId, parsed.data)
+        return route.list(app.store.adapter, sql, orgId, parsed.data)
       })
       // The items arrive as JSON from the database, written field by field from the query's list:
       // only those fields leave the server, and the body is sent as it is, without a parse.
