@@ -1,16 +1,20 @@
 import { execFileSync } from 'node:child_process'
-import { readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startServer, type TestServer } from './helpers/server.js'
-import { codeBlocks, integratorProject } from './helpers/sync.js'
+import { REPOSITORY_ROOT, startServer, type TestServer } from './helpers/server.js'
+import { activeIds, codeBlocks, integratorProject } from './helpers/sync.js'
 
 /**
- * The README's examples, run as printed against a demo server (the only change: the demo's
- * port, 3000 in the README, is this server's).
+ * The examples of the client's README and of the root README's "For integrators", run as
+ * printed against a demo server (the only change: the demo's port, 3000 in the READMEs, is
+ * this server's).
  */
-const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
-const blocks = (language: string) => codeBlocks(README, language)
+const CLIENT_README = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+const ROOT_README = readFileSync(join(REPOSITORY_ROOT, 'README.md'), 'utf8')
+/** The root README's section for integrators, up to the next section. */
+const FOR_INTEGRATORS = /\n## For integrators\n([\s\S]*?)\n## /.exec(ROOT_README)?.[1] ?? ''
 
 let server: TestServer
 let directory: string
@@ -28,32 +32,91 @@ afterAll(async () => {
 const local = (text: string) => text.replaceAll('http://127.0.0.1:3000', server.baseUrl)
 const env = () => ({ ...process.env, OPENBOOK_KEY: server.key })
 
-describe('README examples', () => {
-  it('the JavaScript examples run', () => {
-    const [fiveLines, more] = blocks('js')
-    expect(fiveLines?.trim().split('\n')).toHaveLength(4)
-    for (const [n, source] of [fiveLines, more].entries()) {
-      const file = join(directory, `example-${n}.mjs`)
-      writeFileSync(file, local(source ?? ''))
-      const out = execFileSync(process.execPath, [file], { env: env(), encoding: 'utf8' })
-      if (n === 0) expect(out.trim().split('\n').length).toBeGreaterThan(100)
-      else {
-        expect(out).toContain('limit: limit must be at most 100')
-        expect(out).toMatch(/401 Invalid or expired API key req-/)
-      }
-    }
+/** The five-line sync prints each customer, then each appointment since 2026. */
+async function checkFiveLines(source: string | undefined, cwd: string): Promise<void> {
+  expect(source?.trim().split('\n')).toHaveLength(5)
+  const file = join(cwd, 'sync.mjs')
+  writeFileSync(file, local(source ?? ''))
+  const out = execFileSync(process.execPath, [file], { cwd, env: env(), encoding: 'utf8' })
+  const customers = await activeIds(server, 'customers')
+  const appointments = await activeIds(server, 'appointments', { startDate: '2026-01-01T00:00:00Z' })
+  expect(
+    out
+      .trim()
+      .split('\n')
+      .map((line) => line.split(' ')[0]),
+  ).toEqual([...customers, ...appointments])
+}
+
+/** The openbook-sync block: a customer file and an appointment file with a JSON summary. */
+function checkSync(markdown: string, cwd: string): void {
+  const commands = codeBlocks(markdown, 'sh').find((block) => block.includes('openbook-sync'))
+  if (!commands) throw new Error('no openbook-sync example')
+  const out = execFileSync('sh', ['-e', '-c', local(commands)], { cwd, env: env(), encoding: 'utf8' })
+  const summary = JSON.parse(out.trim().split('\n').at(-1) ?? '{}')
+  expect(summary).toMatchObject({ resource: 'appointments', complete: true })
+  expect(readFileSync(join(cwd, 'customers.ndjson'), 'utf8').split('\n').length).toBeGreaterThan(100)
+}
+
+describe('the client README', () => {
+  it('the JavaScript examples run', async () => {
+    const [fiveLines, more] = codeBlocks(CLIENT_README, 'js')
+    await checkFiveLines(fiveLines, directory)
+    const file = join(directory, 'more.mjs')
+    writeFileSync(file, local(more ?? ''))
+    const out = execFileSync(process.execPath, [file], { env: env(), encoding: 'utf8' })
+    expect(out).toContain('limit: limit must be at most 100')
+    expect(out).toMatch(/401 Invalid or expired API key req-/)
   }, 120_000)
 
-  it('the openbook-sync commands run', () => {
-    const commands = blocks('sh').find((block) => block.includes('openbook-sync'))
-    if (!commands) throw new Error('no openbook-sync example')
-    const out = execFileSync('sh', ['-e', '-c', local(commands)], {
-      cwd: directory,
-      env: env(),
-      encoding: 'utf8',
+  it('the openbook-sync commands run', () => checkSync(CLIENT_README, directory), 120_000)
+})
+
+describe('the root README, For integrators', () => {
+  let base: string
+  let project: string
+
+  beforeAll(() => {
+    // The install block as printed, from a repository checked out as ../openbook beside
+    // ../my-integration; the tarball is packed there instead of into this working tree.
+    base = mkdtempSync(join(tmpdir(), 'openbook-install-'))
+    project = join(base, 'my-integration')
+    mkdirSync(join(base, 'openbook'))
+    mkdirSync(project)
+    writeFileSync(join(project, 'package.json'), '{ "name": "my-integration", "private": true }\n')
+    const install = codeBlocks(FOR_INTEGRATORS, 'sh').find((block) => block.includes('npm pack'))
+    const [pack, ...rest] = (install ?? '').trim().split('\n')
+    if (!pack?.startsWith('npm pack')) throw new Error('no install example')
+    const quiet = {
+      ...process.env,
+      npm_config_offline: 'true',
+      npm_config_audit: 'false',
+      npm_config_fund: 'false',
+    }
+    const packHere = `${pack.replace(/\s+#.*$/, '')} --pack-destination ${join(base, 'openbook')}`
+    execFileSync('sh', ['-e', '-c', packHere], { cwd: REPOSITORY_ROOT, env: quiet, stdio: 'ignore' })
+    execFileSync('sh', ['-e', '-c', rest.join('\n')], {
+      cwd: join(base, 'openbook'),
+      env: quiet,
+      stdio: 'ignore',
     })
-    const summary = JSON.parse(out.trim().split('\n').at(-1) ?? '{}')
-    expect(summary).toMatchObject({ resource: 'appointments', complete: true })
-    expect(readFileSync(join(directory, 'customers.ndjson'), 'utf8').split('\n').length).toBeGreaterThan(100)
   }, 120_000)
+
+  afterAll(() => {
+    if (base) rmSync(base, { recursive: true, force: true })
+  })
+
+  it('installs the client from a tarball, and the five-line sync runs there', async () => {
+    expect(readFileSync(join(project, 'node_modules/@openbook/client/package.json'), 'utf8')).toContain(
+      '"@openbook/client"',
+    )
+    await checkFiveLines(codeBlocks(FOR_INTEGRATORS, 'js')[0], project)
+  }, 120_000)
+
+  it('the openbook-sync commands run there', () => checkSync(FOR_INTEGRATORS, project), 120_000)
+
+  it('states the guarantee, its limits and the requests in flight', () => {
+    for (const words of ['exactly once', 'Windows', 'outside the window', 'cost of overlap', 'at most two'])
+      expect(FOR_INTEGRATORS).toContain(words)
+  })
 })
