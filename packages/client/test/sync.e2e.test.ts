@@ -123,6 +123,8 @@ describe('openbook-sync', () => {
       expect(summary.retries).toBeGreaterThanOrEqual(4)
       expect(new Set(proxy.faults)).toEqual(new Set(['ok', '5xx', 'reset', 'slow', 'cut']))
       expect(lines(out).map((row) => row.id)).toEqual(await activeIds(server, 'customers'))
+      // A request timed out on the slow answer is still held by the proxy while its retry comes.
+      expect(proxy.maxInFlight()).toBeLessThanOrEqual(2)
     } finally {
       await proxy.close()
     }
@@ -141,6 +143,8 @@ describe('openbook-sync', () => {
     const slow = await faultyProxy(server.baseUrl, ['ok'], 60)
     try {
       await killAfterRows(sync([...args, '--base-url', slow.url]), state, 60)
+      // One request at a time (the contract allows two per key).
+      expect(slow.maxInFlight()).toBe(1)
     } finally {
       await slow.close()
     }

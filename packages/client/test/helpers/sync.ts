@@ -115,12 +115,16 @@ export type Fault = 'ok' | '5xx' | 'reset' | 'slow' | 'cut'
 
 /**
  * A proxy in front of the server that answers each request by the next fault of `plan`,
- * cycling; every answer waits `delayMs` first (a slow pass, to be killed halfway).
+ * cycling; every answer waits `delayMs` first (a slow pass, to be killed halfway). It counts the
+ * requests it holds at once.
  */
 export async function faultyProxy(target: string, plan: readonly Fault[], delayMs = 0) {
   let n = 0
   const faults: Fault[] = []
+  const flight = { now: 0, max: 0 }
   const proxy: Server = createServer(async (request, response) => {
+    flight.max = Math.max(flight.max, ++flight.now)
+    response.once('close', () => flight.now--)
     const fault = plan[n++ % plan.length] ?? 'ok'
     faults.push(fault)
     if (fault === 'reset') return request.socket.destroy()
@@ -155,6 +159,8 @@ export async function faultyProxy(target: string, plan: readonly Fault[], delayM
   return {
     url: `http://127.0.0.1:${port}`,
     faults,
+    /** The most requests the proxy held at once. */
+    maxInFlight: () => flight.max,
     close: () =>
       new Promise<void>((resolve) => {
         proxy.closeAllConnections()
