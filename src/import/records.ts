@@ -2,13 +2,7 @@
 // and the import validates a million of them: the rest of the code base still uses Zod 3.
 import { z } from 'zod/v4'
 import { PLANS, ROLES } from '../domain/plans.js'
-import {
-  APPOINTMENT_STATUSES,
-  CONTACT_METHODS,
-  LOCATION_TYPES,
-  PAYMENT_KINDS,
-  PAYMENT_STATUSES,
-} from '../schemas/resources.js'
+import { APPOINTMENT, CUSTOMER, type FieldType, type ResourceDescription } from '../schemas/descriptions.js'
 import type { RecordType } from '../store/bulk.js'
 
 /** The NDJSON import's record schemas: the API's field names, strict about unknown fields. */
@@ -24,6 +18,45 @@ const opt = <T extends z.ZodType>(schema: T) => schema.nullable().optional()
 /** The UTC calendar day (YYYY-MM-DD) of a date-time with an offset: an appointment's dayKey. */
 export const utcDay = (timestamp: string): string => new Date(timestamp).toISOString().slice(0, 10)
 
+const SCALARS: Readonly<Record<Exclude<FieldType, readonly string[]>, z.ZodType>> = {
+  id,
+  text,
+  timestamp,
+  date,
+  day: date,
+  boolean: z.boolean(),
+  cents,
+  country: z.string().regex(/^[A-Z]{2}$/, 'must be an ISO 3166-1 alpha-2 code'),
+  currency: z.string().regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code'),
+}
+
+const schemaOf = (type: FieldType): z.ZodType => (typeof type === 'string' ? SCALARS[type] : z.enum(type))
+
+/** The record's own key first (id, orgId): a record without them is reported by them. */
+const KEY_FIELDS_FIRST = ['id', 'orgId']
+const rank = (field: string) => {
+  const at = KEY_FIELDS_FIRST.indexOf(field)
+  return at < 0 ? KEY_FIELDS_FIRST.length : at
+}
+
+/** A resource's record schema, from its description: a field that is not required may be null or absent. */
+function resourceRecord(resource: ResourceDescription) {
+  const fields = [...resource.fields].sort((a, b) => rank(a.field) - rank(b.field))
+  return record(
+    Object.fromEntries(
+      fields.map(({ field, type, required }) => [field, required ? schemaOf(type) : opt(schemaOf(type))]),
+    ),
+  )
+}
+
+/** The fields the appointment's own checks read. */
+interface AppointmentTimes {
+  readonly start: string
+  readonly end: string
+  dayKey?: string | null
+}
+const times = (record: Record<string, unknown>) => record as unknown as AppointmentTimes
+
 export const RECORD_SCHEMAS = {
   organization: record({
     id,
@@ -35,64 +68,15 @@ export const RECORD_SCHEMAS = {
   membership: record({ orgId: id, userId: id, role: z.enum(ROLES) }),
   staff: record({ id, orgId: id, name: opt(text), isActive: z.boolean().optional() }),
   service: record({ id, orgId: id, name: opt(text), isActive: z.boolean().optional() }),
-  customer: record({
-    id,
-    orgId: id,
-    supportId: opt(text),
-    firstName: opt(text),
-    lastName: opt(text),
-    displayName: opt(text),
-    email: opt(text),
-    phone: opt(text),
-    primaryPhone: opt(text),
-    secondaryPhone: opt(text),
-    preferredContactMethod: opt(z.enum(CONTACT_METHODS)),
-    dateOfBirth: opt(date),
-    gender: opt(text),
-    notes: opt(text),
-    marketingConsent: opt(z.boolean()),
-    addressLine1: opt(text),
-    city: opt(text),
-    region: opt(text),
-    postalCode: opt(text),
-    country: opt(z.string().regex(/^[A-Z]{2}$/, 'must be an ISO 3166-1 alpha-2 code')),
-    preferredStaffId: opt(id),
-    isActive: z.boolean(),
-    createdAt: timestamp,
-    updatedAt: timestamp,
-  }),
-  appointment: record({
-    id,
-    orgId: id,
-    start: timestamp,
-    end: timestamp,
-    customerId: opt(id),
-    staffId: opt(id),
-    serviceId: opt(id),
-    status: z.enum(APPOINTMENT_STATUSES),
-    locationType: opt(z.enum(LOCATION_TYPES)),
-    resourceId: opt(id),
-    priceCents: opt(cents),
-    currency: opt(z.string().regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code')),
-    note: opt(text),
-    paymentStatus: opt(z.enum(PAYMENT_STATUSES)),
-    amountPaidCents: opt(cents),
-    paymentKind: opt(z.enum(PAYMENT_KINDS)),
-    paymentId: opt(id),
-    invoiceId: opt(id),
-    requiresPayment: opt(z.boolean()),
-    confirmedAfterPayment: opt(z.boolean()),
-    dayKey: opt(date),
-    isActive: z.boolean(),
-    createdAt: timestamp,
-    updatedAt: timestamp,
-  })
-    .refine((a) => Date.parse(a.end) >= Date.parse(a.start), {
+  customer: resourceRecord(CUSTOMER),
+  appointment: resourceRecord(APPOINTMENT)
+    .refine((record) => Date.parse(times(record).end) >= Date.parse(times(record).start), {
       message: 'must not be before start',
       path: ['end'],
     })
     // dayKey is the UTC day of start (README): derived when absent, refused when it says otherwise.
-    .transform((a, context) => {
+    .transform((record, context) => {
+      const a = times(record)
       const day = utcDay(a.start)
       if (a.dayKey == null) a.dayKey = day
       else if (a.dayKey !== day) {
@@ -102,6 +86,6 @@ export const RECORD_SCHEMAS = {
           path: ['dayKey'],
         })
       }
-      return a
+      return record
     }),
 } satisfies Record<RecordType, z.ZodType>

@@ -1,10 +1,9 @@
-import { NULLABLE_APPOINTMENT_FIELDS } from '../schemas/resources.js'
+import { APPOINTMENT } from '../schemas/descriptions.js'
 import type { Sql, StoreAdapter } from '../store/types.js'
 import {
   fetchPage,
-  type ItemField,
   indexCount,
-  iso,
+  itemFieldsOf,
   type Page,
   type PageRequest,
   type PageSql,
@@ -24,33 +23,7 @@ export interface AppointmentFilters {
 }
 
 /** An appointment item, in the contract's order: empty fields are left out, the nullable ones written as null. */
-const FIELDS: readonly ItemField[] = (
-  [
-    ['id', 'r.id'],
-    ['start', iso('r.start_at')],
-    ['end', iso('r.end_at')],
-    ['orgId', 'r.org_id'],
-    ['customerId', 'r.customer_id'],
-    ['staffId', 'r.staff_id'],
-    ['serviceId', 'r.service_id'],
-    ['status', 'r.status'],
-    ['locationType', 'r.location_type'],
-    ['resourceId', 'r.resource_id'],
-    ['priceCents', 'r.price_cents'],
-    ['currency', 'r.currency'],
-    ['note', 'r.note'],
-    ['paymentStatus', 'r.payment_status'],
-    ['amountPaidCents', 'r.amount_paid_cents'],
-    ['paymentKind', 'r.payment_kind'],
-    ['paymentId', 'r.payment_id'],
-    ['invoiceId', 'r.invoice_id'],
-    ['requiresPayment', 'r.requires_payment'],
-    ['confirmedAfterPayment', 'r.confirmed_after_payment'],
-    ['dayKey', 'r.day_key'],
-    ['createdAt', iso('r.created_at')],
-    ['updatedAt', iso('r.updated_at')],
-  ] as const
-).map(([key, sql]) => ({ key, sql, nullable: NULLABLE_APPOINTMENT_FIELDS.has(key) }))
+const FIELDS = itemFieldsOf(APPOINTMENT)
 
 /** Latest start first; the id breaks ties. */
 const ORDER_BY = ['start_at', 'id']

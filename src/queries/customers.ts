@@ -1,8 +1,8 @@
+import { CUSTOMER } from '../schemas/descriptions.js'
 import type { Sql, StoreAdapter } from '../store/types.js'
 import {
   fetchPage,
-  type ItemField,
-  iso,
+  itemFieldsOf,
   type Page,
   type PageRequest,
   type PageStatement,
@@ -11,31 +11,7 @@ import {
 } from './page.js'
 
 /** A customer item, in the contract's order; empty fields are left out. */
-const FIELDS: readonly ItemField[] = [
-  { key: 'id', sql: 'r.id' },
-  { key: 'supportId', sql: 'r.support_id' },
-  { key: 'firstName', sql: 'r.first_name' },
-  { key: 'lastName', sql: 'r.last_name' },
-  { key: 'displayName', sql: 'r.display_name' },
-  { key: 'email', sql: 'r.email' },
-  { key: 'phone', sql: 'r.phone' },
-  { key: 'primaryPhone', sql: 'r.primary_phone' },
-  { key: 'secondaryPhone', sql: 'r.secondary_phone' },
-  { key: 'preferredContactMethod', sql: 'r.preferred_contact_method' },
-  { key: 'dateOfBirth', sql: "to_char(r.date_of_birth, 'YYYY-MM-DD')" },
-  { key: 'gender', sql: 'r.gender' },
-  { key: 'notes', sql: 'r.notes' },
-  { key: 'marketingConsent', sql: 'r.marketing_consent' },
-  { key: 'addressLine1', sql: 'r.address_line1' },
-  { key: 'city', sql: 'r.city' },
-  { key: 'region', sql: 'r.region' },
-  { key: 'postalCode', sql: 'r.postal_code' },
-  { key: 'country', sql: 'r.country' },
-  { key: 'preferredStaffId', sql: 'r.preferred_staff_id' },
-  { key: 'isActive', sql: 'r.is_active' },
-  { key: 'createdAt', sql: iso('r.created_at') },
-  { key: 'updatedAt', sql: iso('r.updated_at') },
-]
+const FIELDS = itemFieldsOf(CUSTOMER)
 
 const PAGE_SQL = pageSql({
   table: 'customers',

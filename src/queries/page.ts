@@ -1,3 +1,5 @@
+import type { ResourceDescription } from '../schemas/descriptions.js'
+import { itemFields, nullInItem } from '../schemas/descriptions.js'
 import type { Sql, StoreAdapter } from '../store/types.js'
 
 export interface PageRequest {
@@ -37,6 +39,20 @@ export interface ItemField {
   readonly sql: string
   /** Written as null when the value is NULL; any other field is then left out. */
   readonly nullable?: boolean
+}
+
+/**
+ * A resource's item fields, from its description, reading its table under the alias `r`:
+ * timestamps as Date#toISOString writes them, dates as YYYY-MM-DD, everything else as stored.
+ */
+export function itemFieldsOf(resource: ResourceDescription): readonly ItemField[] {
+  const nullable = nullInItem(resource)
+  return itemFields(resource).map(({ field, column, type }) => {
+    const value = `r.${column}`
+    const sql =
+      type === 'timestamp' ? iso(value) : type === 'date' ? `to_char(${value}, 'YYYY-MM-DD')` : value
+    return nullable.has(field) ? { key: field, sql, nullable: true } : { key: field, sql }
+  })
 }
 
 /**

@@ -95,12 +95,3 @@ export const appointmentSchema = z
 
 export type Customer = z.infer<typeof customerSchema>
 export type Appointment = z.infer<typeof appointmentSchema>
-
-/** Fields that are null in a response rather than omitted when they hold no value. */
-export const NULLABLE_APPOINTMENT_FIELDS: ReadonlySet<string> = new Set([
-  'note',
-  'amountPaidCents',
-  'paymentKind',
-  'paymentId',
-  'invoiceId',
-])
