@@ -85,6 +85,24 @@ export function microsPerRequest(cpuPercent: number | null, rps: number): number
 export const pgMicros = (result: TargetResult | undefined) =>
   result ? microsPerRequest(result.saturation.postgresCpu, result.saturation.rps) : null
 
+/** Node's and PostgreSQL's CPU per request together, in µs: what a request costs whatever else runs. */
+export function cpuMicros(result: TargetResult | undefined): number | null {
+  if (!result) return null
+  const node = microsPerRequest(result.saturation.serverCpu, result.saturation.rps)
+  const pg = pgMicros(result)
+  return node === null || pg === null ? null : node + pg
+}
+
+/**
+ * How many times fewer CPU µs openbook spends per request than `other` (Node and PostgreSQL
+ * together): the req/s ratio a machine with nothing else running would show if CPU is the limit.
+ */
+export function cpuSpeedup(mix: MixResult, other: 'baseline' | 'previous'): number | undefined {
+  const mine = cpuMicros(mix.openbook)
+  const theirs = cpuMicros(mix[other])
+  return mine && theirs ? theirs / mine : undefined
+}
+
 const tag = (scale: Scale, mix: MixResult) => `${scale.name} ${mix.id}`
 const smallAndMedium = (mixes: readonly MixResult[]) => mixes.filter((mix) => mix.size !== 'large')
 const inf = (value: number | null | undefined) => value ?? Number.POSITIVE_INFINITY
@@ -159,9 +177,20 @@ function ratioCheck(report: BenchReport): Check {
           (below.length
             ? `${below.length} of ${mixes.length} below 0.9×: ` +
               below.map(({ scale, mix }) => `${tag(scale, mix)} ${ratio(mix).toFixed(2)}×`).join(', ')
-            : `all ${mixes.length} at 0.9× or more`)
+            : `all ${mixes.length} at 0.9× or more`) +
+          `; by CPU per request (Node + PostgreSQL) ${cpuRange(mixes)}`
         : 'no mixes',
   }
+}
+
+function cpuRange(mixes: readonly { scale: Scale; mix: MixResult }[]): string {
+  const values = mixes.flatMap(({ mix }) => {
+    const value = cpuSpeedup(mix, 'baseline')
+    return value === undefined ? [] : [value]
+  })
+  if (values.length === 0) return '–'
+  const below = values.filter((value) => value < 0.9).length
+  return `${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)}×, ${below} of ${values.length} below 0.9×`
 }
 
 /** p99 ≤ 10 ms at half load on every mix where the minimal handler's own p99 is. */

@@ -6,6 +6,8 @@ import {
   type BenchReport,
   type Check,
   checks,
+  cpuMicros,
+  cpuSpeedup,
   earlierChecks,
   int,
   type Machine,
@@ -109,7 +111,10 @@ function setup(report: BenchReport): string[] {
       'src/queries). The minimal handler (bench/baseline-server.ts: node:http and pg, no framework) runs the same ' +
       "SQL in openbook's two round trips with the same prepared statements. Every server uses a pool of " +
       `${load.poolSize} connections. CPU per request: CPU time of the process (Node) or of the backends serving ` +
-      'that target (PostgreSQL) during saturation, divided by the requests answered.',
+      'that target (PostgreSQL) during saturation, divided by the requests answered. "By CPU": the other ' +
+      "target's Node + PostgreSQL CPU per request over openbook's, the req/s ratio that a machine running " +
+      'nothing else would show where CPU is the limit; on a machine shared with other work it is steadier ' +
+      'than the req/s ratio, which depends on what the others take in each few seconds.',
     '',
     `Latency floor of the machine and load generator: a bare node:http server sending a fixed 25 KB body, ` +
       `loaded the same way at ${report.floor.rate} req/s, answers in p50 ${ms(report.floor.p50)} / p99 ` +
@@ -128,19 +133,22 @@ function mixTable(report: BenchReport, scale: ScaleReport): string[] {
       .map((t) => micros(t ? microsPerRequest(t.saturation.serverCpu, t.saturation.rps) : null))
       .join(' · ')
     const up = speedup(mix)
+    const cpu = targets.map((t) => micros(cpuMicros(t))).join(' · ')
     return (
       `| ${mix.id} | ${mix.label}${bad ? ` ⚠ ${bad} failed` : ''}${mix.previousDisagrees ? ` ⚠ ${prev} answers differently` : ''} | ` +
       `${mix.pgbench ? int(mix.pgbench.saturation.rps) : '–'} | ${int(mix.baseline.saturation.rps)} | ` +
       `${int(mix.openbook.saturation.rps)} | ${mix.previous ? int(mix.previous.saturation.rps) : '–'} | ` +
       `${ratio(mix).toFixed(2)} | ${up === undefined ? '–' : up.toFixed(2)} | ` +
-      `${latency(mix.baseline.half)} | ${latency(mix.openbook.half)} | ${latency(mix.previous?.half)} | ${pg} | ${node} |`
+      `${latency(mix.baseline.half)} | ${latency(mix.openbook.half)} | ${latency(mix.previous?.half)} | ${pg} | ${node} | ` +
+      `${cpu} | ${cpuSpeedup(mix, 'baseline')?.toFixed(2) ?? '–'} | ${cpuSpeedup(mix, 'previous')?.toFixed(2) ?? '–'} |`
     )
   })
   return [
     `| Mix | Request | pgbench tx/s | minimal req/s | openbook req/s | ${prev} req/s | openbook ÷ minimal | ` +
       `openbook ÷ ${prev} | p50 / p99 ms minimal | p50 / p99 ms openbook | p50 / p99 ms ${prev} | ` +
-      `PostgreSQL µs/req minimal · openbook · ${prev} | Node µs/req minimal · openbook · ${prev} |`,
-    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+      `PostgreSQL µs/req minimal · openbook · ${prev} | Node µs/req minimal · openbook · ${prev} | ` +
+      `CPU µs/req (both) minimal · openbook · ${prev} | openbook ÷ minimal by CPU | openbook ÷ ${prev} by CPU |`,
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
     ...rows,
   ]
 }

@@ -3,7 +3,7 @@ import { authenticateKey } from '../src/queries/api-keys.js'
 import { type AppointmentFilters, appointmentsPage, listAppointments } from '../src/queries/appointments.js'
 import { customersPage, listCustomers } from '../src/queries/customers.js'
 import type { Page, PageRequest } from '../src/queries/page.js'
-import { readerPreamble, type Sql } from '../src/store/types.js'
+import { readerPreamble, type Sql, type StoreAdapter } from '../src/store/types.js'
 
 export type Resource = 'customers' | 'appointments'
 
@@ -22,11 +22,14 @@ export interface Statement {
 /** The statement that opens every request's transaction, as the PostgreSQL store sends it. */
 export const OPEN_TRANSACTION = `BEGIN; ${readerPreamble(true, 5_000)}`
 
+/** PostgreSQL's form of the page: rows, each made an item in Node (see StoreAdapter.pageForm). */
+export const POSTGRES_PAGES: StoreAdapter = { pageForm: 'rows' }
+
 /** Runs the service's own query functions: the one place the benchmark takes SQL from. */
 export function listPage(sql: Sql, orgId: string, request: ListRequest): Promise<Page> {
   return request.resource === 'customers'
-    ? listCustomers(sql, orgId, request.page)
-    : listAppointments(sql, orgId, request.page, request.filters)
+    ? listCustomers(POSTGRES_PAGES, sql, orgId, request.page)
+    : listAppointments(POSTGRES_PAGES, sql, orgId, request.page, request.filters)
 }
 
 /** A connection that records statements instead of running them; every query returns no rows. */
@@ -66,7 +69,7 @@ export async function captureStatements(
     request.resource === 'customers' ? customersPage(orgId) : appointmentsPage(orgId, request.filters)
   return {
     authenticate,
-    // PostgreSQL's form of the page (rows, not JSON): see Sql.jsonPages.
+    // PostgreSQL's form of the page (rows, not JSON): see StoreAdapter.pageForm.
     page: {
       text: statement.rowsText,
       params: [...statement.params, request.page.limit, request.page.offset],

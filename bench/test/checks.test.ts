@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest'
-import { type BenchReport, checks, type MixResult, microsPerRequest, type ScaleReport } from '../checks.js'
+import {
+  type BenchReport,
+  checks,
+  cpuMicros,
+  cpuSpeedup,
+  type MixResult,
+  microsPerRequest,
+  type ScaleReport,
+} from '../checks.js'
 import type { TargetResult } from '../measure.js'
 import { SCALES } from '../options.js'
 
@@ -80,6 +88,17 @@ describe('microsPerRequest', () => {
     expect(microsPerRequest(50, 500)).toBe(1000)
     expect(microsPerRequest(null, 500)).toBeNull()
     expect(microsPerRequest(50, 0)).toBeNull()
+  })
+})
+
+describe('CPU per request', () => {
+  it("adds Node's and PostgreSQL's, and compares targets by it", () => {
+    // Node 50 % and PostgreSQL 50 % of a core at 500/s: 1,000 + 1,000 µs.
+    expect(cpuMicros(target(500, 50, 2, 8))).toBe(2000)
+    const m = mix('cus-s-first', 'small', { previous: target(250, 50, 2, 8) })
+    // The older build: 2,000 + 2,000 µs per request, twice openbook's.
+    expect(cpuSpeedup(m, 'previous')).toBe(2)
+    expect(cpuSpeedup({ ...m, previous: undefined }, 'previous')).toBeUndefined()
   })
 })
 
