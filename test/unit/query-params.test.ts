@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest'
+import { appointmentsQuery } from '../../src/routes/public/v1/appointments.js'
+import {
+  dateTimeParam,
+  epochNanoseconds,
+  idParam,
+  limitParam,
+  offsetParam,
+  toMicroseconds,
+} from '../../src/schemas/query.js'
+
+/** The query-string schemas on their own: what the routes accept, refuse and pass on to SQL. */
+const parsed = <T>(schema: { safeParse(value: unknown): { success: boolean; data?: T } }, value: unknown) => {
+  const result = schema.safeParse(value)
+  return result.success ? result.data : 'refused'
+}
+
+describe('limit and offset', () => {
+  it('limit: decimal 1 to 100, 50 when absent; anything else refused', () => {
+    expect(parsed(limitParam, undefined)).toBe(50)
+    expect(parsed(limitParam, '1')).toBe(1)
+    expect(parsed(limitParam, '100')).toBe(100)
+    expect(parsed(limitParam, '007')).toBe(7)
+    for (const bad of ['0', '101', '-1', '1.5', '1e2', '0x10', ' 5', 'abc', '', ['1', '2']]) {
+      expect(parsed(limitParam, bad), JSON.stringify(bad)).toBe('refused')
+    }
+  })
+
+  it('offset: decimal from 0, where empty and null mean 0', () => {
+    expect(parsed(offsetParam, undefined)).toBe(0)
+    expect(parsed(offsetParam, '')).toBe(0)
+    expect(parsed(offsetParam, 'null')).toBe(0)
+    expect(parsed(offsetParam, '25')).toBe(25)
+    expect(parsed(offsetParam, String(Number.MAX_SAFE_INTEGER))).toBe(Number.MAX_SAFE_INTEGER)
+    for (const bad of ['-1', '1.5', '9007199254740992', 'x', ['0', '1']]) {
+      expect(parsed(offsetParam, bad), JSON.stringify(bad)).toBe('refused')
+    }
+  })
+
+  it('the messages name the parameter and its bound', () => {
+    const issue = (value: unknown) => limitParam.safeParse(value).error?.issues[0]?.message
+    expect(issue('0')).toBe('limit must be at least 1')
+    expect(issue('101')).toBe('limit must be at most 100')
+    expect(issue('x')).toBe('limit must be a decimal integer, given once')
+  })
+})
+
+describe('ids', () => {
+  const customerId = idParam('customerId', 'a customer')
+
+  it('printable text of 1 to 128 characters, given once', () => {
+    expect(parsed(customerId, undefined)).toBeUndefined()
+    expect(parsed(customerId, 'cus_1')).toBe('cus_1')
+    expect(parsed(customerId, 'x'.repeat(128))).toBe('x'.repeat(128))
+    for (const bad of ['', 'x'.repeat(129), 'a\u0000b', 'line\nbreak', ['a', 'b']]) {
+      expect(parsed(customerId, bad), JSON.stringify(bad)).toBe('refused')
+    }
+  })
+})
+
+describe('date-times', () => {
+  const startDate = dateTimeParam('startDate', 'a bound')
+
+  it('RFC 3339 with Z or an offset, a calendar date, at most nine fraction digits; t and z in any case', () => {
+    for (const good of [
+      '2025-01-01T00:00:00Z',
+      '2025-01-01T00:00:00.123456789Z',
+      '2024-02-29T12:00:00+14:00',
+      '2025-06-30T23:59:59-12:00',
+    ]) {
+      expect(parsed(startDate, good), good).toBe(good)
+    }
+    expect(parsed(startDate, '2025-01-01t00:00:00z')).toBe('2025-01-01T00:00:00Z')
+    for (const bad of [
+      '2025-01-01',
+      '2025-01-01T00:00:00',
+      '2025-02-30T00:00:00Z',
+      '2023-02-29T00:00:00Z',
+      '2025-13-01T00:00:00Z',
+      '2025-01-01T00:00:00+16:00',
+      '2025-01-01T00:00:00.1234567890Z',
+      'yesterday',
+    ]) {
+      expect(parsed(startDate, bad), bad).toBe('refused')
+    }
+  })
+
+  it('to the microsecond: up for a lower bound, down for an upper one, only past six digits', () => {
+    expect(toMicroseconds('2025-01-01T00:00:00.1234561Z', 'up')).toBe('2025-01-01T00:00:00.123457Z')
+    expect(toMicroseconds('2025-01-01T00:00:00.1234569Z', 'down')).toBe('2025-01-01T00:00:00.123456Z')
+    expect(toMicroseconds('2025-01-01T00:00:00.123456000Z', 'up')).toBe('2025-01-01T00:00:00.123456Z')
+    expect(toMicroseconds('2025-01-01T00:00:00.123Z', 'up')).toBe('2025-01-01T00:00:00.123Z')
+    expect(toMicroseconds('2025-01-01T00:00:00Z', 'down')).toBe('2025-01-01T00:00:00Z')
+    // Up from .999999…: the next second, across midnight and the year, the offset kept.
+    expect(toMicroseconds('2025-12-31T23:59:59.9999991+02:00', 'up')).toBe('2026-01-01T00:00:00.000000+02:00')
+    // Past the last representable second the bound stays on it.
+    expect(toMicroseconds('9999-12-31T23:59:59.9999999Z', 'up')).toBe('9999-12-31T23:59:59.999999Z')
+  })
+
+  it('compares two instants exactly, to the nanosecond, across offsets', () => {
+    expect(epochNanoseconds('1970-01-01T00:00:00.000000001Z')).toBe(1n)
+    expect(epochNanoseconds('2025-01-01T01:00:00+01:00')).toBe(epochNanoseconds('2025-01-01T00:00:00Z'))
+    expect(epochNanoseconds('not a date')).toBeUndefined()
+  })
+})
+
+describe('the appointments query', () => {
+  it('refuses an end before the start, to the nanosecond, and not two bounds within one microsecond', () => {
+    const query = (startDate: string, endDate: string) => appointmentsQuery.safeParse({ startDate, endDate })
+    const reversed = query('2025-01-01T00:00:00.000000002Z', '2025-01-01T00:00:00.000000001Z')
+    expect(reversed.success).toBe(false)
+    expect(reversed.error?.issues.map((issue) => [issue.path, issue.message])).toEqual([
+      [['endDate'], 'endDate must not be before startDate'],
+    ])
+    // The same microsecond: accepted, and rounded so that no start time can match both ways.
+    expect(query('2025-01-01T00:00:00.0000001Z', '2025-01-01T00:00:00.0000009Z').data).toMatchObject({
+      startDate: '2025-01-01T00:00:00.000001Z',
+      endDate: '2025-01-01T00:00:00.000000Z',
+    })
+  })
+
+  it('takes one of the statuses, with the defaults of limit and offset', () => {
+    expect(appointmentsQuery.parse({ status: 'completed' })).toMatchObject({
+      status: 'completed',
+      limit: 50,
+      offset: 0,
+    })
+    expect(appointmentsQuery.safeParse({ status: 'done' }).success).toBe(false)
+    expect(appointmentsQuery.safeParse({ status: ['completed', 'cancelled'] }).success).toBe(false)
+  })
+})
