@@ -8,11 +8,11 @@ import type { LastUsedOptions } from './domain/last-used.js'
 import { ApiError } from './errors.js'
 import { type Metrics, metricsPlugin } from './ops/metrics.js'
 import errors, { sendError } from './plugins/errors.js'
-import openapi from './plugins/openapi.js'
 import requestLog, { identifyingHeaders, logRequest } from './plugins/request-log.js'
 import storePlugin from './plugins/store.js'
+import openapi from './routes/openapi.js'
 import publicV1, { LIST_ROUTES, PUBLIC_V1_PREFIX } from './routes/public/v1/index.js'
-import { refuseOtherMethods } from './routes/public/v1/list-route.js'
+import { refuseOtherMethods } from './routes/refuse-other-methods.js'
 import type { Store } from './store/types.js'
 
 export interface AppOptions {

@@ -1,3 +1,5 @@
+import type { z } from 'zod'
+
 /**
  * The closed set of errors the API returns. Every error body has the same
  * shape: { error, message, code, details? }.
@@ -116,6 +118,15 @@ export const methodNotAllowed = (method: string) =>
   new ApiError('method_not_allowed', `Method ${method} is not allowed; this API is read-only`, undefined, {
     allow: ALLOWED_METHODS,
   })
+
+/** A query that does not parse: every issue, `path: message`, joined; the issues as details. */
+export function invalidQuery(error: z.ZodError): ApiError {
+  const message = error.issues
+    .map((issue) => `${issue.path.join('.') || 'query'}: ${issue.message}`)
+    .join('; ')
+  return new ApiError('invalid_query', message, error.issues)
+}
+
 export const internalError = (requestId: string) =>
   new ApiError('internal_error', `Internal server error (request id ${requestId})`)
 

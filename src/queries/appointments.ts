@@ -2,15 +2,14 @@ import { APPOINTMENT } from '../schemas/descriptions.js'
 import type { Sql, StoreAdapter } from '../store/types.js'
 import {
   fetchPage,
-  indexCount,
   itemFieldsOf,
   type Page,
   type PageRequest,
   type PageSql,
   type PageStatement,
   pageSql,
-  tenantCondition,
 } from './page.js'
+import { indexCount, tenantCondition } from './sql.js'
 
 export interface AppointmentFilters {
   readonly status?: string | undefined

@@ -1,14 +1,7 @@
 import { CUSTOMER } from '../schemas/descriptions.js'
 import type { Sql, StoreAdapter } from '../store/types.js'
-import {
-  fetchPage,
-  itemFieldsOf,
-  type Page,
-  type PageRequest,
-  type PageStatement,
-  pageSql,
-  tenantCondition,
-} from './page.js'
+import { fetchPage, itemFieldsOf, type Page, type PageRequest, type PageStatement, pageSql } from './page.js'
+import { tenantCondition } from './sql.js'
 
 /** A customer item, in the contract's order; empty fields are left out. */
 const FIELDS = itemFieldsOf(CUSTOMER)

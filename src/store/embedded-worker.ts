@@ -22,6 +22,7 @@ import {
   protocol,
   type Results,
 } from '@electric-sql/pglite'
+import { copyStatement } from '../queries/sql.js'
 import {
   type DatabaseRequest,
   type DatabaseResponse,
@@ -29,7 +30,6 @@ import {
   type WorkerData,
 } from './embedded-protocol.js'
 import { EMBEDDED_V8_FLAGS, embeddedInitdbParams, embeddedStartParams } from './embedded-settings.js'
-import { copyStatement } from './types.js'
 
 const port = parentPort
 if (!port) throw new Error('embedded-worker.js runs as a worker thread of the embedded store')

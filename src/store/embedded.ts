@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { Worker } from 'node:worker_threads'
+import { readerPreamble } from '../queries/sql.js'
 import { StoreBusyError } from './busy.js'
 import { type DataDirLock, lockDataDir } from './data-dir-lock.js'
 import {
@@ -8,7 +9,7 @@ import {
   deserializeError,
   type WorkerData,
 } from './embedded-protocol.js'
-import { type AdminSql, readerPreamble, type Store, type StoreAdapter } from './types.js'
+import type { AdminSql, Store, StoreAdapter } from './types.js'
 
 /**
  * The database thread from the main thread's side: one request at a time, answered in order.

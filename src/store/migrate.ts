@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { READER_ROLE, type Sql, type Store } from './types.js'
+import { READER_ROLE } from '../queries/sql.js'
+import type { Sql, Store } from './types.js'
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url))
 const NUMBERED = /^(\d{3})_[a-z0-9_]+\.sql$/

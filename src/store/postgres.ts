@@ -3,7 +3,8 @@ import { pipeline } from 'node:stream/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { from as copyFrom } from 'pg-copy-streams'
-import { type AdminSql, copyStatement, readerPreamble, type Store, type StoreAdapter } from './types.js'
+import { copyStatement, readerPreamble } from '../queries/sql.js'
+import type { AdminSql, Store, StoreAdapter } from './types.js'
 
 export interface PostgresStoreOptions {
   readonly connectionString: string

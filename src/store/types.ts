@@ -14,10 +14,6 @@ export interface AdminSql extends Sql {
   copyIn(table: string, columns: readonly string[], text: string): Promise<void>
 }
 
-/** The COPY statement both stores run; `source` is STDIN or PGlite's '/dev/blob'. */
-export const copyStatement = (table: string, columns: readonly string[], source: string) =>
-  `COPY ${table} (${columns.join(', ')}) FROM ${source}`
-
 export type StoreKind = 'postgres' | 'embedded'
 
 /**
@@ -72,46 +68,4 @@ export interface Store {
   /** With a read replica: how far it is behind, in seconds (undefined while it is unreachable). */
   readonly replicaLagSeconds?: () => number | undefined
   close(): Promise<void>
-}
-
-export const READER_ROLE = 'openbook_reader'
-
-const LOCK_TIMEOUT_MS = 1_000
-
-/**
- * Plan shapes the request path never wants, whatever the planner expects of the rows: a page is
- * an index read in list order with its rows looked up by primary key, a total a counts table or
- * an index read in list order (src/queries/page.ts). Each setting only prices its kind of plan
- * out while another exists, so a statement with no other way still runs. Without them, statistics
- * that misjudge an organization (one that dominates the table, one imported since the last
- * ANALYZE) turn a 1 ms page into a scan of the table, a hash join against it, or a sort of all
- * the organization's rows (test/plans/request-plans.test.ts).
- */
-const PLANNER_SETTINGS = [
-  'enable_seqscan',
-  'enable_bitmapscan',
-  'enable_hashjoin',
-  'enable_mergejoin',
-  'enable_sort',
-]
-
-/** Statements that open every request-path transaction, after BEGIN. */
-export function readerPreamble(readOnly: boolean, statementTimeoutMs: number): string {
-  return [
-    readOnly ? 'SET TRANSACTION READ ONLY' : '',
-    `SET LOCAL ROLE ${READER_ROLE}`,
-    `SET LOCAL statement_timeout = ${Math.trunc(statementTimeoutMs)}`,
-    // A request never queues behind a table lock (a migration, a maintenance command): after a
-    // second it is answered 503 with Retry-After instead of waiting out the statement time-out.
-    `SET LOCAL lock_timeout = ${LOCK_TIMEOUT_MS}`,
-    // JIT compilation pays off for long analytic queries; a page costs 2-3 ms, and compiling one
-    // cost 40 ms whenever its estimate crossed jit_above_cost (bench/RESULTS.md, Findings).
-    'SET LOCAL jit = off',
-    ...PLANNER_SETTINGS.map((setting) => `SET LOCAL ${setting} = off`),
-    // A prepared statement keeps one plan for every organization and page, never planned again:
-    // the plans above hold for any parameters (the plan test checks them as generic plans).
-    'SET LOCAL plan_cache_mode = force_generic_plan',
-  ]
-    .filter(Boolean)
-    .join('; ')
 }

@@ -6,7 +6,8 @@ import {
   appointmentsPage,
 } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
-import { fetchPage, type PageStatement, tenantCondition } from '../../src/queries/page.js'
+import { fetchPage, type PageStatement } from '../../src/queries/page.js'
+import { tenantCondition } from '../../src/queries/sql.js'
 import { isPrivileged } from '../../src/store/open.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Sql, Store } from '../../src/store/types.js'
@@ -50,7 +51,7 @@ function probesFor(tenants: readonly Tenant[]): string[] {
 
 /**
  * Test-only: the store with the application's own tenant condition (`tenantCondition` of
- * queries/page.ts) taken out of every statement the request path sends, so that row-level
+ * queries/sql.ts) taken out of every statement the request path sends, so that row-level
  * security is the only wall left. `removed` counts the conditions taken out: a test checks it
  * grew, so that a change in the condition's text cannot leave this wrapper removing nothing.
  */

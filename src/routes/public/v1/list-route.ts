@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import type { z } from 'zod'
-import { ApiError, methodNotAllowed } from '../../../errors.js'
-import { type Page, pageBody } from '../../../queries/page.js'
+import { invalidQuery } from '../../../errors.js'
+import type { Page } from '../../../queries/page.js'
+import { pageBody } from '../../../schemas/envelope.js'
 import type { Sql, StoreAdapter } from '../../../store/types.js'
 
 /** Everything about one list operation: registration and the OpenAPI document both read it. */
@@ -20,30 +21,6 @@ export interface ListRoute<Query extends z.ZodTypeAny, Item extends z.ZodTypeAny
 
 // biome-ignore lint/suspicious/noExplicitAny: a heterogeneous list of routes
 export type AnyListRoute = ListRoute<any, any>
-
-export function invalidQuery(error: z.ZodError): ApiError {
-  const message = error.issues
-    .map((issue) => `${issue.path.join('.') || 'query'}: ${issue.message}`)
-    .join('; ')
-  return new ApiError('invalid_query', message, error.issues)
-}
-
-export const NON_GET_METHODS = ['DELETE', 'OPTIONS', 'PATCH', 'POST', 'PUT'] as const
-
-/**
- * Answers the write methods on `url` with 405 before any body is read. Every other method meets
- * no route and gets its 405 from the errors plugin (plugins/errors.ts), also before the body.
- */
-export function refuseOtherMethods(app: FastifyInstance, url: string): void {
-  app.route({
-    method: [...NON_GET_METHODS],
-    url,
-    onRequest: async (request) => {
-      throw methodNotAllowed(request.method)
-    },
-    handler: async () => undefined,
-  })
-}
 
 export function registerListRoute(app: FastifyInstance, route: AnyListRoute): void {
   app.get(route.path, {

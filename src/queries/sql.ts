@@ -1,0 +1,84 @@
+/**
+ * The SQL text helpers of the request path: formats, the tenant condition, index counts, and the
+ * settings every request-path transaction opens with, which the page statements count on.
+ */
+
+/** Formats a timestamptz exactly as Date#toISOString does (milliseconds, Z). */
+export function iso(column: string): string {
+  return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+}
+
+/**
+ * The application's tenant condition on `$1`; row-level security is the second, independent wall.
+ *
+ * The organization reaches the planner as the value of a one-row subquery, not as a constant: it
+ * estimates every organization as an average one (rows / distinct organizations), never from
+ * that organization's own statistics. Those are what misjudge: an organization imported since the
+ * last ANALYZE is estimated at one row, and any index that leads with org_id then looks as cheap
+ * as the one that serves the request, down to counting a person's appointments by reading all
+ * the organization's rows. The subquery runs once per statement.
+ */
+export function tenantCondition(alias: string): string {
+  return `${alias}.org_id = (SELECT $1::text)`
+}
+
+/**
+ * SQL of the number of rows of `table` (alias `k`) that meet `where`, counted along an index in
+ * the list's order: the order asked for leaves the planner no index but those that hold the
+ * filter's columns before the order's (a sort costs more than any plan with none: see
+ * `readerPreamble`). Without it, an index on org_id alone counts as well in its eyes, and it reads
+ * every row of the organization to filter them.
+ */
+export function indexCount(table: string, where: string, orderBy: readonly string[]): string {
+  const order = orderBy.map((column) => `k.${column} DESC`).join(', ')
+  return `(SELECT count(*) FROM (SELECT FROM ${table} k WHERE ${where} ORDER BY ${order} OFFSET 0) k)`
+}
+
+/** The COPY statement both stores run; `source` is STDIN or PGlite's '/dev/blob'. */
+export const copyStatement = (table: string, columns: readonly string[], source: string) =>
+  `COPY ${table} (${columns.join(', ')}) FROM ${source}`
+
+// The request path's transaction (both stores open every request with these settings).
+
+/** The role the request path reads as: SELECT on the tenant tables, under row-level security. */
+export const READER_ROLE = 'openbook_reader'
+
+const LOCK_TIMEOUT_MS = 1_000
+
+/**
+ * Plan shapes the request path never wants, whatever the planner expects of the rows: a page is
+ * an index read in list order with its rows looked up by primary key, a total a counts table or
+ * an index read in list order (src/queries/page.ts). Each setting only prices its kind of plan
+ * out while another exists, so a statement with no other way still runs. Without them, statistics
+ * that misjudge an organization (one that dominates the table, one imported since the last
+ * ANALYZE) turn a 1 ms page into a scan of the table, a hash join against it, or a sort of all
+ * the organization's rows (test/plans/request-plans.test.ts).
+ */
+const PLANNER_SETTINGS = [
+  'enable_seqscan',
+  'enable_bitmapscan',
+  'enable_hashjoin',
+  'enable_mergejoin',
+  'enable_sort',
+]
+
+/** Statements that open every request-path transaction, after BEGIN. */
+export function readerPreamble(readOnly: boolean, statementTimeoutMs: number): string {
+  return [
+    readOnly ? 'SET TRANSACTION READ ONLY' : '',
+    `SET LOCAL ROLE ${READER_ROLE}`,
+    `SET LOCAL statement_timeout = ${Math.trunc(statementTimeoutMs)}`,
+    // A request never queues behind a table lock (a migration, a maintenance command): after a
+    // second it is answered 503 with Retry-After instead of waiting out the statement time-out.
+    `SET LOCAL lock_timeout = ${LOCK_TIMEOUT_MS}`,
+    // JIT compilation pays off for long analytic queries; a page costs 2-3 ms, and compiling one
+    // cost 40 ms whenever its estimate crossed jit_above_cost (bench/RESULTS.md, Findings).
+    'SET LOCAL jit = off',
+    ...PLANNER_SETTINGS.map((setting) => `SET LOCAL ${setting} = off`),
+    // A prepared statement keeps one plan for every organization and page, never planned again:
+    // the plans above hold for any parameters (the plan test checks them as generic plans).
+    'SET LOCAL plan_cache_mode = force_generic_plan',
+  ]
+    .filter(Boolean)
+    .join('; ')
+}
