@@ -15,8 +15,8 @@ import { bearer, buildTestApp } from '../helpers/app.js'
 import {
   createTestRole,
   createTestStore,
+  describeEachStore,
   postgresAvailable,
-  STORE_KINDS,
   type TestRole,
   type TestStore,
 } from '../helpers/stores.js'
@@ -97,238 +97,227 @@ function statementsFor(orgId: string, tenant: Tenant): [string, PageStatement][]
   ]
 }
 
-describe.each(STORE_KINDS)('tenant isolation in depth on %s', (kind) => {
-  describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
-    let testStore: TestStore
-    let store: Store
-    let tenants: Tenant[]
-    let app: FastifyInstance
-    let rlsOnlyApp: FastifyInstance
-    let appFilterOnlyApp: FastifyInstance
-    let noWallsApp: FastifyInstance
-    let bypass: Store
-    const removedFilters = { count: 0 }
+describeEachStore('tenant isolation in depth on %s', (testStore) => {
+  const { kind } = testStore
+  let store: Store
+  let tenants: Tenant[]
+  let app: FastifyInstance
+  let rlsOnlyApp: FastifyInstance
+  let appFilterOnlyApp: FastifyInstance
+  let noWallsApp: FastifyInstance
+  let bypass: Store
+  const removedFilters = { count: 0 }
 
-    beforeAll(async () => {
-      testStore = await createTestStore(kind)
-      store = testStore.store
-      tenants = await seedTenants(store)
-      // Test-only: the request path on the connecting (superuser) role, where row-level security
-      // does not apply, so that the application's own filter is the only wall left.
-      bypass = { ...store, read: (work) => store.admin(work), asReader: (work) => store.admin(work) }
-      ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
-      ;({ app: rlsOnlyApp } = await buildTestApp(withoutAppTenantFilter(store, removedFilters), {
-        logLevel: 'silent',
-      }))
-      ;({ app: appFilterOnlyApp } = await buildTestApp(bypass, { logLevel: 'silent' }))
-      ;({ app: noWallsApp } = await buildTestApp(withoutAppTenantFilter(bypass, removedFilters), {
-        logLevel: 'silent',
-      }))
-    })
+  beforeAll(async () => {
+    store = testStore.store
+    tenants = await seedTenants(store)
+    // Test-only: the request path on the connecting (superuser) role, where row-level security
+    // does not apply, so that the application's own filter is the only wall left.
+    bypass = { ...store, read: (work) => store.admin(work), asReader: (work) => store.admin(work) }
+    ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
+    ;({ app: rlsOnlyApp } = await buildTestApp(withoutAppTenantFilter(store, removedFilters), {
+      logLevel: 'silent',
+    }))
+    ;({ app: appFilterOnlyApp } = await buildTestApp(bypass, { logLevel: 'silent' }))
+    ;({ app: noWallsApp } = await buildTestApp(withoutAppTenantFilter(bypass, removedFilters), {
+      logLevel: 'silent',
+    }))
+  })
 
-    afterAll(async () => {
-      for (const instance of [app, rlsOnlyApp, appFilterOnlyApp, noWallsApp]) await instance?.close()
-      await testStore?.close()
-    })
+  afterAll(async () => {
+    for (const instance of [app, rlsOnlyApp, appFilterOnlyApp, noWallsApp]) await instance?.close()
+  })
 
-    it('row-level security is enabled and forced on every table that carries an organization id', async () => {
-      const rows = await store.admin((sql) =>
-        sql.query<{ table: string; enabled: boolean; forced: boolean }>(
-          `SELECT c.relname AS table, c.relrowsecurity AS enabled, c.relforcerowsecurity AS forced
+  it('row-level security is enabled and forced on every table that carries an organization id', async () => {
+    const rows = await store.admin((sql) =>
+      sql.query<{ table: string; enabled: boolean; forced: boolean }>(
+        `SELECT c.relname AS table, c.relrowsecurity AS enabled, c.relforcerowsecurity AS forced
            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
            WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')
              AND (c.relname = 'organizations' OR EXISTS (
                SELECT 1 FROM pg_attribute a
                WHERE a.attrelid = c.oid AND a.attname = 'org_id' AND NOT a.attisdropped))
            ORDER BY 1`,
-        ),
-      )
-      expect(rows.map((r) => r.table)).toEqual(
-        expect.arrayContaining([
-          'api_keys',
-          'appointment_day_counts',
-          'appointments',
-          'customer_counts',
-          'customers',
-          'organizations',
-          'staff',
-        ]),
-      )
-      for (const row of rows) expect(row, row.table).toMatchObject({ enabled: true, forced: true })
-    })
+      ),
+    )
+    expect(rows.map((r) => r.table)).toEqual(
+      expect.arrayContaining([
+        'api_keys',
+        'appointment_day_counts',
+        'appointments',
+        'customer_counts',
+        'customers',
+        'organizations',
+        'staff',
+      ]),
+    )
+    for (const row of rows) expect(row, row.table).toMatchObject({ enabled: true, forced: true })
+  })
 
-    it.each([
-      ['unset', ''],
-      ['empty', "SELECT set_config('openbook.org_id', '', true);"],
-    ])(
-      'as openbook_reader with openbook.org_id %s every tenant table reads 0 rows',
-      async (_label, setup) => {
-        const counts = await store.admin(async (sql) => {
-          await sql.exec(`SET LOCAL ROLE ${READER}; ${setup}`)
-          const [row] = await sql.query<{ c: number; a: number; d: number; n: number; k: number }>(
-            `SELECT (SELECT count(*)::int FROM customers) AS c, (SELECT count(*)::int FROM appointments) AS a,
+  it.each([
+    ['unset', ''],
+    ['empty', "SELECT set_config('openbook.org_id', '', true);"],
+  ])('as openbook_reader with openbook.org_id %s every tenant table reads 0 rows', async (_label, setup) => {
+    const counts = await store.admin(async (sql) => {
+      await sql.exec(`SET LOCAL ROLE ${READER}; ${setup}`)
+      const [row] = await sql.query<{ c: number; a: number; d: number; n: number; k: number }>(
+        `SELECT (SELECT count(*)::int FROM customers) AS c, (SELECT count(*)::int FROM appointments) AS a,
                   (SELECT count(*)::int FROM appointment_day_counts) AS d,
                   (SELECT count(*)::int FROM customer_counts) AS n, (SELECT count(*)::int FROM api_keys) AS k`,
-          )
-          return row
-        })
-        expect(counts).toEqual({ c: 0, a: 0, d: 0, n: 0, k: 0 })
-        // The control: the same role with the setting named sees that organization's rows only.
-        const named = await store.admin(async (sql) => {
-          await sql.exec(`SET LOCAL ROLE ${READER}`)
-          await sql.query("SELECT set_config('openbook.org_id', $1, true)", [tenants[0]?.id])
-          return sql.query<{ org_id: string }>('SELECT DISTINCT org_id FROM appointments')
-        })
-        expect(named).toEqual([{ org_id: tenants[0]?.id }])
-      },
-    )
-
-    it.each([
-      [
-        'INSERT',
-        "INSERT INTO customers (org_id, id, is_active, created_at, updated_at) VALUES ($1, 'x', true, now(), now())",
-      ],
-      ['UPDATE', "UPDATE customers SET first_name = 'x' WHERE org_id = $1"],
-      ['DELETE', 'DELETE FROM customers WHERE org_id = $1'],
-      ['UPDATE api_keys.name', "UPDATE api_keys SET name = 'x' WHERE org_id = $1"],
-      ['DELETE api_keys', 'DELETE FROM api_keys WHERE org_id = $1'],
-      ['INSERT appointments', "INSERT INTO appointments (org_id, id) VALUES ($1, 'x')"],
-    ])('the reader role cannot %s (permission denied)', async (_label, statement) => {
-      const attempt = store.asReader(async (sql) => {
-        await sql.query("SELECT set_config('openbook.org_id', $1, true)", [tenants[0]?.id])
-        return sql.query(statement, [tenants[0]?.id])
-      })
-      await expect(attempt).rejects.toThrow(/permission denied/)
+      )
+      return row
     })
-
-    it('the reader role may update api_keys.last_used_at of its own organization only', async () => {
-      const [own, other] = await store.asReader(async (sql) => {
-        await sql.query("SELECT set_config('openbook.org_id', $1, true)", [tenants[0]?.id])
-        const a = await sql.query('UPDATE api_keys SET last_used_at = now() WHERE org_id = $1 RETURNING id', [
-          tenants[0]?.id,
-        ])
-        const b = await sql.query('UPDATE api_keys SET last_used_at = now() WHERE org_id = $1 RETURNING id', [
-          tenants[1]?.id,
-        ])
-        return [a.length, b.length]
-      })
-      expect(own).toBe(1)
-      expect(other).toBe(0)
+    expect(counts).toEqual({ c: 0, a: 0, d: 0, n: 0, k: 0 })
+    // The control: the same role with the setting named sees that organization's rows only.
+    const named = await store.admin(async (sql) => {
+      await sql.exec(`SET LOCAL ROLE ${READER}`)
+      await sql.query("SELECT set_config('openbook.org_id', $1, true)", [tenants[0]?.id])
+      return sql.query<{ org_id: string }>('SELECT DISTINCT org_id FROM appointments')
     })
+    expect(named).toEqual([{ org_id: tenants[0]?.id }])
+  })
 
-    /** Runs every probe with every organization's key; counts foreign rows and foreign totals. */
-    async function matrix(instance: FastifyInstance, label: string) {
-      const idsOf = new Map(tenants.map((t) => [t.id, new Set(t.customerIds)]))
-      const urls = probesFor(tenants)
-      const result = { probes: 0, foreign: 0, seen: 0, offenders: [] as string[] }
-      for (const tenant of tenants) {
-        for (const url of urls) {
-          const response = await instance.inject({ method: 'GET', url, headers: bearer(tenant.key) })
-          result.probes++
-          expect(response.statusCode, url).toBe(200)
-          const body = response.json<ListBody>()
-          for (const row of body.data) {
-            result.seen++
-            const isForeign = url.includes('/customers')
-              ? tenants.some((t) => t.id !== tenant.id && idsOf.get(t.id)?.has(String(row.id)))
-              : row.orgId !== tenant.id
-            if (isForeign) {
-              result.foreign++
-              result.offenders.push(`${label} ${tenant.id} ${url} -> ${String(row.id)}`)
-            }
-          }
-          // Totals are counted under the same walls: a foreign filter value counts nothing.
-          const foreignFilter = tenants.some(
-            (t) =>
-              t.id !== tenant.id &&
-              [...t.customerIds, ...t.staffIds].some(
-                (id) => url.endsWith(`=${id}`) || url.includes(`=${id}&`),
-              ),
-          )
-          if (foreignFilter && body.pagination.total !== 0) {
+  it.each([
+    [
+      'INSERT',
+      "INSERT INTO customers (org_id, id, is_active, created_at, updated_at) VALUES ($1, 'x', true, now(), now())",
+    ],
+    ['UPDATE', "UPDATE customers SET first_name = 'x' WHERE org_id = $1"],
+    ['DELETE', 'DELETE FROM customers WHERE org_id = $1'],
+    ['UPDATE api_keys.name', "UPDATE api_keys SET name = 'x' WHERE org_id = $1"],
+    ['DELETE api_keys', 'DELETE FROM api_keys WHERE org_id = $1'],
+    ['INSERT appointments', "INSERT INTO appointments (org_id, id) VALUES ($1, 'x')"],
+  ])('the reader role cannot %s (permission denied)', async (_label, statement) => {
+    const attempt = store.asReader(async (sql) => {
+      await sql.query("SELECT set_config('openbook.org_id', $1, true)", [tenants[0]?.id])
+      return sql.query(statement, [tenants[0]?.id])
+    })
+    await expect(attempt).rejects.toThrow(/permission denied/)
+  })
+
+  it('the reader role may update api_keys.last_used_at of its own organization only', async () => {
+    const [own, other] = await store.asReader(async (sql) => {
+      await sql.query("SELECT set_config('openbook.org_id', $1, true)", [tenants[0]?.id])
+      const a = await sql.query('UPDATE api_keys SET last_used_at = now() WHERE org_id = $1 RETURNING id', [
+        tenants[0]?.id,
+      ])
+      const b = await sql.query('UPDATE api_keys SET last_used_at = now() WHERE org_id = $1 RETURNING id', [
+        tenants[1]?.id,
+      ])
+      return [a.length, b.length]
+    })
+    expect(own).toBe(1)
+    expect(other).toBe(0)
+  })
+
+  /** Runs every probe with every organization's key; counts foreign rows and foreign totals. */
+  async function matrix(instance: FastifyInstance, label: string) {
+    const idsOf = new Map(tenants.map((t) => [t.id, new Set(t.customerIds)]))
+    const urls = probesFor(tenants)
+    const result = { probes: 0, foreign: 0, seen: 0, offenders: [] as string[] }
+    for (const tenant of tenants) {
+      for (const url of urls) {
+        const response = await instance.inject({ method: 'GET', url, headers: bearer(tenant.key) })
+        result.probes++
+        expect(response.statusCode, url).toBe(200)
+        const body = response.json<ListBody>()
+        for (const row of body.data) {
+          result.seen++
+          const isForeign = url.includes('/customers')
+            ? tenants.some((t) => t.id !== tenant.id && idsOf.get(t.id)?.has(String(row.id)))
+            : row.orgId !== tenant.id
+          if (isForeign) {
             result.foreign++
-            result.offenders.push(`${label} ${tenant.id} ${url} -> total ${body.pagination.total}`)
+            result.offenders.push(`${label} ${tenant.id} ${url} -> ${String(row.id)}`)
           }
         }
+        // Totals are counted under the same walls: a foreign filter value counts nothing.
+        const foreignFilter = tenants.some(
+          (t) =>
+            t.id !== tenant.id &&
+            [...t.customerIds, ...t.staffIds].some((id) => url.endsWith(`=${id}`) || url.includes(`=${id}&`)),
+        )
+        if (foreignFilter && body.pagination.total !== 0) {
+          result.foreign++
+          result.offenders.push(`${label} ${tenant.id} ${url} -> total ${body.pagination.total}`)
+        }
       }
-      return result
     }
+    return result
+  }
 
-    it('cross-tenant matrix: every endpoint x filter x key, both walls, RLS alone, app filter alone: 0 foreign rows', async () => {
-      // The control: with both walls removed the same matrix does find foreign rows, so it can fail.
-      const [everything] = await bypass.read((sql) =>
-        sql.query<{ orgs: number }>('SELECT count(DISTINCT org_id)::int AS orgs FROM customers'),
-      )
-      expect(everything?.orgs).toBe(3) // the bypass store really is outside row-level security
-      const control = await matrix(noWallsApp, 'no walls')
-      expect(control.foreign).toBeGreaterThan(0)
-      expect(removedFilters.count).toBeGreaterThan(0)
+  it('cross-tenant matrix: every endpoint x filter x key, both walls, RLS alone, app filter alone: 0 foreign rows', async () => {
+    // The control: with both walls removed the same matrix does find foreign rows, so it can fail.
+    const [everything] = await bypass.read((sql) =>
+      sql.query<{ orgs: number }>('SELECT count(DISTINCT org_id)::int AS orgs FROM customers'),
+    )
+    expect(everything?.orgs).toBe(3) // the bypass store really is outside row-level security
+    const control = await matrix(noWallsApp, 'no walls')
+    expect(control.foreign).toBeGreaterThan(0)
+    expect(removedFilters.count).toBeGreaterThan(0)
 
-      let probes = 0
-      let foreign = 0
-      let seen = 0
-      const offenders: string[] = []
-      const layers: string[] = []
-      for (const [label, instance] of [
-        ['both walls', app],
-        ['RLS alone', rlsOnlyApp],
-        ['app filter alone', appFilterOnlyApp],
-      ] as const) {
-        const result = await matrix(instance, label)
-        probes += result.probes
-        foreign += result.foreign
-        seen += result.seen
-        offenders.push(...result.offenders)
-        layers.push(`${label} ${result.probes}/${result.foreign}`)
-      }
-      console.log(
-        `[isolation ${kind}] probes ${probes}, foreign rows ${foreign} (rows checked ${seen}; ` +
-          `probes/foreign per layer: ${layers.join(', ')}; control without walls: ${control.foreign} foreign)`,
-      )
-      expect(offenders).toEqual([])
-      expect(foreign).toBe(0)
-      expect(seen).toBeGreaterThan(probes) // the matrix did read rows, so 0 foreign is meaningful
-    })
+    let probes = 0
+    let foreign = 0
+    let seen = 0
+    const offenders: string[] = []
+    const layers: string[] = []
+    for (const [label, instance] of [
+      ['both walls', app],
+      ['RLS alone', rlsOnlyApp],
+      ['app filter alone', appFilterOnlyApp],
+    ] as const) {
+      const result = await matrix(instance, label)
+      probes += result.probes
+      foreign += result.foreign
+      seen += result.seen
+      offenders.push(...result.offenders)
+      layers.push(`${label} ${result.probes}/${result.foreign}`)
+    }
+    console.log(
+      `[isolation ${kind}] probes ${probes}, foreign rows ${foreign} (rows checked ${seen}; ` +
+        `probes/foreign per layer: ${layers.join(', ')}; control without walls: ${control.foreign} foreign)`,
+    )
+    expect(offenders).toEqual([])
+    expect(foreign).toBe(0)
+    expect(seen).toBeGreaterThan(probes) // the matrix did read rows, so 0 foreign is meaningful
+  })
 
-    it('row-level security alone: a transaction set to one organization reads none of the rows the queries ask of another', async () => {
-      const page = { limit: 100, offset: 0 }
-      const read = (setTo: string, statement: PageStatement) =>
-        store.read(async (sql) => {
-          await sql.query("SELECT set_config('openbook.org_id', $1, true)", [setTo])
-          return fetchPage(store.adapter, sql, statement, page)
-        })
-      let checked = 0
-      for (const target of tenants) {
-        for (const [label, statement] of statementsFor(target.id, target)) {
-          // The control: set to the organization asked for, the same statement finds its rows.
-          const own = await read(target.id, statement)
-          expect(own.pagination.total, `${target.id} ${label}`).toBeGreaterThan(0)
-          expect(own.items, `${target.id} ${label}`).not.toBe('')
-          for (const reader of tenants.filter((t) => t !== target)) {
-            expect(await read(reader.id, statement), `set to ${reader.id}, ${label} of ${target.id}`).toEqual(
-              {
-                items: '',
-                pagination: { ...page, total: 0, hasMore: false },
-              },
-            )
-            checked++
-          }
+  it('row-level security alone: a transaction set to one organization reads none of the rows the queries ask of another', async () => {
+    const page = { limit: 100, offset: 0 }
+    const read = (setTo: string, statement: PageStatement) =>
+      store.read(async (sql) => {
+        await sql.query("SELECT set_config('openbook.org_id', $1, true)", [setTo])
+        return fetchPage(store.adapter, sql, statement, page)
+      })
+    let checked = 0
+    for (const target of tenants) {
+      for (const [label, statement] of statementsFor(target.id, target)) {
+        // The control: set to the organization asked for, the same statement finds its rows.
+        const own = await read(target.id, statement)
+        expect(own.pagination.total, `${target.id} ${label}`).toBeGreaterThan(0)
+        expect(own.items, `${target.id} ${label}`).not.toBe('')
+        for (const reader of tenants.filter((t) => t !== target)) {
+          expect(await read(reader.id, statement), `set to ${reader.id}, ${label} of ${target.id}`).toEqual({
+            items: '',
+            pagination: { ...page, total: 0, hasMore: false },
+          })
+          checked++
         }
       }
-      expect(checked).toBeGreaterThanOrEqual(tenants.length * (tenants.length - 1) * 3)
-    })
+    }
+    expect(checked).toBeGreaterThanOrEqual(tenants.length * (tenants.length - 1) * 3)
+  })
 
-    it('RLS alone (app filter removed) returns each organization exactly its own active rows', async () => {
-      for (const tenant of tenants) {
-        const response = await rlsOnlyApp.inject({
-          method: 'GET',
-          url: '/api/public/v1/customers?limit=100',
-          headers: bearer(tenant.key),
-        })
-        const ids = response.json<ListBody>().data.map((c) => String(c.id))
-        expect(ids.sort()).toEqual(tenant.customerIds.filter((_, i) => i !== 1).sort())
-      }
-    })
+  it('RLS alone (app filter removed) returns each organization exactly its own active rows', async () => {
+    for (const tenant of tenants) {
+      const response = await rlsOnlyApp.inject({
+        method: 'GET',
+        url: '/api/public/v1/customers?limit=100',
+        headers: bearer(tenant.key),
+      })
+      const ids = response.json<ListBody>().data.map((c) => String(c.id))
+      expect(ids.sort()).toEqual(tenant.customerIds.filter((_, i) => i !== 1).sort())
+    }
   })
 })
 
@@ -385,247 +374,234 @@ function probing(store: Store, probes: Probe[], adminUse: { count: number }): St
   }
 }
 
-describe.each(STORE_KINDS)('every statement of the request path on %s', (kind) => {
-  describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
-    let testStore: TestStore
-    let tenants: Tenant[]
+describeEachStore('every statement of the request path on %s', (testStore) => {
+  const { kind } = testStore
+  let tenants: Tenant[]
 
-    beforeAll(async () => {
-      testStore = await createTestStore(kind)
-      tenants = await seedTenants(testStore.store, ['org_s1', 'org_s2'])
-    })
-    afterAll(async () => {
-      await testStore?.close()
-    })
+  beforeAll(async () => {
+    tenants = await seedTenants(testStore.store, ['org_s1', 'org_s2'])
+  })
 
-    it("runs as openbook_reader, under the 5 s statement time-out, read-only, with only the key's organization set", async () => {
-      const probes: Probe[] = []
-      const adminUse = { count: 0 }
-      const store = probing(testStore.store, probes, adminUse)
-      const { app } = await buildTestApp(store, {
-        logLevel: 'silent',
-        lastUsed: { resolutionMs: 0, flushEveryMs: 3_600_000 },
+  it("runs as openbook_reader, under the 5 s statement time-out, read-only, with only the key's organization set", async () => {
+    const probes: Probe[] = []
+    const adminUse = { count: 0 }
+    const store = probing(testStore.store, probes, adminUse)
+    const { app } = await buildTestApp(store, {
+      logLevel: 'silent',
+      lastUsed: { resolutionMs: 0, flushEveryMs: 3_600_000 },
+    })
+    const [own, other] = tenants as [Tenant, Tenant]
+    const statuses: number[] = []
+    for (const url of [
+      '/api/public/v1/customers?limit=3',
+      '/api/public/v1/customers?offset=1000', // an empty page: the count runs alone
+      `/api/public/v1/appointments?status=scheduled&customerId=${own.customerIds[0]}&staffId=${own.staffIds[0]}` +
+        '&startDate=2024-01-01T00:00:00Z&endDate=2026-01-01T00:00:00Z',
+      `/api/public/v1/appointments?customerId=${other.customerIds[0]}`,
+      '/api/public/v1/appointments?limit=1000', // 400, after the key was checked
+    ]) {
+      statuses.push((await app.inject({ method: 'GET', url, headers: bearer(own.key) })).statusCode)
+    }
+    const unknown = await app.inject({
+      method: 'GET',
+      url: '/api/public/v1/customers',
+      headers: bearer(`svc_test_${'e'.repeat(64)}`),
+    })
+    statuses.push(unknown.statusCode)
+    await app.close() // flushes the last-used batch: the request path's only write
+    expect(statuses).toEqual([200, 200, 200, 200, 400, 401])
+    expect(adminUse.count).toBe(0)
+
+    const reads = probes.filter((p) => p.path === 'read')
+    const writes = probes.filter((p) => p.path === 'asReader')
+    expect(reads.length).toBeGreaterThanOrEqual(10)
+    expect(writes.length).toBeGreaterThan(0)
+    for (const probe of probes) {
+      const label = `${probe.path}: ${probe.query.slice(0, 80)}`
+      expect(probe.role, label).toBe(READER)
+      expect(probe.timeout, label).toBe('5s')
+      expect(probe.readOnly, label).toBe(probe.path === 'read' ? 'on' : 'off')
+    }
+    // Authentication runs with no organization named; every later statement with the key's own,
+    // and the presented key's hash is no longer in force once the organization is known.
+    const auth = reads.filter((p) => p.query.includes('openbook_authenticate'))
+    expect(auth).toHaveLength(6)
+    for (const probe of auth) expect({ org: probe.org, hash: probe.hash }).toEqual({ org: '', hash: '' })
+    for (const probe of reads.filter((p) => !p.query.includes('openbook_authenticate')))
+      expect({ org: probe.org, hash: probe.hash }, probe.query.slice(0, 80)).toEqual({
+        org: own.id,
+        hash: '',
       })
-      const [own, other] = tenants as [Tenant, Tenant]
-      const statuses: number[] = []
-      for (const url of [
-        '/api/public/v1/customers?limit=3',
-        '/api/public/v1/customers?offset=1000', // an empty page: the count runs alone
-        `/api/public/v1/appointments?status=scheduled&customerId=${own.customerIds[0]}&staffId=${own.staffIds[0]}` +
-          '&startDate=2024-01-01T00:00:00Z&endDate=2026-01-01T00:00:00Z',
-        `/api/public/v1/appointments?customerId=${other.customerIds[0]}`,
-        '/api/public/v1/appointments?limit=1000', // 400, after the key was checked
-      ]) {
-        statuses.push((await app.inject({ method: 'GET', url, headers: bearer(own.key) })).statusCode)
-      }
-      const unknown = await app.inject({
-        method: 'GET',
-        url: '/api/public/v1/customers',
-        headers: bearer(`svc_test_${'e'.repeat(64)}`),
-      })
-      statuses.push(unknown.statusCode)
-      await app.close() // flushes the last-used batch: the request path's only write
-      expect(statuses).toEqual([200, 200, 200, 200, 400, 401])
-      expect(adminUse.count).toBe(0)
-
-      const reads = probes.filter((p) => p.path === 'read')
-      const writes = probes.filter((p) => p.path === 'asReader')
-      expect(reads.length).toBeGreaterThanOrEqual(10)
-      expect(writes.length).toBeGreaterThan(0)
-      for (const probe of probes) {
-        const label = `${probe.path}: ${probe.query.slice(0, 80)}`
-        expect(probe.role, label).toBe(READER)
-        expect(probe.timeout, label).toBe('5s')
-        expect(probe.readOnly, label).toBe(probe.path === 'read' ? 'on' : 'off')
-      }
-      // Authentication runs with no organization named; every later statement with the key's own,
-      // and the presented key's hash is no longer in force once the organization is known.
-      const auth = reads.filter((p) => p.query.includes('openbook_authenticate'))
-      expect(auth).toHaveLength(6)
-      for (const probe of auth) expect({ org: probe.org, hash: probe.hash }).toEqual({ org: '', hash: '' })
-      for (const probe of reads.filter((p) => !p.query.includes('openbook_authenticate')))
-        expect({ org: probe.org, hash: probe.hash }, probe.query.slice(0, 80)).toEqual({
-          org: own.id,
-          hash: '',
-        })
-      // The wrapper hands on its store's adapter, so the pages probed here are in the form production
-      // sends on this store (JSON written by the database on PGlite, rows on PostgreSQL).
-      const customers = customersPage(own.id)
-      const form = testStore.store.adapter.pageForm
-      expect(reads.map((p) => p.query)).toContain(form === 'json' ? customers.jsonText : customers.rowsText)
-      expect(form).toBe(kind === 'embedded' ? 'json' : 'rows')
-      const updates = writes.filter((p) => p.query.startsWith('UPDATE'))
-      expect(updates.length).toBeGreaterThan(0)
-      for (const probe of updates) expect(probe.org).toBe(own.id)
-      console.log(
-        `[isolation ${kind}] request path: ${reads.length} reads and ${writes.length} last-used statements, ` +
-          `all as ${READER}, statement_timeout 5s; 0 admin transactions`,
-      )
-    })
+    // The wrapper hands on its store's adapter, so the pages probed here are in the form production
+    // sends on this store (JSON written by the database on PGlite, rows on PostgreSQL).
+    const customers = customersPage(own.id)
+    const form = testStore.store.adapter.pageForm
+    expect(reads.map((p) => p.query)).toContain(form === 'json' ? customers.jsonText : customers.rowsText)
+    expect(form).toBe(kind === 'embedded' ? 'json' : 'rows')
+    const updates = writes.filter((p) => p.query.startsWith('UPDATE'))
+    expect(updates.length).toBeGreaterThan(0)
+    for (const probe of updates) expect(probe.org).toBe(own.id)
+    console.log(
+      `[isolation ${kind}] request path: ${reads.length} reads and ${writes.length} last-used statements, ` +
+        `all as ${READER}, statement_timeout 5s; 0 admin transactions`,
+    )
   })
 })
 
-describe.each(STORE_KINDS)('openbook_reader role on %s', (kind) => {
-  describe.skipIf(kind === 'postgres' && !postgresAvailable())('', () => {
-    let testStore: TestStore
-    let store: Store
+describeEachStore('openbook_reader role on %s', (testStore) => {
+  let store: Store
 
-    beforeAll(async () => {
-      testStore = await createTestStore(kind)
-      store = testStore.store
-    })
-    afterAll(async () => {
-      await testStore?.close()
-    })
+  beforeAll(() => {
+    store = testStore.store
+  })
 
-    it('is not a superuser, does not bypass RLS, cannot log in or create', async () => {
-      const [role] = await store.admin((sql) =>
-        sql.query(
-          `SELECT rolsuper, rolbypassrls, rolcreatedb, rolcreaterole, rolcanlogin, rolreplication
+  it('is not a superuser, does not bypass RLS, cannot log in or create', async () => {
+    const [role] = await store.admin((sql) =>
+      sql.query(
+        `SELECT rolsuper, rolbypassrls, rolcreatedb, rolcreaterole, rolcanlogin, rolreplication
          FROM pg_roles WHERE rolname = $1`,
-          [READER],
-        ),
-      )
-      expect(role).toEqual({
-        rolsuper: false,
-        rolbypassrls: false,
-        rolcreatedb: false,
-        rolcreaterole: false,
-        rolcanlogin: false,
-        rolreplication: false,
-      })
+        [READER],
+      ),
+    )
+    expect(role).toEqual({
+      rolsuper: false,
+      rolbypassrls: false,
+      rolcreatedb: false,
+      rolcreaterole: false,
+      rolcanlogin: false,
+      rolreplication: false,
     })
+  })
 
-    it('owns nothing in the database', async () => {
-      const [owned] = await store.admin((sql) =>
-        sql.query<{ n: number }>(
-          `SELECT (SELECT count(*) FROM pg_class WHERE relowner = r.oid)
+  it('owns nothing in the database', async () => {
+    const [owned] = await store.admin((sql) =>
+      sql.query<{ n: number }>(
+        `SELECT (SELECT count(*) FROM pg_class WHERE relowner = r.oid)
               + (SELECT count(*) FROM pg_namespace WHERE nspowner = r.oid)
               + (SELECT count(*) FROM pg_proc WHERE proowner = r.oid)
               + (SELECT count(*) FROM pg_type WHERE typowner = r.oid) AS n
          FROM pg_roles r WHERE r.rolname = $1`,
-          [READER],
-        ),
-      )
-      expect(Number(owned?.n)).toBe(0)
-    })
+        [READER],
+      ),
+    )
+    expect(Number(owned?.n)).toBe(0)
+  })
 
-    it('has exactly SELECT on customers, appointments, their counts, api_keys and UPDATE(last_used_at) on api_keys', async () => {
-      const grants = await store.admin((sql) =>
-        sql.query<{ t: string; p: string }>(
-          `SELECT table_name AS t, privilege_type AS p FROM information_schema.role_table_grants
+  it('has exactly SELECT on customers, appointments, their counts, api_keys and UPDATE(last_used_at) on api_keys', async () => {
+    const grants = await store.admin((sql) =>
+      sql.query<{ t: string; p: string }>(
+        `SELECT table_name AS t, privilege_type AS p FROM information_schema.role_table_grants
          WHERE grantee = $1 ORDER BY 1, 2`,
-          [READER],
-        ),
-      )
-      expect(grants).toEqual([
-        { t: 'api_keys', p: 'SELECT' },
-        { t: 'appointment_day_counts', p: 'SELECT' },
-        { t: 'appointments', p: 'SELECT' },
-        { t: 'customer_counts', p: 'SELECT' },
-        { t: 'customers', p: 'SELECT' },
-      ])
-      // Column grants beyond the table-wide SELECTs: only the last-used column is writable.
-      const columns = await store.admin((sql) =>
-        sql.query<{ t: string; c: string; p: string }>(
-          `SELECT table_name AS t, column_name AS c, privilege_type AS p FROM information_schema.column_privileges
+        [READER],
+      ),
+    )
+    expect(grants).toEqual([
+      { t: 'api_keys', p: 'SELECT' },
+      { t: 'appointment_day_counts', p: 'SELECT' },
+      { t: 'appointments', p: 'SELECT' },
+      { t: 'customer_counts', p: 'SELECT' },
+      { t: 'customers', p: 'SELECT' },
+    ])
+    // Column grants beyond the table-wide SELECTs: only the last-used column is writable.
+    const columns = await store.admin((sql) =>
+      sql.query<{ t: string; c: string; p: string }>(
+        `SELECT table_name AS t, column_name AS c, privilege_type AS p FROM information_schema.column_privileges
          WHERE grantee = $1 AND privilege_type <> 'SELECT' ORDER BY 1, 2, 3`,
-          [READER],
-        ),
-      )
-      expect(columns).toEqual([{ t: 'api_keys', c: 'last_used_at', p: 'UPDATE' }])
-      // The same from the privilege functions, over every table and every privilege.
-      const effective = await store.admin((sql) =>
-        sql.query<{ t: string; p: string }>(
-          `SELECT c.relname AS t, p AS p
+        [READER],
+      ),
+    )
+    expect(columns).toEqual([{ t: 'api_keys', c: 'last_used_at', p: 'UPDATE' }])
+    // The same from the privilege functions, over every table and every privilege.
+    const effective = await store.admin((sql) =>
+      sql.query<{ t: string; p: string }>(
+        `SELECT c.relname AS t, p AS p
          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,
               unnest(ARRAY['SELECT','INSERT','UPDATE','DELETE','TRUNCATE','REFERENCES','TRIGGER']) p
          WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
            AND has_table_privilege($1, c.oid, p)
          ORDER BY 1, 2`,
-          [READER],
-        ),
-      )
-      expect(effective).toEqual([
-        { t: 'api_keys', p: 'SELECT' },
-        { t: 'appointment_day_counts', p: 'SELECT' },
-        { t: 'appointments', p: 'SELECT' },
-        { t: 'customer_counts', p: 'SELECT' },
-        { t: 'customers', p: 'SELECT' },
-      ])
-      const writableColumns = await store.admin((sql) =>
-        sql.query<{ t: string; c: string }>(
-          `SELECT c.relname AS t, a.attname AS c
+        [READER],
+      ),
+    )
+    expect(effective).toEqual([
+      { t: 'api_keys', p: 'SELECT' },
+      { t: 'appointment_day_counts', p: 'SELECT' },
+      { t: 'appointments', p: 'SELECT' },
+      { t: 'customer_counts', p: 'SELECT' },
+      { t: 'customers', p: 'SELECT' },
+    ])
+    const writableColumns = await store.admin((sql) =>
+      sql.query<{ t: string; c: string }>(
+        `SELECT c.relname AS t, a.attname AS c
          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
          JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
          WHERE n.nspname = 'public' AND c.relkind = 'r'
            AND (has_column_privilege($1, c.oid, a.attnum, 'UPDATE')
              OR has_column_privilege($1, c.oid, a.attnum, 'INSERT'))
          ORDER BY 1, 2`,
-          [READER],
-        ),
-      )
-      expect(writableColumns).toEqual([{ t: 'api_keys', c: 'last_used_at' }])
-    })
+        [READER],
+      ),
+    )
+    expect(writableColumns).toEqual([{ t: 'api_keys', c: 'last_used_at' }])
+  })
 
-    it('is a member of no other role, and no SECURITY DEFINER function exists', async () => {
-      const [row] = await store.admin((sql) =>
-        sql.query<{ memberships: number; definers: number; create: boolean }>(
-          `SELECT (SELECT count(*)::int FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member
+  it('is a member of no other role, and no SECURITY DEFINER function exists', async () => {
+    const [row] = await store.admin((sql) =>
+      sql.query<{ memberships: number; definers: number; create: boolean }>(
+        `SELECT (SELECT count(*)::int FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member
                  WHERE r.rolname = $1) AS memberships,
                 (SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
                  WHERE n.nspname = 'public' AND p.prosecdef) AS definers,
                 has_schema_privilege($1, 'public', 'CREATE') AS create`,
-          [READER],
-        ),
-      )
-      // A membership would lend it another role's rights and policies; a definer function would run
-      // with its owner's; CREATE in public would let it plant objects. None of them exists.
-      expect(row).toEqual({ memberships: 0, definers: 0, create: false })
-    })
+        [READER],
+      ),
+    )
+    // A membership would lend it another role's rights and policies; a definer function would run
+    // with its owner's; CREATE in public would let it plant objects. None of them exists.
+    expect(row).toEqual({ memberships: 0, definers: 0, create: false })
+  })
 
-    it('the only policies that apply to it are the tenant policy of each table and the key lookup', async () => {
-      const policies = await store.admin((sql) =>
-        sql.query<{ table: string; policy: string; command: string; roles: string; using: string }>(
-          `SELECT tablename AS table, policyname AS policy, cmd AS command,
+  it('the only policies that apply to it are the tenant policy of each table and the key lookup', async () => {
+    const policies = await store.admin((sql) =>
+      sql.query<{ table: string; policy: string; command: string; roles: string; using: string }>(
+        `SELECT tablename AS table, policyname AS policy, cmd AS command,
                 array_to_string(roles, ',') AS roles, qual AS using
          FROM pg_policies WHERE schemaname = 'public' ORDER BY 1, 2`,
-        ),
+      ),
+    )
+    const applying = policies.filter(
+      (p) => p.roles.split(',').includes('public') || p.roles.split(',').includes(READER),
+    )
+    expect(applying.map((p) => `${p.table}.${p.policy} ${p.command}`)).toEqual([
+      'api_keys.key_lookup SELECT',
+      'api_keys.tenant_isolation ALL',
+      'appointment_day_counts.tenant_isolation ALL',
+      'appointments.tenant_isolation ALL',
+      'customer_counts.tenant_isolation ALL',
+      'customers.tenant_isolation ALL',
+      'memberships.tenant_isolation ALL',
+      'organizations.tenant_isolation ALL',
+      'services.tenant_isolation ALL',
+      'staff.tenant_isolation ALL',
+    ])
+    for (const policy of applying) {
+      const column =
+        policy.table === 'organizations' ? 'id' : policy.policy === 'key_lookup' ? 'key_hash' : 'org_id'
+      const setting = policy.policy === 'key_lookup' ? 'openbook.key_hash' : 'openbook.org_id'
+      expect(policy.using.replace(/[()]/g, ''), `${policy.table}.${policy.policy}`).toBe(
+        `${column} = current_setting'${setting}'::text, true`,
       )
-      const applying = policies.filter(
-        (p) => p.roles.split(',').includes('public') || p.roles.split(',').includes(READER),
+    }
+    // Every other policy (the operator's full access) names a role the reader is not a member of.
+    for (const policy of policies.filter((p) => !applying.includes(p))) {
+      const [member] = await store.admin((sql) =>
+        sql.query<{ member: boolean }>("SELECT pg_has_role($1, $2, 'MEMBER') AS member", [
+          READER,
+          policy.roles,
+        ]),
       )
-      expect(applying.map((p) => `${p.table}.${p.policy} ${p.command}`)).toEqual([
-        'api_keys.key_lookup SELECT',
-        'api_keys.tenant_isolation ALL',
-        'appointment_day_counts.tenant_isolation ALL',
-        'appointments.tenant_isolation ALL',
-        'customer_counts.tenant_isolation ALL',
-        'customers.tenant_isolation ALL',
-        'memberships.tenant_isolation ALL',
-        'organizations.tenant_isolation ALL',
-        'services.tenant_isolation ALL',
-        'staff.tenant_isolation ALL',
-      ])
-      for (const policy of applying) {
-        const column =
-          policy.table === 'organizations' ? 'id' : policy.policy === 'key_lookup' ? 'key_hash' : 'org_id'
-        const setting = policy.policy === 'key_lookup' ? 'openbook.key_hash' : 'openbook.org_id'
-        expect(policy.using.replace(/[()]/g, ''), `${policy.table}.${policy.policy}`).toBe(
-          `${column} = current_setting'${setting}'::text, true`,
-        )
-      }
-      // Every other policy (the operator's full access) names a role the reader is not a member of.
-      for (const policy of policies.filter((p) => !applying.includes(p))) {
-        const [member] = await store.admin((sql) =>
-          sql.query<{ member: boolean }>("SELECT pg_has_role($1, $2, 'MEMBER') AS member", [
-            READER,
-            policy.roles,
-          ]),
-        )
-        expect(member?.member, `${policy.table}.${policy.policy} for ${policy.roles}`).toBe(false)
-      }
-    })
+      expect(member?.member, `${policy.table}.${policy.policy} for ${policy.roles}`).toBe(false)
+    }
   })
 })
 
