@@ -5,8 +5,15 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createEmbeddedStore } from '../../src/store/embedded.js'
+import type { StoreKind } from '../../src/store/types.js'
 import { cleanEnv, freePort, type RunningProcess, start } from '../helpers/process.js'
-import { createTestDatabase, postgresAvailable, type TestDatabase } from '../helpers/stores.js'
+import {
+  createTestDatabase,
+  describeEachStoreKind,
+  migratedDataDir,
+  postgresAvailable,
+  type TestDatabase,
+} from '../helpers/stores.js'
 import { type Line, ndjson, organizationLines } from './fixtures.js'
 import { type CliResult, json, openbook } from './run.js'
 
@@ -43,11 +50,12 @@ interface OrgRow {
  * the embedded store while an embedded server holds it (the CLI then hands the command to the
  * server). A real HTTP server beside the CLI shows that what the CLI does takes effect at once.
  */
-const TARGETS = ['postgres', 'embedded beside a running server'] as const
+const target = (kind: StoreKind) => (kind === 'postgres' ? 'postgres' : 'embedded beside a running server')
 
-describe.each(TARGETS)('openbook command line on %s', (target) => {
-  const onPostgres = target === 'postgres'
-  describe.skipIf(onPostgres && !postgresAvailable())('', () => {
+describeEachStoreKind(
+  (kind) => `openbook command line on ${target(kind)}`,
+  (kind) => {
+    const onPostgres = kind === 'postgres'
     let env: Record<string, string>
     let database: TestDatabase | undefined
     let server: RunningProcess | undefined
@@ -93,7 +101,10 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
         database = await createTestDatabase()
         env = { DATABASE_URL: database.url }
       } else {
-        env = { DATA_DIR: tempDir() }
+        // Not a first start (the next describe has one): a migrated DATA_DIR spares the server PGlite's initdb.
+        const { dir } = migratedDataDir()
+        tempDirs.push(dir)
+        env = { DATA_DIR: dir }
         await startServer()
       }
     }, 60_000)
@@ -574,8 +585,8 @@ describe.each(TARGETS)('openbook command line on %s', (target) => {
       expect(full.bytesAfter).toBeLessThan(full.bytesBefore)
       expect((await cli('vacuum')).stdout).toMatch(/^vacuumed: database [\d.]+ MB → [\d.]+ MB\n$/)
     })
-  })
-})
+  },
+)
 
 describe('openbook command line on the embedded store, no server running', () => {
   const env = { DATA_DIR: '' }

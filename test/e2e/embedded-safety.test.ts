@@ -1,24 +1,25 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, describe, expect, it } from 'vitest'
 import { json, openbook } from '../cli/run.js'
 import { cleanEnv, freePort, ROOT, start } from '../helpers/process.js'
+import { migratedDataDir } from '../helpers/stores.js'
 
 /**
  * The user's worst day with the embedded store: two processes on one DATA_DIR, Ctrl-C in the
  * middle of an import, a server killed under a command. Real binaries, real PGlite, real HTTP.
  */
-const dirs: string[] = []
+const removals: (() => void)[] = []
+/** A migrated DATA_DIR: none of these tests is of a first start (PGlite's initdb, seconds of CPU). */
 function dataDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'openbook-safety-'))
-  dirs.push(dir)
+  const { dir, remove } = migratedDataDir()
+  removals.push(remove)
   return dir
 }
 afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+  for (const remove of removals) remove()
 })
 
 const customer = (org: string, i: number) =>

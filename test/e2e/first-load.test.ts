@@ -2,7 +2,6 @@ import { spawn } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { FIRST_LOAD_MIN_ROWS } from '../../src/import/loader.js'
-import { migrate } from '../../src/store/migrate.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import { createKey, createOrg } from '../helpers/fixtures.js'
 import { cleanEnv, freePort, ROOT, start } from '../helpers/process.js'
@@ -16,9 +15,8 @@ describe.skipIf(!postgresAvailable())('a first load on PostgreSQL beside other o
   let database: TestDatabase
   let key: string
   beforeAll(async () => {
-    database = await createTestDatabase()
+    database = await createTestDatabase({ migrated: true })
     const store = createPostgresStore({ connectionString: database.url })
-    await migrate(store)
     ;({ key } = await createKey(store, await createOrg(store, 'org_quiet')))
     await store.close()
   })

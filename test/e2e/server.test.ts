@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { migrate } from '../../src/store/migrate.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import { cleanEnv, freePort, start } from '../helpers/process.js'
-import { createTestDatabase, postgresAvailable } from '../helpers/stores.js'
+import { createTestDatabase, migratedDataDir, postgresAvailable } from '../helpers/stores.js'
 
 const exec = promisify(execFile)
 const dirs: string[] = []
@@ -55,10 +55,13 @@ describe('the server process, embedded store', () => {
 
   it('npm start passes SIGTERM on to the server, which exits 0', async () => {
     const port = await freePort()
+    // Migrated already: the first start (PGlite's initdb) is the test above's.
+    const { dir } = migratedDataDir()
+    dirs.push(dir)
     const server = start(
       'npm',
       ['start', '--silent'],
-      cleanEnv({ DATA_DIR: tempDir(), PORT: String(port), LOG_LEVEL: 'warn' }),
+      cleanEnv({ DATA_DIR: dir, PORT: String(port), LOG_LEVEL: 'warn' }),
     )
     await server.waitFor(/Try:/, 30_000)
     await new Promise((resolve) => setTimeout(resolve, 500))

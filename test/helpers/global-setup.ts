@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import pg from 'pg'
 import type { TestProject } from 'vitest/node'
@@ -49,13 +49,27 @@ async function adminQuery(text: string): Promise<void> {
 }
 
 /**
+ * Data directories of runs killed before their teardown (in /dev/shm they hold memory): any older
+ * than a day. A run going on beside this one is younger.
+ */
+function removeLeftovers(): void {
+  const root = scratchRoot()
+  for (const name of readdirSync(root)) {
+    if (!/^openbook-(template|test)-/.test(name)) continue
+    const path = join(root, name)
+    if (Date.now() - statSync(path).mtimeMs > 86_400_000) rmSync(path, { recursive: true, force: true })
+  }
+}
+
+/**
  * Creating and migrating an embedded store costs seconds of CPU (PGlite's initdb, then the
  * migrations); opening a copy of a migrated DATA_DIR costs a fraction of it. Made once per run,
  * from the current migrations.
  */
 async function createEmbeddedTemplate(): Promise<{ dir: string; remove: () => void }> {
+  removeLeftovers()
   const dir = mkdtempSync(join(scratchRoot(), 'openbook-template-'))
-  const store = await createEmbeddedStore(dir)
+  const store = await createEmbeddedStore(dir, { shortLived: true })
   try {
     await migrate(store)
   } finally {

@@ -25,7 +25,11 @@ export function freePort(): Promise<number> {
 export interface RunningProcess {
   readonly child: ChildProcess
   output(): string
-  /** Resolves when the combined output matches, rejects on exit or after `ms`. */
+  /**
+   * Resolves when the combined output matches, rejects on exit or after `ms`: by default long
+   * enough for a first start on a busy machine (PGlite's initdb and the demo seed took over 20 s
+   * on 2 shared cores); a hang still fails, at the test's time-out.
+   */
   waitFor(pattern: RegExp, ms?: number): Promise<string>
   exited(): Promise<number | null>
 }
@@ -65,7 +69,7 @@ export function start(command: string, args: readonly string[], env: NodeJS.Proc
     child,
     output: () => text,
     exited: () => exit,
-    waitFor(pattern, ms = 20_000) {
+    waitFor(pattern, ms = 45_000) {
       return new Promise((resolve, reject) => {
         const check = () => {
           const match = pattern.exec(text)

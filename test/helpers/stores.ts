@@ -84,6 +84,17 @@ export interface TestStore {
 }
 
 /**
+ * A new DATA_DIR holding a migrated, empty embedded database, as `openbook migrate` leaves one (a
+ * copy of the run's template): a server or command started on it skips PGlite's initdb, seconds of
+ * CPU. For the tests of something else than a first start; `remove()` deletes it.
+ */
+export function migratedDataDir(): { readonly dir: string; remove(): void } {
+  const dir = mkdtempSync(join(scratchRoot(), 'openbook-test-'))
+  cpSync(inject('embeddedTemplate'), dir, { recursive: true })
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) }
+}
+
+/**
  * A migrated store of the given kind on a fresh database: a copy of the run's migrated template
  * (global-setup.ts), PGlite in a data directory in memory where there is /dev/shm, or a new
  * PostgreSQL database.
@@ -93,13 +104,16 @@ export async function createTestStore(
   options: { maxConnections?: number } = {},
 ): Promise<TestStore> {
   if (kind === 'embedded') {
-    const dir = mkdtempSync(join(scratchRoot(), 'openbook-test-'))
-    cpSync(inject('embeddedTemplate'), dir, { recursive: true })
-    const remove = () => rmSync(dir, { recursive: true, force: true })
+    const { dir, remove } = migratedDataDir()
     let store: Store
     try {
-      // A lost lock would end the test process (the server's default): this data directory is the test's alone.
-      store = await createEmbeddedStore(dir, { onLockLost: () => {} })
+      store = await createEmbeddedStore(dir, {
+        // A test store lives seconds, as the CLI's does: PGlite compiled for a fast start (a second
+        // less CPU each) rather than for a server's footprint (src/store/embedded-settings.ts).
+        shortLived: true,
+        // A lost lock would end the test process (the server's default): this directory is the test's alone.
+        onLockLost: () => {},
+      })
     } catch (error) {
       remove()
       throw error
@@ -129,16 +143,17 @@ export async function createTestStore(
 }
 
 /**
- * One describe block per store kind, titled `title` with `%s` replaced by the kind; the PostgreSQL
- * one is skipped when PostgreSQL is not available (global-setup.ts says so, loudly).
+ * One describe block per store kind, titled `title` with `%s` replaced by the kind (or `title(kind)`);
+ * the PostgreSQL one is skipped when PostgreSQL is not available (global-setup.ts says so, loudly).
  */
 export function describeEachStoreKind(
-  title: string,
+  title: string | ((kind: StoreKind) => string),
   suite: (kind: StoreKind) => void,
   kinds: readonly StoreKind[] = STORE_KINDS,
 ): void {
   for (const kind of kinds) {
-    describe.skipIf(kind === 'postgres' && !postgresAvailable())(title.replace('%s', kind), () => suite(kind))
+    const name = typeof title === 'function' ? title(kind) : title.replace('%s', kind)
+    describe.skipIf(kind === 'postgres' && !postgresAvailable())(name, () => suite(kind))
   }
 }
 

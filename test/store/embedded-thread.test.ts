@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createEmbeddedStore } from '../../src/store/embedded.js'
 import { migrate } from '../../src/store/migrate.js'
 import type { Sql, Store } from '../../src/store/types.js'
+import { createTestStore, type TestStore } from '../helpers/stores.js'
 
 describe('the embedded store runs PGlite on a thread of its own', () => {
   let store: Store
@@ -86,15 +87,16 @@ describe('the embedded store runs PGlite on a thread of its own', () => {
   })
 
   describe('the request path (prepared statements)', () => {
+    let testStore: TestStore
     let migrated: Store
 
     beforeAll(async () => {
-      migrated = await createEmbeddedStore('memory://')
-      await migrate(migrated)
+      testStore = await createTestStore('embedded')
+      migrated = testStore.store
     })
 
     afterAll(async () => {
-      await migrated?.close()
+      await testStore?.close()
     })
 
     it('runs read-only, as openbook_reader', async () => {

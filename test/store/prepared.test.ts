@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { migrate } from '../../src/store/migrate.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
@@ -14,10 +13,7 @@ import { createTestDatabase, postgresAvailable, type TestDatabase } from '../hel
 describe.skipIf(!postgresAvailable())('prepared statements on the request path (PostgreSQL)', () => {
   let database: TestDatabase
   beforeAll(async () => {
-    database = await createTestDatabase()
-    const store = createPostgresStore({ connectionString: database.url })
-    await migrate(store)
-    await store.close()
+    database = await createTestDatabase({ migrated: true })
   })
   afterAll(async () => {
     await database?.drop()

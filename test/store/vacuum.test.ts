@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, expect, it } from 'vitest'
 import type { Store } from '../../src/store/types.js'
 import { createOrg } from '../helpers/fixtures.js'
-import { createTestStore, postgresAvailable, STORE_KINDS, type TestStore } from '../helpers/stores.js'
+import { describeEachStore } from '../helpers/stores.js'
 
 const deadRows = (store: Store) =>
   store.admin(async (sql) => {
@@ -28,31 +28,22 @@ async function failedLongWrite(store: Store, orgId: string): Promise<void> {
   ).rejects.toThrow('cancelled')
 }
 
-describe.each(STORE_KINDS)('maintenance on %s', (kind) => {
-  let testStore: TestStore
+describeEachStore('maintenance on %s', (testStore) => {
   beforeAll(async () => {
-    if (kind === 'postgres' && !postgresAvailable()) return
-    testStore = await createTestStore(kind)
     await createOrg(testStore.store, 'org_vac')
   })
-  afterAll(async () => {
-    await testStore?.close()
+
+  it('maintain runs VACUUM and CHECKPOINT, which no transaction may hold', async () => {
+    // Right after a request-path read, whose COMMIT the embedded store sends with its next call.
+    await testStore.store.read((sql) => sql.query('SELECT 1'))
+    await testStore.store.maintain('VACUUM (ANALYZE) customers')
+    await testStore.store.maintain('CHECKPOINT')
+    await expect(testStore.store.admin((sql) => sql.exec('VACUUM customers'))).rejects.toThrow(
+      /VACUUM cannot run inside a transaction block/,
+    )
   })
 
-  it.skipIf(kind === 'postgres' && !postgresAvailable())(
-    'maintain runs VACUUM and CHECKPOINT, which no transaction may hold',
-    async () => {
-      // Right after a request-path read, whose COMMIT the embedded store sends with its next call.
-      await testStore.store.read((sql) => sql.query('SELECT 1'))
-      await testStore.store.maintain('VACUUM (ANALYZE) customers')
-      await testStore.store.maintain('CHECKPOINT')
-      await expect(testStore.store.admin((sql) => sql.exec('VACUUM customers'))).rejects.toThrow(
-        /VACUUM cannot run inside a transaction block/,
-      )
-    },
-  )
-
-  it.runIf(kind === 'embedded')(
+  it.runIf(testStore.kind === 'embedded')(
     'a long operator transaction that fails is vacuumed at once (PGlite has no autovacuum)',
     async () => {
       await failedLongWrite(testStore.store, 'org_vac')
