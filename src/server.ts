@@ -3,13 +3,10 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import { pino } from 'pino'
 import { buildApp, DEFAULT_LAST_USED } from './app.js'
-import type { CliContext } from './cli/context.js'
-import { runCli } from './cli/program.js'
+import { inServerRunner } from './cli/in-server.js'
 import { type Config, ConfigError, loadConfig } from './config.js'
 import { CONTRACT_VERSION } from './openapi/document.js'
-import { cancellable } from './operator/cancellable.js'
 import { errorLine } from './operator/errors.js'
-import type { ForwardedIo } from './operator/protocol.js'
 import { serveOperatorSocket } from './operator/server.js'
 import { Metrics } from './ops/metrics.js'
 import { buildOpsApp, type Readiness } from './ops/ops-app.js'
@@ -64,18 +61,6 @@ async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics):
   } catch (error) {
     await store.close()
     throw error
-  }
-}
-
-function operatorContext(store: Store, config: Config, io: ForwardedIo): CliContext {
-  return {
-    stdout: io.stdout,
-    stderr: io.stderr,
-    stdin: io.stdin,
-    interactive: false,
-    apiKeyBrand: config.apiKeyBrand,
-    openInput: async () => io.stdin,
-    withStore: (work) => work(cancellable(store, io.signal)),
   }
 }
 
@@ -138,9 +123,7 @@ async function main(): Promise<void> {
   const ops = await buildOpsApp({ metrics, readiness })
   const operatorSocket =
     store.kind === 'embedded'
-      ? await serveOperatorSocket(config.dataDir, (argv, io) =>
-          runCli(argv, operatorContext(store, config, io)),
-        )
+      ? await serveOperatorSocket(config.dataDir, inServerRunner(store, config))
       : undefined
 
   closeWithGrace({ delay: 10_000 + config.shutdownDelayMs, logger: log }, async ({ signal, err }) => {

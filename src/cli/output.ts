@@ -46,3 +46,14 @@ export function progressBar(context: CliContext, total: number | undefined, unit
   bar.start(total ?? 0, 0)
   return { update: (done) => bar.update(done), stop: () => bar.stop() }
 }
+
+/** With --json, `value` as one JSON document on stdout; otherwise what `human` writes for a person. */
+export function printResult(
+  context: CliContext,
+  options: { readonly json?: boolean | undefined },
+  value: unknown,
+  human: () => void,
+): void {
+  if (options.json) printJson(context, value)
+  else human()
+}

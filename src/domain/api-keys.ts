@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { OperatorError } from '../operator/errors.js'
-import { iso } from '../queries/page.js'
+import { iso } from '../queries/sql.js'
 import type { Sql } from '../store/types.js'
 import { generateSecret, type KeyEnv } from './api-key-secret.js'
 import { KEY_MANAGER_ROLES, MAX_ACTIVE_KEYS, type Plan, type Role } from './plans.js'
@@ -30,30 +30,37 @@ export interface CreatedKey {
 }
 
 /**
- * Creates a key under the plan and role rules. Runs in the caller's
- * transaction; the organization row is locked so that two concurrent
- * creations cannot both pass the plan's limit.
+ * The rule of an active key (not revoked, not expired), as SQL on the api_keys row `alias`. The
+ * request path's openbook_authenticate() (migration 001) is a database function with its own copy.
  */
-export async function createApiKey(sql: Sql, input: CreateKeyInput): Promise<CreatedKey> {
+export function activeKey(alias?: string): string {
+  const column = (name: string) => (alias ? `${alias}.${name}` : name)
+  return `${column('revoked_at')} IS NULL AND (${column('expires_at')} IS NULL OR ${column('expires_at')} > now())`
+}
+
+/** Refuses an acting user who may not create keys of the organization; returns the organization's plan. */
+async function keyManagerPlan(sql: Sql, orgId: string, actorEmail: string): Promise<Plan> {
   const [org] = await sql.query<{ plan: Plan }>('SELECT plan FROM organizations WHERE id = $1 FOR UPDATE', [
-    input.orgId,
+    orgId,
   ])
-  if (!org) throw new OperatorError(`unknown organization: ${input.orgId}`)
+  if (!org) throw new OperatorError(`unknown organization: ${orgId}`)
   const [member] = await sql.query<{ role: Role }>(
     `SELECT m.role FROM memberships m JOIN users u ON u.id = m.user_id
      WHERE m.org_id = $1 AND lower(u.email) = lower($2)`,
-    [input.orgId, input.actorEmail],
+    [orgId, actorEmail],
   )
-  if (!member) throw new OperatorError(`${input.actorEmail} is not a member of organization ${input.orgId}`)
+  if (!member) throw new OperatorError(`${actorEmail} is not a member of organization ${orgId}`)
   if (!KEY_MANAGER_ROLES.has(member.role)) {
     throw new OperatorError(
-      `${input.actorEmail} is ${member.role} of ${input.orgId}; only an owner or admin may create keys`,
+      `${actorEmail} is ${member.role} of ${orgId}; only an owner or admin may create keys`,
     )
   }
-  const limit = MAX_ACTIVE_KEYS[org.plan]
-  if (limit === 0) throw new OperatorError(`the ${org.plan} plan of ${input.orgId} has no API access`)
-  const expiresAt =
-    input.expiry && ('at' in input.expiry ? input.expiry.at : new Date(Date.now() + input.expiry.inMs))
+  return org.plan
+}
+
+/** The expiry as a date, refused when it has passed or lies more than 100 years ahead. */
+function expiryDate(expiry: CreateKeyInput['expiry']): Date | undefined {
+  const expiresAt = expiry && ('at' in expiry ? expiry.at : new Date(Date.now() + expiry.inMs))
   if (expiresAt && expiresAt.getTime() <= Date.now()) {
     throw new OperatorError('the expiry must be in the future')
   }
@@ -61,16 +68,31 @@ export async function createApiKey(sql: Sql, input: CreateKeyInput): Promise<Cre
   if (expiresAt && !(expiresAt.getTime() <= Date.now() + MAX_KEY_LIFETIME_MS)) {
     throw new OperatorError('the expiry must lie within 100 years')
   }
+  return expiresAt
+}
+
+/** Refuses a key beyond the plan's number of active keys. */
+async function assertUnderKeyLimit(sql: Sql, orgId: string, plan: Plan, limit: number): Promise<void> {
   const [active] = await sql.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM api_keys
-     WHERE org_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
-    [input.orgId],
+    `SELECT count(*)::int AS n FROM api_keys WHERE org_id = $1 AND ${activeKey()}`,
+    [orgId],
   )
   if ((active?.n ?? 0) >= limit) {
-    throw new OperatorError(
-      `the ${org.plan} plan allows ${limit} active API keys and ${input.orgId} has ${active?.n}`,
-    )
+    throw new OperatorError(`the ${plan} plan allows ${limit} active API keys and ${orgId} has ${active?.n}`)
   }
+}
+
+/**
+ * Creates a key under the plan and role rules. Runs in the caller's
+ * transaction; the organization row is locked so that two concurrent
+ * creations cannot both pass the plan's limit.
+ */
+export async function createApiKey(sql: Sql, input: CreateKeyInput): Promise<CreatedKey> {
+  const plan = await keyManagerPlan(sql, input.orgId, input.actorEmail)
+  const limit = MAX_ACTIVE_KEYS[plan]
+  if (limit === 0) throw new OperatorError(`the ${plan} plan of ${input.orgId} has no API access`)
+  const expiresAt = expiryDate(input.expiry)
+  await assertUnderKeyLimit(sql, input.orgId, plan, limit)
   const [user] = await sql.query<{ id: string }>('SELECT id FROM users WHERE lower(email) = lower($1)', [
     input.actorEmail,
   ])
@@ -121,9 +143,9 @@ export async function listApiKeys(sql: Sql, orgId: string): Promise<KeyListing[]
   return sql.query<KeyListing>(
     `SELECT id, name, env, hint, ${iso('created_at')} AS "createdAt", ${iso('last_used_at')} AS "lastUsedAt",
             ${iso('expires_at')} AS "expiresAt", ${iso('revoked_at')} AS "revokedAt",
-            CASE WHEN revoked_at IS NOT NULL THEN 'revoked'
-                 WHEN expires_at IS NOT NULL AND expires_at <= now() THEN 'expired'
-                 ELSE 'active' END AS status
+            CASE WHEN ${activeKey()} THEN 'active'
+                 WHEN revoked_at IS NOT NULL THEN 'revoked'
+                 ELSE 'expired' END AS status
      FROM api_keys WHERE org_id = $1 ORDER BY created_at, id`,
     [orgId],
   )

@@ -39,7 +39,7 @@ const distHas = (file: string, text: string) =>
   existsSync(`${ROOT}${file}`) && readFileSync(`${ROOT}${file}`, 'utf8').includes(text)
 /** DATABASE_READ_URL and `keys revoke --wait-timeout` (the replica parts) in this build. */
 const replicaReads = distHas('dist/config.js', 'DATABASE_READ_URL')
-const revokeWaits = distHas('dist/cli/program.js', 'wait-timeout')
+const revokeWaits = distHas('dist/cli/commands/keys.js', 'wait-timeout')
 const REPLICA_MISSING =
   'this build has no DATABASE_READ_URL (or keys revoke --wait-timeout): the replica checks are skipped'
 

@@ -1,0 +1,20 @@
+import { migrate } from '../../store/migrate.js'
+import { printResult } from '../output.js'
+import { JSON_OPTION, type RegisterCommand } from './command.js'
+
+export const registerMigrate: RegisterCommand = (program, context) => {
+  program
+    .command('migrate')
+    .description('apply pending migrations and maintain the openbook_reader role; safe to run again')
+    .option(...JSON_OPTION)
+    .action(async (options: { json?: boolean }) => {
+      const result = await context.withStore((store) => migrate(store), { migrating: true })
+      printResult(context, options, result, () =>
+        context.stdout.write(
+          result.applied.length
+            ? `applied ${result.applied.join(', ')}; schema at version ${result.version}\n`
+            : `schema already at version ${result.version}\n`,
+        ),
+      )
+    })
+}
