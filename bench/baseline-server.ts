@@ -13,7 +13,7 @@ import pg from 'pg'
 import { hashSecret, secretPattern } from '../src/domain/api-key-secret.js'
 import { authenticateKey } from '../src/queries/api-keys.js'
 import type { AppointmentFilters } from '../src/queries/appointments.js'
-import { pageBody } from '../src/queries/page.js'
+import { pageBody } from '../src/schemas/envelope.js'
 import type { Sql } from '../src/store/types.js'
 import { type ListRequest, listPage, OPEN_TRANSACTION, type Resource } from './sql.js'
 

@@ -162,7 +162,7 @@ export async function buildMixes(
 ): Promise<Mix[]> {
   const mixes: Mix[] = []
   for (const spec of specs) {
-    if (only && !spec.id.includes(only)) continue
+    if (only && !only.split(',').some((part) => spec.id.includes(part))) continue
     const org = orgs[spec.size]
     const filters = spec.filters(context)
     const probe: ListRequest = { resource: spec.resource, page: { limit: PAGE_SIZE, offset: 0 }, filters }

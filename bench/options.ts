@@ -60,7 +60,7 @@ export interface BenchOptions {
   readonly connections: number
   /** pgbench clients, also the servers' pool size. */
   readonly poolSize: number
-  /** Only mixes whose id contains this text (development). */
+  /** Only mixes whose id contains one of these comma-separated texts. */
   readonly only: string | undefined
   /** Write bench/RESULTS.md. */
   readonly write: boolean
@@ -73,7 +73,7 @@ export interface BenchOptions {
 export const USAGE = `npm run bench -- [--fresh] [--no-build] [--no-write | --render-only | --prepare-only] [--pg URL]
   [--scales full,100k] [--openbook-dir DIR] [--previous-dir DIR (or BENCH_PREVIOUS_DIR)]
   [--no-pgbench] [--drop-databases] [--duration S | --budget MIN] [--warmup S] [--connections N]
-  [--only TEXT]`
+  [--only TEXT[,TEXT…]]`
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]', '::1'])
 

@@ -3,7 +3,8 @@ import { authenticateKey } from '../src/queries/api-keys.js'
 import { type AppointmentFilters, appointmentsPage, listAppointments } from '../src/queries/appointments.js'
 import { customersPage, listCustomers } from '../src/queries/customers.js'
 import type { Page, PageRequest } from '../src/queries/page.js'
-import { readerPreamble, type Sql, type StoreAdapter } from '../src/store/types.js'
+import { readerPreamble } from '../src/queries/sql.js'
+import type { Sql, StoreAdapter } from '../src/store/types.js'
 
 export type Resource = 'customers' | 'appointments'
 

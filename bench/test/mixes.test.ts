@@ -91,5 +91,12 @@ describe('the mixes', () => {
   it('keep only the mixes whose id contains --only', async () => {
     const mixes = await buildMixes(orgs, context, async () => 1000, 'cus-l')
     expect(mixes.map((mix) => mix.id)).toEqual(['cus-l-first', 'cus-l-middle', 'cus-l-last'])
+    const smallAndMedium = await buildMixes(orgs, context, async () => 1000, '-s-,-m-')
+    expect(smallAndMedium.map((mix) => mix.id)).toEqual([
+      'cus-s-first',
+      'cus-m-middle',
+      'apt-s-status',
+      'apt-m-dates',
+    ])
   })
 })
