@@ -90,6 +90,28 @@ const LONG_OPERATOR_MS = 1_000
 /** How long a request may wait for the store before it is answered 503. */
 const READ_WAIT_MS = 2_000
 
+/**
+ * Transactions and statements between them, one at a time, in the order they were asked for:
+ * PGlite runs one transaction at a time.
+ */
+class Turns {
+  #queue: Promise<unknown> = Promise.resolve()
+  /** Turns asked for and not yet ended: the one running, and those queued behind it. */
+  pending = 0
+
+  take<T>(run: () => Promise<T>): Promise<T> {
+    this.pending++
+    const done = this.#queue.then(run, run).finally(() => this.pending--)
+    this.#queue = done.catch(() => undefined)
+    return done
+  }
+
+  /** Settles once every turn asked for so far has ended. */
+  drained(): Promise<unknown> {
+    return this.#queue
+  }
+}
+
 interface TransactionKind {
   readonly preamble: string
   /** The request path: its statements are kept prepared in the database thread. */
@@ -123,11 +145,41 @@ function exitOnLockLost(error: Error): void {
   process.exit(1)
 }
 
-export async function createEmbeddedStore(
+/**
+ * Runs `work` in a transaction on the thread. Every step is a message to the database thread,
+ * which idles between them: so BEGIN is not waited for, and a read-only transaction's COMMIT only
+ * queued. The thread runs messages in order, so the next transaction still begins after it.
+ */
+async function runTransaction<T>(
+  thread: DatabaseThread,
+  kind: TransactionKind,
+  work: (sql: AdminSql) => Promise<T>,
+): Promise<T> {
+  const begun = thread.call<void>({ op: 'begin', ...kind })
+  begun.catch(() => undefined)
+  let open = true
+  let result: T
+  try {
+    result = await work(sqlOf(thread, () => open))
+  } catch (error) {
+    open = false
+    await thread.call({ op: 'end', commit: false }).catch(() => undefined)
+    await begun
+    throw error
+  }
+  open = false
+  await begun
+  const ended = thread.call<void>({ op: 'end', commit: true })
+  if (kind.readOnly) ended.catch(() => undefined)
+  else await ended
+  return result
+}
+
+/** Locks DATA_DIR (unless in memory) and opens PGlite in it on a thread of its own. */
+async function openThread(
   dataDir: string,
-  options: EmbeddedStoreOptions = {},
-): Promise<Store> {
-  const statementTimeoutMs = options.statementTimeoutMs ?? 5_000
+  options: EmbeddedStoreOptions,
+): Promise<{ thread: DatabaseThread; lock: DataDirLock | undefined }> {
   let lock: DataDirLock | undefined
   if (!dataDir.startsWith('memory://')) {
     // A new DATA_DIR is its owner's alone: it holds key hashes and customers' personal data.
@@ -145,44 +197,22 @@ export async function createEmbeddedStore(
     await lock?.release()
     throw error
   }
-  let queue: Promise<unknown> = Promise.resolve()
-  /** Transactions asked for and not yet ended: the one running, and those queued behind it. */
-  let pending = 0
+  return { thread, lock }
+}
+
+export async function createEmbeddedStore(
+  dataDir: string,
+  options: EmbeddedStoreOptions = {},
+): Promise<Store> {
+  const statementTimeoutMs = options.statementTimeoutMs ?? 5_000
+  const { thread, lock } = await openThread(dataDir, options)
+  const turns = new Turns()
   /** When the operator transaction now running began (an import or seed can hold the store for minutes). */
   let operatorSince: number | undefined
 
-  /**
-   * Runs `work` in a transaction once the ones before it have ended. Every step is a message to
-   * the database thread, which idles between them: so BEGIN is not waited for, and a read-only
-   * transaction's COMMIT only queued. The thread runs messages in order, so the next
-   * transaction still begins after it.
-   */
-  function transaction<T>(kind: TransactionKind, work: (sql: AdminSql) => Promise<T>): Promise<T> {
-    const run = async () => {
-      const begun = thread.call<void>({ op: 'begin', ...kind })
-      begun.catch(() => undefined)
-      let open = true
-      let result: T
-      try {
-        result = await work(sqlOf(thread, () => open))
-      } catch (error) {
-        open = false
-        await thread.call({ op: 'end', commit: false }).catch(() => undefined)
-        await begun
-        throw error
-      }
-      open = false
-      await begun
-      const ended = thread.call<void>({ op: 'end', commit: true })
-      if (kind.readOnly) ended.catch(() => undefined)
-      else await ended
-      return result
-    }
-    pending++
-    const done = queue.then(run, run).finally(() => pending--)
-    queue = done.catch(() => undefined)
-    return done
-  }
+  /** Runs `work` in a transaction once the ones before it have ended. */
+  const transaction = <T>(kind: TransactionKind, work: (sql: AdminSql) => Promise<T>): Promise<T> =>
+    turns.take(() => runTransaction(thread, kind, work))
 
   /**
    * An operator transaction. One that fails after running for a while (a cancelled import or seed)
@@ -211,11 +241,7 @@ export async function createEmbeddedStore(
 
   /** A statement outside any transaction, in its turn between transactions. */
   function maintain(statement: string): Promise<void> {
-    const run = () => thread.call<void>({ op: 'maintain', text: statement })
-    pending++
-    const done = queue.then(run, run).finally(() => pending--)
-    queue = done.catch(() => undefined)
-    return done
+    return turns.take(() => thread.call<void>({ op: 'maintain', text: statement }))
   }
 
   /**
@@ -267,10 +293,15 @@ export async function createEmbeddedStore(
     maintain,
     // PGlite is one connection: busy while a transaction runs, the others wait for it.
     pools: () => [
-      { database: 'embedded', total: 1, idle: pending === 0 ? 1 : 0, waiting: Math.max(0, pending - 1) },
+      {
+        database: 'embedded',
+        total: 1,
+        idle: turns.pending === 0 ? 1 : 0,
+        waiting: Math.max(0, turns.pending - 1),
+      },
     ],
     async close() {
-      await queue
+      await turns.drained()
       try {
         await thread.call({ op: 'close' })
       } finally {
