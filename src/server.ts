@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
+import type { FastifyInstance } from 'fastify'
 import { pino } from 'pino'
 import { buildApp, DEFAULT_LAST_USED } from './app.js'
 import { inServerRunner } from './cli/in-server.js'
@@ -64,25 +65,19 @@ async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics):
   }
 }
 
-async function main(): Promise<void> {
-  let config: Config
+function readConfig(): Config {
   try {
-    config = loadConfig()
+    return loadConfig()
   } catch (error) {
     if (error instanceof ConfigError) fail(error.message)
     throw error
   }
-  const log = pino({ level: config.logLevel })
+}
 
-  let store: Store | undefined
-  const metrics = new Metrics({
-    version: packageVersion(),
-    contractVersion: CONTRACT_VERSION,
-    pools: () => store?.pools() ?? [],
-    ...(config.databaseReadUrl ? { replicaLagSeconds: () => store?.replicaLagSeconds?.() } : {}),
-  })
+/** The store, or an exit with the one line that says why not. */
+async function openStoreOrFail(config: Config, log: pino.Logger, metrics: Metrics): Promise<Store> {
   try {
-    store = await prepareStore(config, log, metrics)
+    return await prepareStore(config, log, metrics)
   } catch (error) {
     if (
       error instanceof StartError ||
@@ -92,21 +87,24 @@ async function main(): Promise<void> {
       fail(error.message)
     fail(`cannot open the store: ${describeStoreError(error)}`)
   }
+}
 
-  if (store.kind === 'embedded') {
-    const demoKey = await seedDemoIfEmpty(store, config.apiKeyBrand)
-    // PGlite runs no autovacuum: statistics are refreshed at each start.
-    await refreshStatistics(store)
-    if (demoKey) {
-      const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`
-      process.stdout.write(
-        `\nSeeded a demo organization into ${config.dataDir}. Its test key (shown once):\n  ${demoKey}\n` +
-          `Try:\n  curl -H "Authorization: Bearer ${demoKey}" "${base}/api/public/v1/customers?limit=2"\n\n`,
-      )
-    }
+/** The embedded store at start: the demo organization on an empty store, fresh statistics. */
+async function prepareEmbedded(store: Store, config: Config): Promise<void> {
+  const demoKey = await seedDemoIfEmpty(store, config.apiKeyBrand)
+  // PGlite runs no autovacuum: statistics are refreshed at each start.
+  await refreshStatistics(store)
+  if (demoKey) {
+    const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`
+    process.stdout.write(
+      `\nSeeded a demo organization into ${config.dataDir}. Its test key (shown once):\n  ${demoKey}\n` +
+        `Try:\n  curl -H "Authorization: Bearer ${demoKey}" "${base}/api/public/v1/customers?limit=2"\n\n`,
+    )
   }
+}
 
-  const readiness: Readiness = {
+function readinessOf(store: Store): Readiness {
+  return {
     draining: false,
     async check() {
       await store.read((sql) => sql.query('SELECT 1'))
@@ -114,6 +112,45 @@ async function main(): Promise<void> {
       if (store.kind === 'postgres') await assertSchemaCurrent(store)
     },
   }
+}
+
+/** Opens the API's and the operations' listeners, or exits with one line. */
+async function listen(
+  app: FastifyInstance,
+  ops: FastifyInstance,
+  store: Store,
+  config: Config,
+): Promise<void> {
+  for (const [listener, port, host] of [
+    [app, config.port, config.host],
+    [ops, config.opsPort, config.opsHost],
+  ] as const) {
+    try {
+      await listener.listen({ port, host })
+    } catch (error) {
+      await app.close()
+      await store.close()
+      fail(`cannot listen on ${host}:${port}: ${(error as { code?: string }).code ?? 'error'}`)
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  const config = readConfig()
+  const log = pino({ level: config.logLevel })
+
+  let store: Store | undefined
+  const metrics = new Metrics({
+    version: packageVersion(),
+    contractVersion: CONTRACT_VERSION,
+    pools: () => store?.pools() ?? [],
+    ...(config.databaseReadUrl ? { replicaLagSeconds: () => store?.replicaLagSeconds?.() } : {}),
+  })
+  store = await openStoreOrFail(config, log, metrics)
+  const opened = store
+  if (store.kind === 'embedded') await prepareEmbedded(store, config)
+
+  const readiness = readinessOf(store)
   const app = await buildApp({
     store,
     config,
@@ -136,21 +173,10 @@ async function main(): Promise<void> {
     await operatorSocket?.close()
     await app.close()
     await ops.close()
-    await store.close()
+    await opened.close()
   })
 
-  for (const [listener, port, host] of [
-    [app, config.port, config.host],
-    [ops, config.opsPort, config.opsHost],
-  ] as const) {
-    try {
-      await listener.listen({ port, host })
-    } catch (error) {
-      await app.close()
-      await store.close()
-      fail(`cannot listen on ${host}:${port}: ${(error as { code?: string }).code ?? 'error'}`)
-    }
-  }
+  await listen(app, ops, store, config)
   const opsAddress = ops.server.address()
   log.info(
     { opsPort: typeof opsAddress === 'object' && opsAddress ? opsAddress.port : config.opsPort },
