@@ -94,6 +94,50 @@ function hasValidHost(request: IncomingMessage): boolean {
   return count === 0 ? !required : Boolean(request.headers.host)
 }
 
+/**
+ * Node hands a CONNECT request to a 'connect' listener, and without one closes the connection
+ * unanswered: route it like any other method (405 on an API path, else 404), then close.
+ */
+function routeConnectRequests(app: FastifyInstance, requestMs: number): void {
+  app.server.on('connect', (request: IncomingMessage, duplex: Duplex) => {
+    const socket = duplex as Socket
+    socket.on('error', () => socket.destroy())
+    socket.setTimeout(requestMs, () => socket.destroy())
+    const response = new ServerResponse(request)
+    response.shouldKeepAlive = false
+    response.assignSocket(socket)
+    response.once('finish', () => {
+      response.detachSocket(socket)
+      socket.end()
+    })
+    app.routing(request, response)
+  })
+}
+
+/** The onRequest checks that come before the body limit and the key: Host, then any body. */
+function refuseBadHostsAndBodies(app: FastifyInstance): void {
+  // Checked first, before the body limit and the key; the connection is closed, as Node does.
+  app.addHook('onRequest', async (request, reply) => {
+    if (hasValidHost(request.raw)) return
+    reply.header('connection', 'close')
+    throw new ApiError('bad_request', HOST_REQUIRED)
+  })
+
+  // No route reads a body. A GET may carry a small one (ignored); a larger or chunked one is
+  // refused before it is read, and the connection is closed rather than drained.
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.method !== 'GET' && request.method !== 'HEAD') return
+    const length = request.headers['content-length']
+    if (request.headers['transfer-encoding'] !== undefined || Number(length ?? 0) > BODY_LIMIT) {
+      reply.header('connection', 'close')
+      throw new ApiError(
+        'payload_too_large',
+        `A GET request carries no body (at most ${BODY_LIMIT} bytes, ignored)`,
+      )
+    }
+  })
+}
+
 /** Builds the HTTP application: plugins in a fixed order, then routes, then the error handler. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const timeouts = options.httpTimeouts ?? DEFAULT_HTTP_TIMEOUTS
@@ -150,42 +194,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // First, so that every request the hooks below refuse is counted too.
   if (options.metrics) await app.register(metricsPlugin, { metrics: options.metrics })
 
-  // Node hands a CONNECT request to a 'connect' listener, and without one closes the connection
-  // unanswered: route it like any other method (405 on an API path, else 404), then close.
-  app.server.on('connect', (request: IncomingMessage, duplex: Duplex) => {
-    const socket = duplex as Socket
-    socket.on('error', () => socket.destroy())
-    socket.setTimeout(timeouts.requestMs, () => socket.destroy())
-    const response = new ServerResponse(request)
-    response.shouldKeepAlive = false
-    response.assignSocket(socket)
-    response.once('finish', () => {
-      response.detachSocket(socket)
-      socket.end()
-    })
-    app.routing(request, response)
-  })
-
-  // Checked first, before the body limit and the key; the connection is closed, as Node does.
-  app.addHook('onRequest', async (request, reply) => {
-    if (hasValidHost(request.raw)) return
-    reply.header('connection', 'close')
-    throw new ApiError('bad_request', HOST_REQUIRED)
-  })
-
-  // No route reads a body. A GET may carry a small one (ignored); a larger or chunked one is
-  // refused before it is read, and the connection is closed rather than drained.
-  app.addHook('onRequest', async (request, reply) => {
-    if (request.method !== 'GET' && request.method !== 'HEAD') return
-    const length = request.headers['content-length']
-    if (request.headers['transfer-encoding'] !== undefined || Number(length ?? 0) > BODY_LIMIT) {
-      reply.header('connection', 'close')
-      throw new ApiError(
-        'payload_too_large',
-        `A GET request carries no body (at most ${BODY_LIMIT} bytes, ignored)`,
-      )
-    }
-  })
+  routeConnectRequests(app, timeouts.requestMs)
+  refuseBadHostsAndBodies(app)
 
   await app.register(storePlugin, { store: options.store })
   await app.register(requestLog)
