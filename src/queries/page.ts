@@ -2,9 +2,6 @@ import { itemFields, nullInItem, type ResourceDescription } from '../schemas/des
 import type { Sql, StoreAdapter } from '../store/types.js'
 import { indexCount, iso } from './sql.js'
 
-// Until src/domain/api-keys.ts (uncommitted work of another change) imports iso from ./sql.js.
-export { iso } from './sql.js'
-
 export interface PageRequest {
   readonly limit: number
   readonly offset: number
