@@ -20,6 +20,9 @@ const UNIT = [
 export default defineConfig({
   test: {
     pool: 'forks',
+    // Vitest's default on 2 cores is one file at a time; most integration files spend their time
+    // waiting on child processes and PostgreSQL, so two at a time share the 2 cores well.
+    maxWorkers: 2,
     testTimeout: 30_000,
     hookTimeout: 60_000,
     projects: [
