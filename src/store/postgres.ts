@@ -96,6 +96,76 @@ function statementName(text: string): string {
   return name
 }
 
+/**
+ * One transaction's use of a pooled connection: BEGIN is owed until it goes (with the first
+ * statement on the request path), and whether any round trip has come back, after which the
+ * transaction can no longer move to another connection.
+ */
+class TransactionConnection {
+  /** BEGIN not sent yet: it goes with the first statement (request path) or before the work. */
+  owed: string | undefined
+  answered = false
+  /** Not to be given to the next user: its backend died, or it could not roll back. */
+  broken = false
+  readonly sql: AdminSql
+
+  constructor(
+    private readonly client: pg.PoolClient,
+    private readonly mode: TransactionMode,
+    begin: string,
+    private readonly prepare: boolean,
+    private readonly onAnswer: () => void,
+  ) {
+    this.owed = begin
+    const query = this.query.bind(this)
+    this.sql = {
+      query,
+      exec: async (text) => {
+        await query(text)
+      },
+      copyIn: async (table, columns, text) => {
+        if (this.owed !== undefined) await query('SELECT 1')
+        await pipeline([text], client.query(copyFrom(copyStatement(table, columns, 'STDIN'))))
+      },
+    }
+  }
+
+  /** Sends the owed BEGIN on its own. */
+  async sendOwed(): Promise<void> {
+    const opening = this.owed
+    this.owed = undefined
+    if (opening !== undefined) await this.roundTrip(() => this.client.query(opening))
+  }
+
+  private async roundTrip<R>(send: () => Promise<R>): Promise<R> {
+    const result = await send()
+    this.answered = true
+    this.onAnswer()
+    return result
+  }
+
+  private async query<Row extends object>(text: string, params: readonly unknown[] = []): Promise<Row[]> {
+    const { client, mode } = this
+    if (this.owed !== undefined) {
+      if (mode.request && params.length === 0) {
+        const opening = this.owed
+        this.owed = undefined
+        // One simple-protocol message: BEGIN, the settings and the statement; its answer is the last.
+        const results = await this.roundTrip(
+          () => client.query(`${opening}; ${text}`) as unknown as Promise<pg.QueryResult<Row>[]>,
+        )
+        return results.at(-1)?.rows ?? []
+      }
+      await this.sendOwed()
+    }
+    const config =
+      mode.request && this.prepare && params.length > 0
+        ? { name: statementName(text), text, values: params as unknown[] }
+        : { text, values: params as unknown[] }
+    return (await this.roundTrip(() => client.query<Row>(config))).rows
+  }
+}
+
 function openDatabase(
   connectionString: string,
   options: PostgresStoreOptions,
@@ -145,63 +215,19 @@ function openDatabase(
     for (let attempt = 1; ; attempt++) {
       const client = await connect()
       const wasIdle = reused.has(client)
-      let broken = false
-      /** BEGIN not sent yet: it goes with the first statement (request path) or before `work`. */
-      let owed: string | undefined = begin
-      let answered = false
+      const connection = new TransactionConnection(client, mode, begin, prepare, () => reused.add(client))
       // A backend that dies while the connection is checked out emits 'error' on the client, which the
       // pool listens for only while it is idle: unheard, it would crash the process. The query in flight
       // rejects with the same error, so here the connection is only marked as not to be reused.
       const onCheckedOutError = () => {
-        broken = true
+        connection.broken = true
       }
       client.on('error', onCheckedOutError)
-      const roundTrip = async <R>(send: () => Promise<R>): Promise<R> => {
-        const result = await send()
-        answered = true
-        reused.add(client)
-        return result
-      }
-      const query = async <Row extends object>(
-        text: string,
-        params: readonly unknown[] = [],
-      ): Promise<Row[]> => {
-        if (owed !== undefined) {
-          const opening = owed
-          owed = undefined
-          if (mode.request && params.length === 0) {
-            // One simple-protocol message: BEGIN, the settings and the statement; its answer is the last.
-            const results = await roundTrip(
-              () => client.query(`${opening}; ${text}`) as unknown as Promise<pg.QueryResult<Row>[]>,
-            )
-            return results.at(-1)?.rows ?? []
-          }
-          await roundTrip(() => client.query(opening))
-        }
-        const config =
-          mode.request && prepare && params.length > 0
-            ? { name: statementName(text), text, values: params as unknown[] }
-            : { text, values: params as unknown[] }
-        return (await roundTrip(() => client.query<Row>(config))).rows
-      }
-      const sql: AdminSql = {
-        query,
-        exec: async (text) => {
-          await query(text)
-        },
-        async copyIn(table, columns, text) {
-          if (owed !== undefined) await query('SELECT 1')
-          await pipeline([text], client.query(copyFrom(copyStatement(table, columns, 'STDIN'))))
-        },
-      }
       let released = false
       try {
-        if (!mode.request) {
-          owed = undefined
-          await roundTrip(() => client.query(begin))
-        }
-        const result = await work(sql)
-        if (owed === undefined) {
+        if (!mode.request) await connection.sendOwed()
+        const result = await work(connection.sql)
+        if (connection.owed === undefined) {
           if (mode.request && mode.readOnly) {
             // A read-only COMMIT changes nothing: the client's queue sends it before anything the
             // connection's next user asks, and a failure shows there (a dead connection is retried).
@@ -215,15 +241,15 @@ function openDatabase(
         }
         return result
       } catch (error) {
-        if (!answered && wasIdle && attempt <= maxConnections && isConnectionLost(error)) {
-          broken = true
+        if (!connection.answered && wasIdle && attempt <= maxConnections && isConnectionLost(error)) {
+          connection.broken = true
           continue
         }
-        if (owed === undefined) {
+        if (connection.owed === undefined) {
           try {
             await client.query('ROLLBACK')
           } catch {
-            broken = true
+            connection.broken = true
           }
         }
         throw error
@@ -231,7 +257,7 @@ function openDatabase(
         if (!released) {
           // A connection that could not even roll back is not given to the next request.
           client.off('error', onCheckedOutError)
-          client.release(broken)
+          client.release(connection.broken)
         }
       }
     }
