@@ -43,13 +43,19 @@ const log = (line: string) => {
   )
 }
 
-const workDir = mkdtempSync(join(tmpdir(), 'openbook-bench-'))
+let workDirPath: string | undefined
+
+/** Scratch files of this run (pgbench scripts, the embedded DATA_DIR), made when first needed. */
+function workDir(): string {
+  workDirPath ??= mkdtempSync(join(tmpdir(), 'openbook-bench-'))
+  return workDirPath
+}
 const stops: (() => Promise<void>)[] = []
 
 async function cleanUp(): Promise<void> {
   for (const stop of stops.splice(0).reverse()) await stop().catch(() => {})
   killAll()
-  rmSync(workDir, { recursive: true, force: true })
+  if (workDirPath) rmSync(workDirPath, { recursive: true, force: true })
 }
 
 process.on('SIGINT', () => {
@@ -208,7 +214,7 @@ async function measureScale(
   settings: LoadSettings,
 ): Promise<ScaleReport> {
   const { data, mixes, monitor } = prepared
-  const scriptDir = join(workDir, data.scale.name)
+  const scriptDir = join(workDir(), data.scale.name)
   mkdirSync(scriptDir, { recursive: true })
   const scripts = new Map<string, string>()
   for (const mix of mixes) {
@@ -342,7 +348,7 @@ async function main(): Promise<void> {
 
   log('openbook on the embedded store (demo organization)')
   const embedded = await measureEmbedded(
-    workDir,
+    workDir(),
     settings,
     log,
     (stop) => stops.push(stop),
