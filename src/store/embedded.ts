@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { Worker } from 'node:worker_threads'
+import { errorLine } from '../operator/errors.js'
 import { readerPreamble } from '../queries/sql.js'
 import { StoreBusyError } from './busy.js'
 import { type DataDirLock, lockDataDir } from './data-dir-lock.js'
@@ -140,7 +141,7 @@ export interface EmbeddedStoreOptions {
 
 function exitOnLockLost(error: Error): void {
   process.stderr.write(
-    `openbook: lost the lock on DATA_DIR (${error.message}); stopping to protect the data\n`,
+    errorLine(`lost the lock on DATA_DIR (${error.message}); stopping to protect the data`),
   )
   process.exit(1)
 }
