@@ -123,3 +123,10 @@ export const columnsOf = (resource: ResourceDescription): readonly string[] => [
   ...resource.key,
   ...resource.fields.map((field) => field.column).filter((column) => !resource.key.includes(column)),
 ]
+
+/** The column of one of the resource's fields; an unknown field is an error, not a new column. */
+export function columnOf(resource: ResourceDescription, field: string): string {
+  const described = resource.fields.find((candidate) => candidate.field === field)
+  if (!described) throw new Error(`${resource.table} has no field ${JSON.stringify(field)}`)
+  return described.column
+}

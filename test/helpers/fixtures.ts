@@ -1,6 +1,7 @@
 import type { KeyEnv } from '../../src/domain/api-key-secret.js'
 import { createApiKey } from '../../src/domain/api-keys.js'
 import type { Plan } from '../../src/domain/plans.js'
+import { APPOINTMENT, CUSTOMER, columnOf, type ResourceDescription } from '../../src/schemas/descriptions.js'
 import { upsertRows } from '../../src/store/bulk.js'
 import type { Store } from '../../src/store/types.js'
 
@@ -65,7 +66,7 @@ export async function addCustomers(
         is_active: isActive ?? true,
         created_at: createdAt,
         updated_at: createdAt,
-        ...snakeKeys(rest),
+        ...columns(CUSTOMER, rest),
       })),
     ),
   )
@@ -111,14 +112,15 @@ export async function addAppointments(
         is_active: isActive ?? true,
         created_at: start,
         updated_at: start,
-        ...snakeKeys(rest),
+        ...columns(APPOINTMENT, rest),
       })),
     ),
   )
 }
 
-function snakeKeys(record: Record<string, unknown>): Record<string, unknown> {
+/** Fixture fields by the resource's description: a field it does not know fails the test's set-up. */
+function columns(resource: ResourceDescription, record: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(
-    Object.entries(record).map(([k, v]) => [k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), v]),
+    Object.entries(record).map(([field, value]) => [columnOf(resource, field), value]),
   )
 }
