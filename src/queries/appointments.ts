@@ -9,7 +9,7 @@ import {
   type PageStatement,
   pageSql,
 } from './page.js'
-import { indexCount, tenantCondition } from './sql.js'
+import { indexCount, tenantCondition, utcMidnight } from './sql.js'
 
 export interface AppointmentFilters {
   readonly status?: string | undefined
@@ -48,32 +48,59 @@ const DAY_COUNT_FILTERS: ReadonlySet<keyof AppointmentFilters> = new Set(['statu
 type FilterParams = Partial<Record<keyof AppointmentFilters, number>>
 
 /**
- * The exact total from the per-day counts (migration 003) when only status and dates filter:
- * the days the range covers whole, summed, plus an index count of the part-days at its ends.
- * `where` is the whole filter on appointments `k`, the range's bounds included.
+ * The list as per-day counts (migration 003) and the part-days at the ends of a date range, when
+ * only status and dates filter: the whole days the range covers, each summed over the statuses
+ * asked for, and index counts of the part-day after the range's start (before its first whole
+ * day) and of the part-day up to its end (from the midnight of its day). `where` is the whole
+ * filter on appointments `k`, the range's bounds included.
  */
-function dayCountsTotal(where: string, filters: FilterParams): string {
+function dayCountParts(where: string, filters: FilterParams) {
   const { status, startDate, endDate } = filters
   const utc = (n: number) => `($${n}::timestamptz AT TIME ZONE 'UTC')`
   // The first whole day: the start's own when it is midnight, else the next.
   const firstDay = startDate && `(${utc(startDate)} + interval '1 day' - interval '1 microsecond')::date`
   // The day of the end, the first one not whole (an inclusive end at midnight takes its instant only).
   const endDay = endDate && `${utc(endDate)}::date`
-  const midnight = (day: string) => `(${day}::timestamp AT TIME ZONE 'UTC')`
   const days = [
     tenantCondition('c'),
     status && `c.status = $${status}`,
     firstDay && `c.day >= ${firstDay}`,
     endDay && `c.day < ${endDay}`,
-  ].filter(Boolean)
+  ]
+    .filter(Boolean)
+    .join(' AND ')
   const count = (range: string) => indexCount('appointments', `${where} AND ${range}`, ORDER_BY)
-  const terms = [`(SELECT coalesce(sum(c.n), 0) FROM appointment_day_counts c WHERE ${days.join(' AND ')})`]
-  if (firstDay) terms.push(count(`k.start_at < ${midnight(firstDay)}`))
-  if (endDay) {
-    const from = firstDay ? `greatest(${midnight(endDay)}, ${midnight(firstDay)})` : midnight(endDay)
-    terms.push(count(`k.start_at >= ${from}`))
+  // Below the first whole day; from the end's day (or the first whole day, if later) up.
+  const head = firstDay && {
+    bound: utcMidnight(firstDay),
+    count: count(`k.start_at < ${utcMidnight(firstDay)}`),
   }
+  const tailFrom =
+    endDay && (firstDay ? `greatest(${utcMidnight(endDay)}, ${utcMidnight(firstDay)})` : utcMidnight(endDay))
+  const tail = tailFrom && count(`k.start_at >= ${tailFrom}`)
+  return { days, head, tail }
+}
+
+/** The exact total: the whole days summed, plus the part-days counted. */
+function dayCountsTotal(where: string, filters: FilterParams): string {
+  const { days, head, tail } = dayCountParts(where, filters)
+  const terms = [`(SELECT coalesce(sum(c.n), 0) FROM appointment_day_counts c WHERE ${days})`]
+  if (head) terms.push(head.count)
+  if (tail) terms.push(tail)
   return `SELECT (${terms.join(' + ')})::int AS total`
+}
+
+/** The list's buckets for a deep page (`PageStatementParts.buckets`): the part-days and the whole days. */
+function dayCountBuckets(where: string, filters: FilterParams): string {
+  const { days, head, tail } = dayCountParts(where, filters)
+  return [
+    tail && `SELECT timestamptz 'infinity' AS bound, ${tail} AS n`,
+    `SELECT ${utcMidnight('c.day + 1')} AS bound, sum(c.n) AS n
+       FROM appointment_day_counts c WHERE ${days} GROUP BY c.day`,
+    head && `SELECT ${head.bound} AS bound, ${head.count} AS n`,
+  ]
+    .filter(Boolean)
+    .join(' UNION ALL ')
 }
 
 /** The page statement of active appointments of `orgId`, filters combined with AND, latest start first. */
@@ -116,7 +143,9 @@ function sqlFor(given: readonly (keyof AppointmentFilters)[]): PageSql {
     paramCount: given.length + 1,
     orderBy: ORDER_BY,
     fields: FIELDS,
-    ...(dayCountsKnowAll ? { countText: dayCountsTotal(where, numbers) } : {}),
+    ...(dayCountsKnowAll
+      ? { countText: dayCountsTotal(where, numbers), buckets: dayCountBuckets(where, numbers) }
+      : {}),
   })
 }
 

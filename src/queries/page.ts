@@ -71,7 +71,20 @@ export interface PageStatementParts {
   readonly fields: readonly ItemField[]
   /** The exact total as a statement of one row and column `total`; by default, count(*) over `where`. */
   readonly countText?: string
+  /**
+   * Where deep pages start (see `SEEK_FROM`): SQL of rows `(bound, n)` that cut the list into
+   * buckets by its first order column (a timestamptz). A bucket holds the `n` entries meeting
+   * `where` below its `bound` and at or above the next lower bound; together the buckets hold
+   * every entry. Without it, a deep page steps over its offset from the nearer end of the list.
+   */
+  readonly buckets?: string
 }
+
+/**
+ * The offset from which a page with buckets starts at its bucket's bound: below it, stepping over
+ * the offset's index entries costs less than summing the buckets (bench/RESULTS.md).
+ */
+export const SEEK_FROM = 1000
 
 /** A page's SQL, built once per shape of request; its parameters: the conditions', then limit and offset. */
 export interface PageSql {
@@ -92,24 +105,17 @@ export interface PageStatement extends PageSql {
 
 /**
  * The page and its exact total in one statement. The page's keys come from an index-only scan;
- * only its rows are read from the heap. A page in the second half is read from the other end
- * of the index, which the exact total allows: the last page costs what the first does, where
- * OFFSET alone would step over every entry before it. Only the branch that applies runs.
+ * only its rows are read from the heap. A deep page does not step over every entry before it:
+ * with buckets, it starts at the bound of the bucket its offset falls in (`seekPage`); without,
+ * a page in the second half is read from the other end of the index, which the exact total
+ * allows (`twoEndedPage`).
  */
 export function pageSql(parts: PageStatementParts): PageSql {
   const order = (alias: string, direction: 'ASC' | 'DESC') =>
     parts.orderBy.map((column) => `${alias}.${column} ${direction}`).join(', ')
-  const limit = `$${parts.paramCount + 1}::bigint`
-  const offset = `$${parts.paramCount + 2}::bigint`
   const countText =
     parts.countText ?? `SELECT ${indexCount(parts.table, parts.where, parts.orderBy)}::int AS total`
-  const keys = `SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where}`
-  const page = `(${keys} AND ${offset} * 2 < t.total
-        ORDER BY ${order('k', 'DESC')} LIMIT ${limit} OFFSET ${offset})
-      UNION ALL
-      (${keys} AND ${offset} * 2 >= t.total
-        ORDER BY ${order('k', 'ASC')} LIMIT greatest(0, least(${limit}, t.total - ${offset}))
-        OFFSET greatest(0, t.total - ${offset} - ${limit}))`
+  const { ctes, page } = parts.buckets ? seekPage(parts, parts.buckets) : twoEndedPage(parts)
   // Each key's row by its primary key, in a nested loop whatever the planner expects of the
   // branches' sizes: the LIMIT keeps the subquery from being pulled up into a join the planner
   // could make by hash or merge over the whole table (the far-end branch's size depends on the
@@ -118,7 +124,7 @@ export function pageSql(parts: PageStatementParts): PageSql {
       SELECT * FROM ${parts.table} r WHERE r.org_id = p.org_id AND r.id = p.id LIMIT 1) r`
   const columns = parts.fields.map(({ key, sql }) => `${sql} AS "${key}"`).join(', ')
   // MATERIALIZED: the total is computed once, not again wherever the branches name it.
-  const total = `WITH t AS MATERIALIZED (${countText})`
+  const total = `WITH t AS MATERIALIZED (${countText})${ctes}`
   const rowsText = `${total} SELECT ${columns}, t.total FROM t CROSS JOIN LATERAL (
       SELECT r.* ${rows}) r ORDER BY ${order('r', 'DESC')}`
   const jsonText = `${total} SELECT t.total, (
@@ -127,6 +133,59 @@ export function pageSql(parts: PageStatementParts): PageSql {
     FROM t`
   const nullable = new Set(parts.fields.filter((field) => field.nullable).map((field) => field.key))
   return { rowsText, jsonText, countText, nullable }
+}
+
+/** A page's keys (`org_id`, `id`), and the CTEs they need after the total's `t`. */
+interface PageKeys {
+  readonly ctes: string
+  readonly page: string
+}
+
+const paramsOf = (parts: PageStatementParts) => ({
+  limit: `$${parts.paramCount + 1}::bigint`,
+  offset: `$${parts.paramCount + 2}::bigint`,
+})
+
+const keyOrder = (parts: PageStatementParts, direction: 'ASC' | 'DESC') =>
+  parts.orderBy.map((column) => `k.${column} ${direction}`).join(', ')
+
+/**
+ * Without buckets: the page from the nearer end of the index, which the exact total gives; the
+ * last page costs what the first does, the middle one steps over half the list. Only the branch
+ * that applies runs.
+ */
+function twoEndedPage(parts: PageStatementParts): PageKeys {
+  const { limit, offset } = paramsOf(parts)
+  const keys = `SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where}`
+  const page = `(${keys} AND ${offset} * 2 < t.total
+        ORDER BY ${keyOrder(parts, 'DESC')} LIMIT ${limit} OFFSET ${offset})
+      UNION ALL
+      (${keys} AND ${offset} * 2 >= t.total
+        ORDER BY ${keyOrder(parts, 'ASC')} LIMIT greatest(0, least(${limit}, t.total - ${offset}))
+        OFFSET greatest(0, t.total - ${offset} - ${limit}))`
+  return { ctes: '', page }
+}
+
+/**
+ * With buckets: below `SEEK_FROM`, the page steps over its offset from the top. From it, the
+ * buckets are summed newest first, and the page starts at the bound of the one the offset falls
+ * in, stepping over the part of the offset inside that bucket only. Past the last bucket there is
+ * no seek row, and so no page. Only the branch that applies runs.
+ */
+function seekPage(parts: PageStatementParts, buckets: string): PageKeys {
+  const { limit, offset } = paramsOf(parts)
+  const [first] = parts.orderBy
+  const ctes = `, s AS MATERIALIZED (
+      SELECT timestamptz 'infinity' AS bound, ${offset} AS skip WHERE ${offset} < ${SEEK_FROM}
+      UNION ALL
+      (SELECT w.bound, ${offset} - (w.through - w.n) AS skip
+        FROM (SELECT b.bound, b.n, sum(b.n) OVER (ORDER BY b.bound DESC) AS through FROM (${buckets}) b) w
+        WHERE ${offset} >= ${SEEK_FROM} AND w.through > ${offset}
+        ORDER BY w.bound DESC LIMIT 1))`
+  const page = `SELECT k.org_id, k.id FROM s CROSS JOIN LATERAL (
+      SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where} AND k.${first} < s.bound
+      ORDER BY ${keyOrder(parts, 'DESC')} LIMIT ${limit} OFFSET s.skip) k`
+  return { ctes, page }
 }
 
 /**

@@ -8,6 +8,11 @@ export function iso(column: string): string {
   return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
 }
 
+/** The instant a UTC day (an SQL date) begins, as a timestamptz. */
+export function utcMidnight(day: string): string {
+  return `((${day})::timestamp AT TIME ZONE 'UTC')`
+}
+
 /**
  * The application's tenant condition on `$1`; row-level security is the second, independent wall.
  *

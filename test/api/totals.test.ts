@@ -277,7 +277,7 @@ describeEachStore('exact customer totals on %s', (testStore) => {
     const people = (prefix: string, n: number) =>
       Array.from({ length: n }, (_, i) => ({
         id: `${prefix}_${String(i).padStart(3, '0')}`,
-        createdAt: iso(T0 + i * 60_000),
+        createdAt: iso(T0 + i * 5 * 3_600_000),
         isActive: i % 4 !== 0,
       }))
     await addCustomers(testStore.store, org.id, people('cus', 40))
@@ -294,6 +294,7 @@ describeEachStore('exact customer totals on %s', (testStore) => {
     (await app.inject({ url: '/api/public/v1/customers?limit=1', headers: bearer(key) })).json().pagination
       .total
 
+  /** Both counts tables hold exactly what a count of the customers gives: per organization, and per day. */
   async function expectConsistent(): Promise<void> {
     const drift = await testStore.store.admin((sql) =>
       sql.query(`SELECT * FROM (SELECT org_id, count(*)::int AS n FROM customers WHERE is_active GROUP BY 1) truth
@@ -301,6 +302,14 @@ describeEachStore('exact customer totals on %s', (testStore) => {
            WHERE truth.n IS DISTINCT FROM kept.n`),
     )
     expect(drift).toEqual([])
+    const dayDrift = await testStore.store.admin((sql) =>
+      sql.query(`SELECT * FROM (
+             SELECT org_id, (created_at AT TIME ZONE 'UTC')::date AS day, count(*)::int AS n
+             FROM customers WHERE is_active GROUP BY 1, 2) truth
+           FULL JOIN (SELECT * FROM customer_day_counts WHERE n > 0) kept USING (org_id, day)
+           WHERE truth.n IS DISTINCT FROM kept.n`),
+    )
+    expect(dayDrift).toEqual([])
   }
 
   it('follows inserts, updates, deletes and upserts, and ignores other organizations', async () => {

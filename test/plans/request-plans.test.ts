@@ -4,7 +4,7 @@ import { hashSecret } from '../../src/domain/api-key-secret.js'
 import { authenticateKey } from '../../src/queries/api-keys.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
-import type { PageStatement } from '../../src/queries/page.js'
+import { type PageStatement, SEEK_FROM } from '../../src/queries/page.js'
 import { DEMO_ORG_ID, seedDemoIfEmpty } from '../../src/seed/demo.js'
 import { planOrganizations } from '../../src/seed/synthetic.js'
 import type { Store } from '../../src/store/types.js'
@@ -14,8 +14,9 @@ import { createTestStore, postgresAvailable, type TestStore } from '../helpers/s
 // very different sizes and statistics, run as the server runs them: in its read-only transaction
 // as openbook_reader, the organization named by the key lookup. A page must read the page's rows
 // from the heap and the organization's index entries, never a whole table: no sequential scan, no
-// bitmap heap scan, no hash or merge join, and no more buffers than the page and its count need,
-// whatever the organization's size.
+// bitmap heap scan, no hash or merge join, and no more index entries, heap rows or buffers than the
+// page and its count need, whatever the organization's size. A deep page steps over no more than
+// SEEK_FROM entries or one day's: it starts at the end of the day its offset falls in.
 
 const LIMIT = 50
 /** The tables whose rows a page reads; the counts tables are checked for their scans only. */
@@ -137,7 +138,7 @@ class Db {
     const testStore = await createTestStore('postgres')
     await testStore.store.admin((sql) =>
       sql.exec(
-        ['customers', 'appointments', 'customer_counts', 'appointment_day_counts']
+        ['customers', 'appointments', 'customer_counts', 'customer_day_counts', 'appointment_day_counts']
           .map((table) => `ALTER TABLE ${table} SET (autovacuum_enabled = false)`)
           .join('; '),
       ),
@@ -404,6 +405,31 @@ async function countEntries(store: Store, shape: Shape, orgId: string, values: O
   ])
 }
 
+/** Whether the list's pages seek by day: customers, and appointments filtered by none but status and dates. */
+const seeks = (shape: Shape) => !shape.filters.some((f) => f === 'customerId' || f === 'staffId')
+
+/** The most entries of the list on one UTC day: what a deep page may step over after its seek. */
+async function busiestDay(store: Store, shape: Shape, orgId: string, values: OrgValues): Promise<number> {
+  const has = (name: FilterName) => shape.filters.includes(name)
+  const [table, column] =
+    shape.list === 'customers' ? ['customers', 'created_at'] : ['appointments', 'start_at']
+  const conditions = [
+    'org_id = $1 AND is_active',
+    has('status') ? 'status = $2' : '$2::text IS NOT NULL',
+    has('startDate') ? `${column} >= $3::timestamptz` : '$3::text IS NOT NULL',
+    has('endDate') ? `${column} <= $4::timestamptz` : '$4::text IS NOT NULL',
+  ]
+  return store.admin(async (sql) => {
+    const [row] = await sql.query<{ n: number }>(
+      `SELECT coalesce(max(n), 0)::int AS n FROM (
+         SELECT count(*) AS n FROM ${table} WHERE ${conditions.join(' AND ')}
+         GROUP BY (${column} AT TIME ZONE 'UTC')::date) d`,
+      [orgId, shape.status ?? '', values.startDate, values.endDate],
+    )
+    return row?.n ?? 0
+  })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Plans: run as the request path runs them, and judged.
 // ---------------------------------------------------------------------------------------------
@@ -478,6 +504,8 @@ function* nodes(node: PlanNode): Generator<PlanNode> {
 
 /** What a statement may read from customers and appointments. */
 interface Allowance {
+  /** Index entries their scans read (rows they return, and rows they filter out). */
+  readonly entries: number
   /** Rows read from their heaps. */
   readonly heapRows: number
   /** Buffers their scans touch (hit or read). */
@@ -487,6 +515,7 @@ interface Allowance {
 /** The plan's faults: scans of whole tables, joins by hash or merge, reads beyond the allowance. */
 function faults(plan: PlanNode, allowance: Allowance): string[] {
   const found: string[] = []
+  let entries = 0
   let heapRows = 0
   let buffers = 0
   for (const node of nodes(plan)) {
@@ -502,12 +531,15 @@ function faults(plan: PlanNode, allowance: Allowance): string[] {
       found.push(`${type} using ${node['Index Name']} without the organization in its index condition`)
     if (!ROW_TABLES.has(relation)) continue
     const loops = node['Actual Loops'] ?? 0
+    entries += ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * loops
     heapRows +=
       type === 'Index Scan'
         ? ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * loops
         : (node['Heap Fetches'] ?? 0)
     buffers += (node['Shared Hit Blocks'] ?? 0) + (node['Shared Read Blocks'] ?? 0)
   }
+  if (entries > allowance.entries)
+    found.push(`${Math.round(entries)} index entries read (allowed ${Math.round(allowance.entries)})`)
   if (heapRows > allowance.heapRows)
     found.push(`${Math.round(heapRows)} rows read from the heap (allowed ${Math.round(allowance.heapRows)})`)
   if (buffers > allowance.buffers)
@@ -537,6 +569,8 @@ function allowanceFor(
   const entries = stepped + counted
   const heapFiltered = onHeap ? counted * (withPage ? 2 : 1) : 0
   return {
+    // Each row of the page: its key, then its lookup by primary key.
+    entries: 2 * pageRows + entries + heapFiltered,
     heapRows: pageRows + (stage.allVisible ? 0 : pageRows + entries) + heapFiltered,
     buffers: 100 + 6 * pageRows + (stage.allVisible ? entries / 20 : 2 * entries) + 2 * heapFiltered,
   }
@@ -567,6 +601,7 @@ async function planFaults(
   const statement = statementFor(shape, orgId, values)
   const total = await totalOf(store, orgId, statement)
   const counted = await countEntries(store, shape, orgId, values)
+  const dayEntries = seeks(shape) ? await busiestDay(store, shape, orgId, values) : 0
   const problems: string[] = []
   let example: Example | undefined
   const report = (what: string, plan: PlanNode, allowance: Allowance) => {
@@ -590,8 +625,15 @@ async function planFaults(
   ]
   for (const [page, offset] of pages) {
     const pageRows = Math.max(0, Math.min(LIMIT, total - offset))
-    // The offset's entries, from the end nearer to the page.
-    const stepped = offset * 2 < total ? offset : Math.max(0, total - offset - LIMIT)
+    // The offset's entries: from SEEK_FROM, at most a day's, and the part-days of a range counted
+    // again to place the page; without a seek, from the end nearer to the page.
+    const stepped = !seeks(shape)
+      ? offset * 2 < total
+        ? offset
+        : Math.max(0, total - offset - LIMIT)
+      : offset < SEEK_FROM
+        ? offset
+        : dayEntries + counted
     const allowance = allowanceFor(stage, shape, pageRows, stepped, counted, true)
     for (const [form, text, generic] of [
       ['rows', statement.rowsText, false],

@@ -146,6 +146,7 @@ describeEachStore('tenant isolation in depth on %s', (testStore) => {
         'appointment_day_counts',
         'appointments',
         'customer_counts',
+        'customer_day_counts',
         'customers',
         'organizations',
         'staff',
@@ -160,14 +161,15 @@ describeEachStore('tenant isolation in depth on %s', (testStore) => {
   ])('as openbook_reader with openbook.org_id %s every tenant table reads 0 rows', async (_label, setup) => {
     const counts = await store.admin(async (sql) => {
       await sql.exec(`SET LOCAL ROLE ${READER}; ${setup}`)
-      const [row] = await sql.query<{ c: number; a: number; d: number; n: number; k: number }>(
+      const [row] = await sql.query<{ c: number; a: number; d: number; n: number; e: number; k: number }>(
         `SELECT (SELECT count(*)::int FROM customers) AS c, (SELECT count(*)::int FROM appointments) AS a,
                   (SELECT count(*)::int FROM appointment_day_counts) AS d,
-                  (SELECT count(*)::int FROM customer_counts) AS n, (SELECT count(*)::int FROM api_keys) AS k`,
+                  (SELECT count(*)::int FROM customer_counts) AS n,
+                  (SELECT count(*)::int FROM customer_day_counts) AS e, (SELECT count(*)::int FROM api_keys) AS k`,
       )
       return row
     })
-    expect(counts).toEqual({ c: 0, a: 0, d: 0, n: 0, k: 0 })
+    expect(counts).toEqual({ c: 0, a: 0, d: 0, n: 0, e: 0, k: 0 })
     // The control: the same role with the setting named sees that organization's rows only.
     const named = await store.admin(async (sql) => {
       await sql.exec(`SET LOCAL ROLE ${READER}`)
@@ -500,6 +502,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
       { t: 'appointment_day_counts', p: 'SELECT' },
       { t: 'appointments', p: 'SELECT' },
       { t: 'customer_counts', p: 'SELECT' },
+      { t: 'customer_day_counts', p: 'SELECT' },
       { t: 'customers', p: 'SELECT' },
     ])
     // Column grants beyond the table-wide SELECTs: only the last-used column is writable.
@@ -528,6 +531,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
       { t: 'appointment_day_counts', p: 'SELECT' },
       { t: 'appointments', p: 'SELECT' },
       { t: 'customer_counts', p: 'SELECT' },
+      { t: 'customer_day_counts', p: 'SELECT' },
       { t: 'customers', p: 'SELECT' },
     ])
     const writableColumns = await store.admin((sql) =>
@@ -578,6 +582,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
       'appointment_day_counts.tenant_isolation ALL',
       'appointments.tenant_isolation ALL',
       'customer_counts.tenant_isolation ALL',
+      'customer_day_counts.tenant_isolation ALL',
       'customers.tenant_isolation ALL',
       'memberships.tenant_isolation ALL',
       'organizations.tenant_isolation ALL',
