@@ -67,23 +67,27 @@ const PLANNER_SETTINGS = [
   'enable_sort',
 ]
 
-/** Statements that open every request-path transaction, after BEGIN. */
+/**
+ * Statements that open every request-path transaction, after BEGIN: the settings go in one
+ * SELECT of set_config(…, true), the same as SET LOCAL each, which PostgreSQL parses and runs as
+ * one statement rather than ten (83 → 35 µs a transaction in pgbench, bench/RESULTS.md).
+ */
 export function readerPreamble(readOnly: boolean, statementTimeoutMs: number): string {
-  return [
-    readOnly ? 'SET TRANSACTION READ ONLY' : '',
-    `SET LOCAL ROLE ${READER_ROLE}`,
-    `SET LOCAL statement_timeout = ${Math.trunc(statementTimeoutMs)}`,
+  const settings: [string, string | number][] = [
+    // SET LOCAL ROLE: the role the statements after it run as.
+    ['role', READER_ROLE],
+    ['statement_timeout', Math.trunc(statementTimeoutMs)],
     // A request never queues behind a table lock (a migration, a maintenance command): after a
     // second it is answered 503 with Retry-After instead of waiting out the statement time-out.
-    `SET LOCAL lock_timeout = ${LOCK_TIMEOUT_MS}`,
+    ['lock_timeout', LOCK_TIMEOUT_MS],
     // JIT compilation pays off for long analytic queries; a page costs 2-3 ms, and compiling one
     // cost 40 ms whenever its estimate crossed jit_above_cost (bench/RESULTS.md, Findings).
-    'SET LOCAL jit = off',
-    ...PLANNER_SETTINGS.map((setting) => `SET LOCAL ${setting} = off`),
+    ['jit', 'off'],
+    ...PLANNER_SETTINGS.map((setting): [string, string] => [setting, 'off']),
     // A prepared statement keeps one plan for every organization and page, never planned again:
     // the plans above hold for any parameters (the plan test checks them as generic plans).
-    'SET LOCAL plan_cache_mode = force_generic_plan',
+    ['plan_cache_mode', 'force_generic_plan'],
   ]
-    .filter(Boolean)
-    .join('; ')
+  const select = `SELECT ${settings.map(([name, value]) => `set_config('${name}', '${value}', true)`).join(', ')}`
+  return readOnly ? `SET TRANSACTION READ ONLY; ${select}` : select
 }
