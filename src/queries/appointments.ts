@@ -9,7 +9,7 @@ import {
   type PageStatement,
   pageSql,
 } from './page.js'
-import { indexCount, tenantCondition, utcMidnight } from './sql.js'
+import { indexCount, organizationCount, tenantCondition, utcMidnight } from './sql.js'
 
 export interface AppointmentFilters {
   readonly status?: string | undefined
@@ -144,7 +144,12 @@ function sqlFor(given: readonly (keyof AppointmentFilters)[]): PageSql {
     orderBy: ORDER_BY,
     fields: FIELDS,
     ...(dayCountsKnowAll
-      ? { countText: dayCountsTotal(where, numbers), buckets: dayCountBuckets(where, numbers) }
+      ? {
+          // Unfiltered, one row per organization (migration 006) rather than a row per status and day.
+          countText:
+            given.length === 0 ? organizationCount('appointment_counts') : dayCountsTotal(where, numbers),
+          buckets: dayCountBuckets(where, numbers),
+        }
       : {}),
   })
 }

@@ -81,8 +81,9 @@ export interface PageStatementParts {
 }
 
 /**
- * The offset from which a page with buckets starts at its bucket's bound: below it, stepping over
- * the offset's index entries costs less than summing the buckets (bench/RESULTS.md).
+ * How far from both ends of the list a page with buckets must be to start at its bucket's bound:
+ * nearer an end, stepping over the index entries from that end costs less than summing the
+ * buckets (bench/RESULTS.md).
  */
 export const SEEK_FROM = 1000
 
@@ -111,8 +112,6 @@ export interface PageStatement extends PageSql {
  * allows (`twoEndedPage`).
  */
 export function pageSql(parts: PageStatementParts): PageSql {
-  const order = (alias: string, direction: 'ASC' | 'DESC') =>
-    parts.orderBy.map((column) => `${alias}.${column} ${direction}`).join(', ')
   const countText =
     parts.countText ?? `SELECT ${indexCount(parts.table, parts.where, parts.orderBy)}::int AS total`
   const { ctes, page } = parts.buckets ? seekPage(parts, parts.buckets) : twoEndedPage(parts)
@@ -126,9 +125,9 @@ export function pageSql(parts: PageStatementParts): PageSql {
   // MATERIALIZED: the total is computed once, not again wherever the branches name it.
   const total = `WITH t AS MATERIALIZED (${countText})${ctes}`
   const rowsText = `${total} SELECT ${columns}, t.total FROM t CROSS JOIN LATERAL (
-      SELECT r.* ${rows}) r ORDER BY ${order('r', 'DESC')}`
+      SELECT r.* ${rows}) r ORDER BY ${keyOrder(parts, 'DESC', 'r')}`
   const jsonText = `${total} SELECT t.total, (
-      SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${order('r', 'DESC')}), '')
+      SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${keyOrder(parts, 'DESC', 'r')}), '')
       ${rows}) AS items
     FROM t`
   const nullable = new Set(parts.fields.filter((field) => field.nullable).map((field) => field.key))
@@ -146,45 +145,67 @@ const paramsOf = (parts: PageStatementParts) => ({
   offset: `$${parts.paramCount + 2}::bigint`,
 })
 
-const keyOrder = (parts: PageStatementParts, direction: 'ASC' | 'DESC') =>
-  parts.orderBy.map((column) => `k.${column} ${direction}`).join(', ')
+/** The list's order on the table under `alias`, or its reverse. */
+const keyOrder = (parts: PageStatementParts, direction: 'ASC' | 'DESC', alias = 'k') =>
+  parts.orderBy.map((column) => `${alias}.${column} ${direction}`).join(', ')
+
+/** The page's keys read from the top of the index, stepping over the offset; `when` decides if it runs. */
+function fromTop(parts: PageStatementParts, when: string): string {
+  const { limit, offset } = paramsOf(parts)
+  return `(SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where} AND ${when}
+        ORDER BY ${keyOrder(parts, 'DESC')} LIMIT ${limit} OFFSET ${offset})`
+}
 
 /**
- * Without buckets: the page from the nearer end of the index, which the exact total gives; the
- * last page costs what the first does, the middle one steps over half the list. Only the branch
- * that applies runs.
+ * The page's keys read backwards from the far end of the index, stepping over the entries after
+ * the page (the exact total `t.total` says how many); `when` decides if it runs.
  */
-function twoEndedPage(parts: PageStatementParts): PageKeys {
+function fromFarEnd(parts: PageStatementParts, when: string): string {
   const { limit, offset } = paramsOf(parts)
-  const keys = `SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where}`
-  const page = `(${keys} AND ${offset} * 2 < t.total
-        ORDER BY ${keyOrder(parts, 'DESC')} LIMIT ${limit} OFFSET ${offset})
-      UNION ALL
-      (${keys} AND ${offset} * 2 >= t.total
+  return `(SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where} AND ${when}
         ORDER BY ${keyOrder(parts, 'ASC')} LIMIT greatest(0, least(${limit}, t.total - ${offset}))
         OFFSET greatest(0, t.total - ${offset} - ${limit}))`
+}
+
+/**
+ * Without buckets: the page from the nearer end of the index; the last page costs what the first
+ * does, the middle one steps over half the list. Only the branch that applies runs.
+ */
+function twoEndedPage(parts: PageStatementParts): PageKeys {
+  const { offset } = paramsOf(parts)
+  const page = `${fromTop(parts, `${offset} * 2 < t.total`)}
+      UNION ALL
+      ${fromFarEnd(parts, `${offset} * 2 >= t.total`)}`
   return { ctes: '', page }
 }
 
 /**
- * With buckets: below `SEEK_FROM`, the page steps over its offset from the top. From it, the
- * buckets are summed newest first, and the page starts at the bound of the one the offset falls
- * in, stepping over the part of the offset inside that bucket only. Past the last bucket there is
- * no seek row, and so no page. Only the branch that applies runs.
+ * With buckets: a page fewer than `SEEK_FROM` entries from either end of the list is read from
+ * that end. Any other is sought: the buckets are summed newest first, and the page starts at the
+ * bound of the one its offset falls in, stepping over the part of the offset inside that bucket
+ * only. Only the branch that applies runs.
  */
 function seekPage(parts: PageStatementParts, buckets: string): PageKeys {
   const { limit, offset } = paramsOf(parts)
   const [first] = parts.orderBy
+  const topHalf = (total: string) => `${offset} * 2 < ${total}`
+  // Entries to step over from each end: the offset, or those after the page.
+  const fromEnd = (total: string) =>
+    `(CASE WHEN ${topHalf(total)} THEN ${offset} ELSE ${total} - ${offset} - ${limit} END)`
+  // The total as a value computed once (an InitPlan), so that the seek runs only when it applies.
+  const total = '(SELECT t.total FROM t)'
   const ctes = `, s AS MATERIALIZED (
-      SELECT timestamptz 'infinity' AS bound, ${offset} AS skip WHERE ${offset} < ${SEEK_FROM}
+      SELECT w.bound, ${offset} - (w.through - w.n) AS skip
+      FROM (SELECT b.bound, b.n, sum(b.n) OVER (ORDER BY b.bound DESC) AS through FROM (${buckets}) b) w
+      WHERE ${fromEnd(total)} >= ${SEEK_FROM} AND w.through > ${offset}
+      ORDER BY w.bound DESC LIMIT 1)`
+  const page = `${fromTop(parts, `${topHalf('t.total')} AND ${offset} < ${SEEK_FROM}`)}
       UNION ALL
-      (SELECT w.bound, ${offset} - (w.through - w.n) AS skip
-        FROM (SELECT b.bound, b.n, sum(b.n) OVER (ORDER BY b.bound DESC) AS through FROM (${buckets}) b) w
-        WHERE ${offset} >= ${SEEK_FROM} AND w.through > ${offset}
-        ORDER BY w.bound DESC LIMIT 1))`
-  const page = `SELECT k.org_id, k.id FROM s CROSS JOIN LATERAL (
-      SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where} AND k.${first} < s.bound
-      ORDER BY ${keyOrder(parts, 'DESC')} LIMIT ${limit} OFFSET s.skip) k`
+      ${fromFarEnd(parts, `NOT ${topHalf('t.total')} AND t.total - ${offset} - ${limit} < ${SEEK_FROM}`)}
+      UNION ALL
+      (SELECT k.org_id, k.id FROM s CROSS JOIN LATERAL (
+        SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where} AND k.${first} < s.bound
+        ORDER BY ${keyOrder(parts, 'DESC')} LIMIT ${limit} OFFSET s.skip) k)`
   return { ctes, page }
 }
 

@@ -142,7 +142,7 @@ describeEachStore('exact totals of status and date filters on %s', (testStore) =
     )
   }
 
-  /** The counts table holds exactly what a count of the appointments gives. */
+  /** Both counts tables hold exactly what a count of the appointments gives: per status and day, and per organization. */
   async function expectCountsConsistent(): Promise<void> {
     const drift = await testStore.store.admin((sql) =>
       sql.query(`SELECT * FROM (
@@ -152,6 +152,12 @@ describeEachStore('exact totals of status and date filters on %s', (testStore) =
            WHERE truth.n IS DISTINCT FROM kept.n`),
     )
     expect(drift).toEqual([])
+    const orgDrift = await testStore.store.admin((sql) =>
+      sql.query(`SELECT * FROM (SELECT org_id, count(*)::int AS n FROM appointments WHERE is_active GROUP BY 1) truth
+           FULL JOIN (SELECT * FROM appointment_counts WHERE n > 0) kept USING (org_id)
+           WHERE truth.n IS DISTINCT FROM kept.n`),
+    )
+    expect(orgDrift).toEqual([])
   }
 
   it('every combination of status, start and end, at and around midnight', async () => {

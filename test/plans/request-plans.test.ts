@@ -138,7 +138,14 @@ class Db {
     const testStore = await createTestStore('postgres')
     await testStore.store.admin((sql) =>
       sql.exec(
-        ['customers', 'appointments', 'customer_counts', 'customer_day_counts', 'appointment_day_counts']
+        [
+          'customers',
+          'appointments',
+          'customer_counts',
+          'customer_day_counts',
+          'appointment_counts',
+          'appointment_day_counts',
+        ]
           .map((table) => `ALTER TABLE ${table} SET (autovacuum_enabled = false)`)
           .join('; '),
       ),
@@ -625,15 +632,10 @@ async function planFaults(
   ]
   for (const [page, offset] of pages) {
     const pageRows = Math.max(0, Math.min(LIMIT, total - offset))
-    // The offset's entries: from SEEK_FROM, at most a day's, and the part-days of a range counted
-    // again to place the page; without a seek, from the end nearer to the page.
-    const stepped = !seeks(shape)
-      ? offset * 2 < total
-        ? offset
-        : Math.max(0, total - offset - LIMIT)
-      : offset < SEEK_FROM
-        ? offset
-        : dayEntries + counted
+    // The offset's entries from the end nearer to the page; with a seek, from SEEK_FROM entries
+    // on, at most a day's, and the part-days of a range counted again to place the page.
+    const nearer = offset * 2 < total ? offset : Math.max(0, total - offset - LIMIT)
+    const stepped = seeks(shape) && nearer >= SEEK_FROM ? dayEntries + counted : nearer
     const allowance = allowanceFor(stage, shape, pageRows, stepped, counted, true)
     for (const [form, text, generic] of [
       ['rows', statement.rowsText, false],

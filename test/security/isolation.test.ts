@@ -143,6 +143,7 @@ describeEachStore('tenant isolation in depth on %s', (testStore) => {
     expect(rows.map((r) => r.table)).toEqual(
       expect.arrayContaining([
         'api_keys',
+        'appointment_counts',
         'appointment_day_counts',
         'appointments',
         'customer_counts',
@@ -161,15 +162,24 @@ describeEachStore('tenant isolation in depth on %s', (testStore) => {
   ])('as openbook_reader with openbook.org_id %s every tenant table reads 0 rows', async (_label, setup) => {
     const counts = await store.admin(async (sql) => {
       await sql.exec(`SET LOCAL ROLE ${READER}; ${setup}`)
-      const [row] = await sql.query<{ c: number; a: number; d: number; n: number; e: number; k: number }>(
+      const [row] = await sql.query<{
+        c: number
+        a: number
+        o: number
+        d: number
+        n: number
+        e: number
+        k: number
+      }>(
         `SELECT (SELECT count(*)::int FROM customers) AS c, (SELECT count(*)::int FROM appointments) AS a,
+                  (SELECT count(*)::int FROM appointment_counts) AS o,
                   (SELECT count(*)::int FROM appointment_day_counts) AS d,
                   (SELECT count(*)::int FROM customer_counts) AS n,
                   (SELECT count(*)::int FROM customer_day_counts) AS e, (SELECT count(*)::int FROM api_keys) AS k`,
       )
       return row
     })
-    expect(counts).toEqual({ c: 0, a: 0, d: 0, n: 0, e: 0, k: 0 })
+    expect(counts).toEqual({ c: 0, a: 0, o: 0, d: 0, n: 0, e: 0, k: 0 })
     // The control: the same role with the setting named sees that organization's rows only.
     const named = await store.admin(async (sql) => {
       await sql.exec(`SET LOCAL ROLE ${READER}`)
@@ -499,6 +509,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     )
     expect(grants).toEqual([
       { t: 'api_keys', p: 'SELECT' },
+      { t: 'appointment_counts', p: 'SELECT' },
       { t: 'appointment_day_counts', p: 'SELECT' },
       { t: 'appointments', p: 'SELECT' },
       { t: 'customer_counts', p: 'SELECT' },
@@ -528,6 +539,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     )
     expect(effective).toEqual([
       { t: 'api_keys', p: 'SELECT' },
+      { t: 'appointment_counts', p: 'SELECT' },
       { t: 'appointment_day_counts', p: 'SELECT' },
       { t: 'appointments', p: 'SELECT' },
       { t: 'customer_counts', p: 'SELECT' },
@@ -579,6 +591,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     expect(applying.map((p) => `${p.table}.${p.policy} ${p.command}`)).toEqual([
       'api_keys.key_lookup SELECT',
       'api_keys.tenant_isolation ALL',
+      'appointment_counts.tenant_isolation ALL',
       'appointment_day_counts.tenant_isolation ALL',
       'appointments.tenant_isolation ALL',
       'customer_counts.tenant_isolation ALL',

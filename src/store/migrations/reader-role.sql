@@ -11,8 +11,8 @@ END $$;
 REVOKE ALL ON ALL TABLES IN SCHEMA public FROM openbook_reader;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM openbook_reader;
 GRANT USAGE ON SCHEMA public TO openbook_reader;
-GRANT SELECT ON customers, customer_counts, customer_day_counts, appointments, appointment_day_counts, api_keys
-  TO openbook_reader;
+GRANT SELECT ON customers, customer_counts, customer_day_counts, appointments, appointment_counts,
+  appointment_day_counts, api_keys TO openbook_reader;
 GRANT UPDATE (last_used_at) ON api_keys TO openbook_reader;
 GRANT EXECUTE ON FUNCTION openbook_authenticate(text) TO openbook_reader;
 
@@ -23,7 +23,8 @@ DO $$
 DECLARE t text;
 BEGIN
   FOREACH t IN ARRAY ARRAY['organizations', 'memberships', 'api_keys', 'staff', 'services', 'customers', 'appointments',
-                      'appointment_day_counts', 'customer_counts', 'customer_day_counts'] LOOP
+                      'appointment_counts', 'appointment_day_counts', 'customer_counts',
+                      'customer_day_counts'] LOOP
     EXECUTE format('DROP POLICY IF EXISTS owner_access ON %I', t);
     EXECUTE format('CREATE POLICY owner_access ON %I TO %I USING (true) WITH CHECK (true)', t, current_user);
   END LOOP;
