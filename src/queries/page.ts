@@ -189,15 +189,15 @@ function seekPage(parts: PageStatementParts, buckets: string): PageKeys {
   const { limit, offset } = paramsOf(parts)
   const [first] = parts.orderBy
   const topHalf = (total: string) => `${offset} * 2 < ${total}`
-  // Entries to step over from each end: the offset, or those after the page.
-  const fromEnd = (total: string) =>
+  // The entries to step over from the nearer end: the offset, or those after the page.
+  const nearerEndSkip = (total: string) =>
     `(CASE WHEN ${topHalf(total)} THEN ${offset} ELSE ${total} - ${offset} - ${limit} END)`
   // The total as a value computed once (an InitPlan), so that the seek runs only when it applies.
   const total = '(SELECT t.total FROM t)'
   const ctes = `, s AS MATERIALIZED (
       SELECT w.bound, ${offset} - (w.through - w.n) AS skip
       FROM (SELECT b.bound, b.n, sum(b.n) OVER (ORDER BY b.bound DESC) AS through FROM (${buckets}) b) w
-      WHERE ${fromEnd(total)} >= ${SEEK_FROM} AND w.through > ${offset}
+      WHERE ${nearerEndSkip(total)} >= ${SEEK_FROM} AND w.through > ${offset}
       ORDER BY w.bound DESC LIMIT 1)`
   const page = `${fromTop(parts, `${topHalf('t.total')} AND ${offset} < ${SEEK_FROM}`)}
       UNION ALL

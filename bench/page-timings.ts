@@ -1,0 +1,79 @@
+/**
+ * The page statement's execution time by offset, for the largest organization of a bench
+ * database: EXPLAIN (ANALYZE, TIMING OFF) of the prepared statement's generic plan, in the request
+ * path's transaction (openbook_reader, the reader preamble), median of 7 runs per offset. Shows
+ * where reading from an end gives way to the seek by day (SEEK_FROM) and what the middle and last
+ * pages cost. Run it alone on the machine.
+ *
+ * node --import tsx bench/page-timings.ts [database (openbook_bench)] [offsets: 0,999,1000,mid,last]
+ */
+import pg from 'pg'
+import { appointmentsPage } from '../src/queries/appointments.js'
+import { customersPage } from '../src/queries/customers.js'
+import type { PageStatement } from '../src/queries/page.js'
+import { readerPreamble } from '../src/queries/sql.js'
+import { PAGE_SIZE } from './mixes.js'
+
+const DAY = 86_400_000
+const RUNS = 7
+const database = process.argv[2] ?? 'openbook_bench'
+const offsetList = process.argv[3] ?? `0,500,999,1000,2000,mid,last`
+
+const literal = (value: unknown) => `'${String(value).replaceAll("'", "''")}'`
+
+async function main(): Promise<void> {
+  const client = new pg.Client({ connectionString: `postgres://root@127.0.0.1:5432/${database}` })
+  await client.connect()
+  try {
+    const [largest] = (
+      await client.query<{ org_id: string }>('SELECT org_id FROM customer_counts ORDER BY n DESC LIMIT 1')
+    ).rows
+    if (!largest) throw new Error(`${database} holds no customers`)
+    const org = largest.org_id
+    const daysAgo = (days: number) => new Date(Date.now() - days * DAY).toISOString()
+    // The filters of the benchmark's mixes of the largest organization (bench/mixes.ts).
+    const shapes: [string, PageStatement][] = [
+      ['customers', customersPage(org)],
+      ['appointments', appointmentsPage(org, {})],
+      ['status', appointmentsPage(org, { status: 'completed' })],
+      ['dates', appointmentsPage(org, { startDate: daysAgo(120), endDate: daysAgo(30) })],
+      [
+        'status+dates',
+        appointmentsPage(org, { status: 'completed', startDate: daysAgo(365), endDate: daysAgo(1) }),
+      ],
+    ]
+    console.log(`${database}, ${org}: execution ms (median of ${RUNS}) at each offset, limit ${PAGE_SIZE}`)
+    for (const [index, [name, statement]] of shapes.entries()) {
+      await client.query(`BEGIN; ${readerPreamble(true, 60_000)}`)
+      await client.query("SELECT set_config('openbook.org_id', $1, true)", [org])
+      const total =
+        (await client.query<{ total: number }>(statement.countText, [...statement.params])).rows[0]?.total ??
+        0
+      const last = Math.max(0, Math.floor((total - 1) / PAGE_SIZE) * PAGE_SIZE)
+      const mid = Math.floor(last / PAGE_SIZE / 2) * PAGE_SIZE
+      const offsets = offsetList
+        .split(',')
+        .map((text) => (text === 'mid' ? mid : text === 'last' ? last : Number(text)))
+      await client.query(`PREPARE page_${index} AS ${statement.jsonText}`)
+      const cells: string[] = []
+      for (const offset of offsets) {
+        const args = [...statement.params, PAGE_SIZE, offset].map(literal).join(', ')
+        const times: number[] = []
+        for (let run = 0; run < RUNS; run++) {
+          const result = await client.query(
+            `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE page_${index}(${args})`,
+          )
+          times.push(result.rows[0]['QUERY PLAN'][0]['Execution Time'])
+        }
+        times.sort((a, b) => a - b)
+        cells.push(`${offset}: ${times[Math.floor(RUNS / 2)]?.toFixed(2)}`)
+      }
+      await client.query('COMMIT')
+      console.log(`${name} (total ${total}) | ${cells.join(' | ')}`)
+    }
+  } finally {
+    await client.end()
+  }
+}
+
+await main()
