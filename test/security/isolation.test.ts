@@ -499,6 +499,17 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     expect(Number(owned?.n)).toBe(0)
   })
 
+  /** The reader's table privileges, as information_schema and has_table_privilege both must list them. */
+  const READER_TABLE_GRANTS = [
+    { t: 'api_keys', p: 'SELECT' },
+    { t: 'appointment_counts', p: 'SELECT' },
+    { t: 'appointment_day_counts', p: 'SELECT' },
+    { t: 'appointments', p: 'SELECT' },
+    { t: 'customer_counts', p: 'SELECT' },
+    { t: 'customer_day_counts', p: 'SELECT' },
+    { t: 'customers', p: 'SELECT' },
+  ]
+
   it('has exactly SELECT on customers, appointments, their counts, api_keys and UPDATE(last_used_at) on api_keys', async () => {
     const grants = await store.admin((sql) =>
       sql.query<{ t: string; p: string }>(
@@ -507,15 +518,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
         [READER],
       ),
     )
-    expect(grants).toEqual([
-      { t: 'api_keys', p: 'SELECT' },
-      { t: 'appointment_counts', p: 'SELECT' },
-      { t: 'appointment_day_counts', p: 'SELECT' },
-      { t: 'appointments', p: 'SELECT' },
-      { t: 'customer_counts', p: 'SELECT' },
-      { t: 'customer_day_counts', p: 'SELECT' },
-      { t: 'customers', p: 'SELECT' },
-    ])
+    expect(grants).toEqual(READER_TABLE_GRANTS)
     // Column grants beyond the table-wide SELECTs: only the last-used column is writable.
     const columns = await store.admin((sql) =>
       sql.query<{ t: string; c: string; p: string }>(
@@ -537,15 +540,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
         [READER],
       ),
     )
-    expect(effective).toEqual([
-      { t: 'api_keys', p: 'SELECT' },
-      { t: 'appointment_counts', p: 'SELECT' },
-      { t: 'appointment_day_counts', p: 'SELECT' },
-      { t: 'appointments', p: 'SELECT' },
-      { t: 'customer_counts', p: 'SELECT' },
-      { t: 'customer_day_counts', p: 'SELECT' },
-      { t: 'customers', p: 'SELECT' },
-    ])
+    expect(effective).toEqual(READER_TABLE_GRANTS)
     const writableColumns = await store.admin((sql) =>
       sql.query<{ t: string; c: string }>(
         `SELECT c.relname AS t, a.attname AS c
