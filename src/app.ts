@@ -2,7 +2,12 @@ import { randomUUID } from 'node:crypto'
 import { type IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyRequest,
+  LogController,
+} from 'fastify'
 import type { Config } from './config.js'
 import type { LastUsedOptions } from './domain/last-used.js'
 import { ApiError } from './errors.js'
@@ -114,27 +119,30 @@ function routeConnectRequests(app: FastifyInstance, requestMs: number): void {
   })
 }
 
-/** The onRequest checks that come before the body limit and the key: Host, then any body. */
-function refuseBadHostsAndBodies(app: FastifyInstance): void {
-  // Checked first, before the body limit and the key; the connection is closed, as Node does.
-  app.addHook('onRequest', async (request, reply) => {
-    if (hasValidHost(request.raw)) return
-    reply.header('connection', 'close')
-    throw new ApiError('bad_request', HOST_REQUIRED)
-  })
+/**
+ * What comes before the body limit and the key: one Host header, then no body on a GET beyond a
+ * small one (ignored). A larger or chunked body is refused before it is read. Either refusal
+ * closes the connection, as Node does, rather than drain what the client still sends.
+ */
+function badHostOrBody(request: FastifyRequest): ApiError | undefined {
+  if (!hasValidHost(request.raw)) return new ApiError('bad_request', HOST_REQUIRED)
+  if (request.method !== 'GET' && request.method !== 'HEAD') return undefined
+  const length = request.headers['content-length']
+  if (request.headers['transfer-encoding'] !== undefined || Number(length ?? 0) > BODY_LIMIT) {
+    return new ApiError(
+      'payload_too_large',
+      `A GET request carries no body (at most ${BODY_LIMIT} bytes, ignored)`,
+    )
+  }
+  return undefined
+}
 
-  // No route reads a body. A GET may carry a small one (ignored); a larger or chunked one is
-  // refused before it is read, and the connection is closed rather than drained.
-  app.addHook('onRequest', async (request, reply) => {
-    if (request.method !== 'GET' && request.method !== 'HEAD') return
-    const length = request.headers['content-length']
-    if (request.headers['transfer-encoding'] !== undefined || Number(length ?? 0) > BODY_LIMIT) {
-      reply.header('connection', 'close')
-      throw new ApiError(
-        'payload_too_large',
-        `A GET request carries no body (at most ${BODY_LIMIT} bytes, ignored)`,
-      )
-    }
+/** The onRequest checks that come before the body limit and the key (a callback hook: no promise per request). */
+function refuseBadHostsAndBodies(app: FastifyInstance): void {
+  app.addHook('onRequest', (request, reply, done) => {
+    const refusal = badHostOrBody(request)
+    if (refusal) reply.header('connection', 'close')
+    done(refusal)
   })
 }
 

@@ -194,7 +194,8 @@ const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? '(no ro
 /** Counts and times every request of the app it is registered in, and its store failures. */
 export const metricsPlugin = fp<{ metrics: Metrics }>(
   async (app: FastifyInstance, { metrics }) => {
-    app.addHook('onRequest', async (request, reply) => {
+    // Callback hooks: no promise per request.
+    app.addHook('onRequest', (request, reply, done) => {
       metrics.requestStarted()
       // 'close' ends every response, answered or aborted: in-flight never drifts.
       reply.raw.once('close', () =>
@@ -203,11 +204,13 @@ export const metricsPlugin = fp<{ metrics: Metrics }>(
           reply.elapsedTime / 1000,
         ),
       )
+      done()
     })
-    app.addHook('onError', async (_request, _reply, error) => {
+    app.addHook('onError', (_request, _reply, error, done) => {
       // API errors (400, 401, …) are the client's; anything else on the request path is the store's.
       if ((error as { statusCode?: number }).statusCode === undefined || error instanceof StoreBusyError)
         metrics.storeFailed(error)
+      done()
     })
   },
   { name: 'metrics' },

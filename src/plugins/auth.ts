@@ -1,7 +1,8 @@
+import type { FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { hashSecret, secretPattern } from '../domain/api-key-secret.js'
 import { type LastUsedOptions, LastUsedTracker } from '../domain/last-used.js'
-import { invalidApiKey, missingApiKey } from '../errors.js'
+import { ApiError, invalidApiKey, missingApiKey } from '../errors.js'
 import { authenticateKey } from '../queries/api-keys.js'
 import type { Sql } from '../store/types.js'
 
@@ -45,14 +46,21 @@ export default fp<AuthOptions>(
       throw missingApiKey()
     })
 
-    app.addHook('onRequest', async (request) => {
+    /** The presented key's hash, or why there is none to look up. */
+    const presentedKey = (request: FastifyRequest): string | ApiError => {
       const header = request.headers.authorization
       if (header === undefined || authorizationHeaderCount(request.raw.rawHeaders) !== 1)
-        throw missingApiKey()
+        return missingApiKey()
       const token = BEARER.exec(header)?.[1]
-      if (token === undefined) throw missingApiKey()
-      if (!keyFormat.test(token)) throw invalidApiKey()
-      const keyHash = hashSecret(token)
+      if (token === undefined) return missingApiKey()
+      if (!keyFormat.test(token)) return invalidApiKey()
+      return hashSecret(token)
+    }
+
+    // A callback hook: no promise per request.
+    app.addHook('onRequest', (request, _reply, done) => {
+      const keyHash = presentedKey(request)
+      if (keyHash instanceof ApiError) return done(keyHash)
       request.readAsTenant = (work) =>
         app.store.read(async (sql) => {
           const key = await authenticateKey(sql, keyHash)
@@ -60,6 +68,7 @@ export default fp<AuthOptions>(
           tracker.seen(key.orgId, key.keyId, key.lastUsedAt)
           return work(sql, key.orgId)
         })
+      done()
     })
   },
   { name: 'auth', dependencies: ['store'] },

@@ -113,8 +113,8 @@ export default fp(
     })
 
     // In onRequest, so that the 405 comes before any body is read (Fastify parses one for QUERY).
-    app.addHook('onRequest', async (request) => {
-      if (request.is404 && isOtherMethodOnKnownPath(request)) throw methodNotAllowed(request.method)
+    app.addHook('onRequest', (request, _reply, done) => {
+      done(request.is404 && isOtherMethodOnKnownPath(request) ? methodNotAllowed(request.method) : undefined)
     })
 
     app.setNotFoundHandler((request, reply) =>

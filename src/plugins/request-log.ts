@@ -25,16 +25,19 @@ export function logRequest(log: FastifyBaseLogger, line: RequestLine): void {
  */
 export default fp(
   async (app) => {
-    app.addHook('onSend', async (request, reply) => {
+    // Callback hooks, as on every hook of the request path: no promise per request.
+    app.addHook('onSend', (request, reply, payload, done) => {
       reply.headers(identifyingHeaders(request.id))
+      done(null, payload)
     })
-    app.addHook('onResponse', async (request, reply) => {
+    app.addHook('onResponse', (request, reply, done) => {
       logRequest(request.log, {
         method: request.method,
         route: request.routeOptions.url ?? '(no route)',
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 100) / 100,
       })
+      done()
     })
   },
   { name: 'request-log' },

@@ -16,8 +16,9 @@ export interface PublicV1Options {
 /** The authenticated scope: every route registered here passes the auth hook first. */
 export default async function publicV1(app: FastifyInstance, options: PublicV1Options): Promise<void> {
   await app.register(auth, { apiKeyBrand: options.apiKeyBrand, lastUsed: options.lastUsed })
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     reply.header('cache-control', 'no-store')
+    done(null, payload)
   })
   for (const route of LIST_ROUTES) {
     registerListRoute(app, route)

@@ -1,0 +1,99 @@
+/**
+ * Node's own cost per request, without the database: openbook's app (Fastify, hooks, Zod, metrics,
+ * the request log) or the minimal handler's node:http path, both over a store that answers every
+ * statement at once with the same canned rows. What one costs more than the other is framework
+ * work, measured without PostgreSQL's noise.
+ *
+ * MODE=openbook|minimal PORT=… [DATABASE_URL=…] [NO_METRICS=1] node --import tsx bench/framework-overhead.ts
+ *
+ * With DATABASE_URL, both run on openbook's own PostgreSQL store instead (the request path's
+ * store, without the framework); NO_METRICS=1 leaves the app's metrics out. Load it with autocannon
+ * and read the process's CPU time per request (/proc/PID/stat) or, under --trace-gc-nvp, the bytes
+ * allocated per request; the key may be any well-formed one (`svc_test_` and 64 hex digits).
+ */
+import { createServer } from 'node:http'
+import { buildApp } from '../src/app.js'
+import { hashSecret } from '../src/domain/api-key-secret.js'
+import { Metrics } from '../src/ops/metrics.js'
+import { authenticateKey } from '../src/queries/api-keys.js'
+import { pageBody } from '../src/schemas/envelope.js'
+import { createPostgresStore } from '../src/store/postgres.js'
+import type { AdminSql, Store } from '../src/store/types.js'
+import { listPage, POSTGRES_PAGES } from './sql.js'
+
+const ROWS = Array.from({ length: 50 }, (_, i) => ({
+  total: 1502,
+  id: `cus_${String(i).padStart(8, '0')}`,
+  firstName: 'Ada',
+  lastName: 'Lovelace',
+  displayName: 'Ada Lovelace',
+  email: `ada${i}@example.com`,
+  phone: '+44 20 7946 0001',
+  preferredContactMethod: 'email',
+  marketingConsent: false,
+  country: 'GB',
+  isActive: true,
+  createdAt: '2026-01-15T09:30:00.000Z',
+  updatedAt: '2026-02-01T12:00:00.000Z',
+}))
+
+const sql: AdminSql = {
+  async query<Row extends object>(text: string): Promise<Row[]> {
+    if (text.includes('openbook_authenticate'))
+      return [
+        { orgId: 'org_demo', keyId: 'key_demo', lastUsedAt: new Date(), cleared: '' },
+      ] as unknown as Row[]
+    // Rows as pg hands them: a new object each.
+    return ROWS.map((row) => ({ ...row })) as unknown as Row[]
+  },
+  async exec() {},
+  async copyIn() {},
+}
+
+const stub: Store = {
+  kind: 'postgres',
+  adapter: POSTGRES_PAGES,
+  concurrentReads: true,
+  read: (work) => work(sql),
+  asReader: (work) => work(sql),
+  admin: (work) => work(sql),
+  maintain: async () => {},
+  pools: () => [],
+  close: async () => {},
+}
+
+/** With DATABASE_URL, openbook's own PostgreSQL store instead of the stub. */
+const store: Store = process.env.DATABASE_URL
+  ? createPostgresStore({ connectionString: process.env.DATABASE_URL })
+  : stub
+
+const port = Number(process.env.PORT ?? 3400)
+if (process.env.MODE === 'minimal') {
+  createServer((request, response) => {
+    const secret = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')?.[1] ?? ''
+    const query = new URLSearchParams((request.url ?? '').split('?')[1] ?? '')
+    const resource = (request.url ?? '').includes('/appointments') ? 'appointments' : 'customers'
+    const page = { limit: Number(query.get('limit') ?? 50), offset: Number(query.get('offset') ?? 0) }
+    void store
+      .read(async (sql) => {
+        const key = await authenticateKey(sql, hashSecret(secret))
+        return pageBody(await listPage(sql, key?.orgId ?? '', { resource, page, filters: {} }))
+      })
+      .then((text) => {
+        response.writeHead(200, {
+          'content-type': 'application/json; charset=utf-8',
+          'content-length': Buffer.byteLength(text),
+        })
+        response.end(text)
+      })
+  }).listen(port, '127.0.0.1')
+} else {
+  const metrics = new Metrics({ version: 'bench', contractVersion: 'bench' })
+  const app = await buildApp({
+    store,
+    config: { apiKeyBrand: 'svc', logLevel: 'warn' },
+    ...(process.env.NO_METRICS ? {} : { metrics }),
+  })
+  await app.listen({ port, host: '127.0.0.1' })
+}
+process.on('SIGINT', () => process.exit(0))
