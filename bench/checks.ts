@@ -4,6 +4,7 @@ import type { LoadResult } from './load.js'
 import type { LoadSettings, TargetResult } from './measure.js'
 import type { OrgSize, PagePosition } from './mixes.js'
 import type { BenchOptions, Scale } from './options.js'
+import { rateRatio } from './rounds.js'
 
 /** The HTTP targets and pgbench, by the names the tables use. */
 export type TargetName = 'pgbench' | 'baseline' | 'openbook' | 'previous'
@@ -70,10 +71,10 @@ export interface Check {
 export const int = (value: number) => Math.round(value).toLocaleString('en-US')
 export const ms = (value: number | null | undefined) =>
   value === null || value === undefined ? '–' : value < 10 ? value.toFixed(2) : value.toFixed(1)
-export const ratio = (mix: MixResult) => mix.openbook.saturation.rps / mix.baseline.saturation.rps
+/** openbook's req/s over the minimal handler's on the same mix. */
+export const ratio = (mix: MixResult) => rateRatio(mix.openbook, mix.baseline)
 /** openbook's req/s over the older build's on the same mix; undefined without an older build. */
-export const speedup = (mix: MixResult) =>
-  mix.previous ? mix.openbook.saturation.rps / mix.previous.saturation.rps : undefined
+export const speedup = (mix: MixResult) => (mix.previous ? rateRatio(mix.openbook, mix.previous) : undefined)
 
 /** CPU time per request in µs from a share of one core (per cent) and a rate (per second). */
 export function microsPerRequest(cpuPercent: number | null, rps: number): number | null {

@@ -2,11 +2,15 @@ import type pg from 'pg'
 import { httpLoad, type LoadResult, pgbenchLoad } from './load.js'
 import { backendPids, metered, quiesce, type Usage } from './meter.js'
 import { pacedLoad } from './paced.js'
+import { combineRounds, median, type Saturation } from './rounds.js'
 import type { Target } from './servers.js'
 
 /** One target on one mix: as fast as it goes, then at half that rate for latency. */
 export interface TargetResult {
+  /** Every saturation round together: requests and CPU summed over them, latencies of the last. */
   readonly saturation: LoadResult & Usage
+  /** req/s of each saturation round, in the order they ran (interleaved with the other targets'). */
+  readonly rounds?: readonly number[]
   readonly half: LoadResult
 }
 
@@ -16,6 +20,12 @@ export type Log = (line: string) => void
 export interface LoadSettings {
   /** Seconds of each measurement. */
   readonly duration: number
+  /**
+   * Saturation rounds of each server on each mix, the servers taking turns: ratios between two
+   * servers are taken within a round, so that a load that comes and goes on a shared machine falls
+   * on both sides of one.
+   */
+  readonly rounds: number
   /** Seconds of load before a saturation measurement of a server. */
   readonly warmup: number
   /** HTTP connections. */
@@ -42,28 +52,49 @@ function latencySeconds(options: LoadSettings, rate: number): number {
   return Math.min(15, Math.max(options.duration, Math.ceil(12 / Math.max(rate, 0.1))))
 }
 
-export async function measureHttp(
+const httpOf = (target: Target, path: string, key: string, options: LoadSettings) => ({
+  url: target.baseUrl + path,
+  headers: { authorization: `Bearer ${key}`, accept: 'application/json' },
+  connections: options.connections,
+})
+
+/** One saturation round of `target` on the idle database; `warm`: after `options.warmup` s of load. */
+export async function saturate(
   target: Target,
   path: string,
   key: string,
   options: LoadSettings,
   monitor: pg.Client,
-  log: Log,
-): Promise<TargetResult> {
-  const load = {
-    url: target.baseUrl + path,
-    headers: { authorization: `Bearer ${key}`, accept: 'application/json' },
-    connections: options.connections,
-  }
+  warm: boolean,
+): Promise<Saturation> {
+  const load = httpOf(target, path, key, options)
   await quiesce(monitor)
-  if (options.warmup > 0) await httpLoad({ ...load, seconds: options.warmup })
+  if (warm && options.warmup > 0) await httpLoad({ ...load, seconds: options.warmup })
   const saturation = await metered(target.service.pid, backendPids(monitor, target.applicationName), () =>
     httpLoad({ ...load, seconds: options.duration }),
   )
+  return { ...saturation.result, ...saturation.usage }
+}
+
+/** Latency of `target` at half of `saturationRps`, evenly paced, after its saturation rounds. */
+export async function measureHalfLoad(
+  target: Target,
+  path: string,
+  key: string,
+  options: LoadSettings,
+  monitor: pg.Client,
+  rounds: readonly Saturation[],
+  log: Log,
+): Promise<TargetResult> {
+  const saturation = combineRounds(rounds)
   await quiesce(monitor)
-  const rate = saturation.result.rps / 2
-  const half = await pacedLoad({ ...load, seconds: latencySeconds(options, rate), rate })
-  const result = { saturation: { ...saturation.result, ...saturation.usage }, half }
+  const rate = median(rounds.map((round) => round.rps)) / 2
+  const half = await pacedLoad({
+    ...httpOf(target, path, key, options),
+    seconds: latencySeconds(options, rate),
+    rate,
+  })
+  const result = { saturation, rounds: rounds.map((round) => round.rps), half }
   log(summary(target.name, result))
   return result
 }

@@ -54,8 +54,10 @@ export interface BenchOptions {
   readonly duration: number | undefined
   /** Minutes the whole run should take at most, seeding included (sets the duration). */
   readonly budgetMinutes: number
-  /** Seconds of load before each saturation measurement. */
+  /** Seconds of load before a server's first saturation round on a mix. */
   readonly warmup: number
+  /** Saturation rounds of each server on each mix, interleaved (see LoadSettings.rounds). */
+  readonly rounds: number
   /** Concurrent HTTP connections at saturation. */
   readonly connections: number
   /** pgbench clients, also the servers' pool size. */
@@ -72,7 +74,7 @@ export interface BenchOptions {
 
 export const USAGE = `npm run bench -- [--fresh] [--no-build] [--no-write | --render-only | --prepare-only] [--pg URL]
   [--scales full,100k] [--openbook-dir DIR] [--previous-dir DIR (or BENCH_PREVIOUS_DIR)]
-  [--no-pgbench] [--drop-databases] [--duration S | --budget MIN] [--warmup S] [--connections N]
+  [--no-pgbench] [--drop-databases] [--duration S | --budget MIN] [--rounds N] [--warmup S] [--connections N]
   [--only TEXT[,TEXT…]]`
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]', '::1'])
@@ -120,6 +122,7 @@ export function parseOptions(
       duration: { type: 'string' },
       budget: { type: 'string' },
       warmup: { type: 'string' },
+      rounds: { type: 'string' },
       connections: { type: 'string' },
       only: { type: 'string' },
       help: { type: 'boolean', default: false },
@@ -148,6 +151,7 @@ export function parseOptions(
     duration: values.duration === undefined ? undefined : whole('duration', values.duration, 5, 1),
     budgetMinutes: whole('budget', values.budget, 40, 1),
     warmup: whole('warmup', values.warmup, 1),
+    rounds: whole('rounds', values.rounds, 3, 1),
     connections: whole('connections', values.connections, 16, 1),
     poolSize: 10,
     only: values.only,

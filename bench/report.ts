@@ -103,8 +103,8 @@ function setup(report: BenchReport): string[] {
       `cores and talk over loopback. ${contention(report)} Load averages (1, 5, 15 min) at the start and end ` +
       `of each scale: ${report.scales.map((s) => `${s.scale.name} ${loads(s.loadAverage.start)} → ${loads(s.loadAverage.end)}`).join('; ')}.`,
     '',
-    `Load: saturation with autocannon (${load.connections} connections, pipelining 1, ` +
-      `${load.duration} s after ${load.warmup} s of warm-up); latency at half of each target's own saturation rate, ` +
+    `Load: saturation with autocannon (${load.connections} connections, pipelining 1) in ` +
+      `${saturationRounds(load)}; latency at half of each target's own (median) saturation rate, ` +
       'open loop with evenly spaced requests, from the start of each request, wait for a free connection ' +
       'included, for at least 12 requests; the database is let go idle between measurements. pgbench: ' +
       `${load.poolSize} clients, simple protocol, a script of the transaction openbook sends (SQL captured from ` +
@@ -120,6 +120,17 @@ function setup(report: BenchReport): string[] {
       `loaded the same way at ${report.floor.rate} req/s, answers in p50 ${ms(report.floor.p50)} / p99 ` +
       `${ms(report.floor.p99)} ms.`,
   ]
+}
+
+/** How the saturation was measured; a report written before rounds had one round per server. */
+function saturationRounds(load: BenchReport['load']): string {
+  const rounds = load.rounds ?? 1
+  if (rounds === 1) return `${load.duration} s after ${load.warmup} s of warm-up`
+  return (
+    `${rounds} rounds of ${load.duration} s per server on each mix, the servers taking turns (the first ` +
+    `round after ${load.warmup} s of warm-up); req/s is the mean of a server's rounds, and a ratio of two ` +
+    "servers' req/s the median of their ratios within each round"
+  )
 }
 
 function mixTable(report: BenchReport, scale: ScaleReport): string[] {

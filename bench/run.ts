@@ -23,13 +23,21 @@ import {
 } from './data.js'
 import { measureEmbedded } from './embedded.js'
 import type { LoadResult } from './load.js'
-import { type LoadSettings, measureHttp, measurePgbench, type TargetResult, warmServer } from './measure.js'
+import {
+  type LoadSettings,
+  measureHalfLoad,
+  measurePgbench,
+  saturate,
+  type TargetResult,
+  warmServer,
+} from './measure.js'
 import { type BenchOrg, buildMixes, type Mix, type OrgSize, PAGE_SIZE } from './mixes.js'
 import { type BenchOptions, parseOptions, type Scale } from './options.js'
 import { pacedLoad } from './paced.js'
 import { runFromRoot } from './paths.js'
 import { killAll, run, runOk, statusKb } from './proc.js'
 import { machineInfo, writeReport } from './report.js'
+import type { Saturation } from './rounds.js'
 import { startBaseline, startOpenbook, startStatic, type Target } from './servers.js'
 import { captureStatements, pgbenchScript } from './sql.js'
 
@@ -70,10 +78,13 @@ process.on('SIGINT', () => {
 function autoDuration(options: BenchOptions, mixes: number, servers: number): number {
   if (options.duration !== undefined) return options.duration
   const left = options.budgetMinutes * 60 - seconds()
-  const loads = servers + (options.pgbench ? 1 : 0)
+  // Per mix: each server's saturation rounds and its half load, pgbench's two loads.
+  const loads = servers * (options.rounds + 1) + (options.pgbench ? 2 : 0)
   const fixed =
-    mixes * (servers * (2 * options.warmup + 1) + (options.pgbench ? 2 : 0)) + 3 * options.warmup + 60
-  return Math.min(5, Math.max(2, Math.floor((left - fixed) / (mixes * 2 * loads + 4))))
+    mixes * (servers * (2 * options.warmup + options.rounds) + (options.pgbench ? 2 : 0)) +
+    3 * options.warmup +
+    60
+  return Math.min(5, Math.max(2, Math.floor((left - fixed) / (mixes * loads + 4))))
 }
 
 interface Answer {
@@ -257,13 +268,22 @@ async function measureScale(
     const pgbench = options.pgbench
       ? await measurePgbench(url, scriptOf(mix), settings, monitor, log)
       : undefined
-    // The servers take turns at going first: on a shared machine a load that comes and goes
-    // should not always fall on the same target.
+    // Saturation in rounds, the servers taking turns at going first: on a shared machine a load
+    // that comes and goes should not always fall on the same target, and a ratio is taken between
+    // the two measurements of one round. Then each server's latency at half its median rate.
+    const rounds = new Map<Target, Saturation[]>(servers.map((server) => [server, []]))
+    for (let round = 0; round < settings.rounds; round++) {
+      for (let turn = 0; turn < servers.length; turn++) {
+        const server = servers[(index + round + turn) % servers.length]
+        if (!server) continue
+        const result = await saturate(server, mix.path, mix.org.key, settings, monitor, round === 0)
+        rounds.get(server)?.push(result)
+      }
+    }
     const measured = new Map<Target, TargetResult>()
-    for (let turn = 0; turn < servers.length; turn++) {
-      const server = servers[(index + turn) % servers.length]
-      if (server)
-        measured.set(server, await measureHttp(server, mix.path, mix.org.key, settings, monitor, log))
+    for (const server of servers) {
+      const own = rounds.get(server) ?? []
+      measured.set(server, await measureHalfLoad(server, mix.path, mix.org.key, settings, monitor, own, log))
     }
     const resultOf = (server: Target) => {
       const result = measured.get(server)
@@ -331,11 +351,14 @@ async function main(): Promise<void> {
   const mixCount = prepared.reduce((sum, p) => sum + p.mixes.length, 0)
   const settings: LoadSettings = {
     duration: autoDuration(options, mixCount, previous ? 3 : 2),
+    rounds: options.rounds,
     warmup: options.warmup,
     connections: options.connections,
     poolSize: options.poolSize,
   }
-  log(`${mixCount} mixes, ${settings.duration} s per measurement`)
+  log(
+    `${mixCount} mixes, ${settings.duration} s per measurement, ${settings.rounds} saturation rounds per server`,
+  )
 
   const floor = await measureFloor(settings)
   log(

@@ -28,6 +28,12 @@ describe('parseOptions', () => {
     expect(() => parseOptions(['--duration', '0'], '/')).toThrow(/whole number/)
     expect(() => parseOptions(['--duration', '2.5'], '/')).toThrow(/whole number/)
   })
+
+  it('loads each server in three saturation rounds unless told otherwise', () => {
+    expect(parseOptions([], '/').rounds).toBe(3)
+    expect(parseOptions(['--rounds', '1'], '/').rounds).toBe(1)
+    expect(() => parseOptions(['--rounds', '0'], '/')).toThrow(/whole number ≥ 1/)
+  })
 })
 
 describe('the scales', () => {

@@ -1,0 +1,54 @@
+/**
+ * Saturation in rounds (bench/run.ts): each server is loaded several times on a mix, the servers
+ * taking turns, so that the rest of a shared machine's load falls on every server alike. Pure
+ * logic, unit-tested.
+ */
+import type { LoadResult } from './load.js'
+import type { TargetResult } from './measure.js'
+import type { Usage } from './meter.js'
+
+/** One saturation measurement of one target. */
+export type Saturation = LoadResult & Usage
+
+/** The middle value (the mean of the two middle ones for an even count). */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = sorted.length >> 1
+  if (sorted.length === 0) return Number.NaN
+  return sorted.length % 2
+    ? (sorted[middle] ?? Number.NaN)
+    : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2
+}
+
+/**
+ * One target's req/s over another's: the median of the ratios within each saturation round, where
+ * both were measured in the same rounds; else the ratio of their mean rates.
+ */
+export function rateRatio(target: TargetResult, other: TargetResult): number {
+  const ours = target.rounds
+  const theirs = other.rounds
+  if (ours && theirs && ours.length === theirs.length && ours.length > 0)
+    return median(ours.map((rps, round) => rps / (theirs[round] ?? Number.NaN)))
+  return target.saturation.rps / other.saturation.rps
+}
+
+/**
+ * Rounds of equal length as one measurement: requests, failures and CPU shares averaged over
+ * them (CPU per request is then total CPU over total requests), latencies of the last round.
+ */
+export function combineRounds(rounds: readonly Saturation[]): Saturation {
+  const last = rounds.at(-1)
+  if (!last) throw new Error('no saturation round')
+  const mean = (pick: (round: Saturation) => number) =>
+    rounds.reduce((sum, r) => sum + pick(r), 0) / rounds.length
+  return {
+    rps: mean((r) => r.rps),
+    p50: last.p50,
+    p99: last.p99,
+    ok: rounds.reduce((sum, r) => sum + r.ok, 0),
+    failures: rounds.reduce((sum, r) => sum + r.failures, 0),
+    serverCpu: last.serverCpu === null ? null : mean((r) => r.serverCpu ?? 0),
+    postgresCpu: mean((r) => r.postgresCpu),
+    otherCpu: mean((r) => r.otherCpu),
+  }
+}
