@@ -2,7 +2,7 @@ import type pg from 'pg'
 import { httpLoad, type LoadResult, pgbenchLoad } from './load.js'
 import { backendPids, metered, quiesce, type Usage } from './meter.js'
 import { pacedLoad } from './paced.js'
-import { combineRounds, median, type Saturation } from './rounds.js'
+import { combineLatencyRounds, combineRounds, type Saturation } from './rounds.js'
 import type { Target } from './servers.js'
 
 /** One target on one mix: as fast as it goes, then at half that rate for latency. */
@@ -11,7 +11,10 @@ export interface TargetResult {
   readonly saturation: LoadResult & Usage
   /** req/s of each saturation round, in the order they ran (interleaved with the other targets'). */
   readonly rounds?: readonly number[]
+  /** Latency at half load: the median p50 and p99 of its rounds. */
   readonly half: LoadResult
+  /** p99 of each latency round, in the order they ran. */
+  readonly halfP99s?: readonly (number | null)[]
 }
 
 export type Log = (line: string) => void
@@ -76,26 +79,33 @@ export async function saturate(
   return { ...saturation.result, ...saturation.usage }
 }
 
-/** Latency of `target` at half of `saturationRps`, evenly paced, after its saturation rounds. */
-export async function measureHalfLoad(
+/** Latency of `target` at `rate`, evenly paced, on the idle database. */
+export async function halfLoad(
   target: Target,
   path: string,
   key: string,
   options: LoadSettings,
   monitor: pg.Client,
-  rounds: readonly Saturation[],
-  log: Log,
-): Promise<TargetResult> {
-  const saturation = combineRounds(rounds)
+  rate: number,
+): Promise<LoadResult> {
   await quiesce(monitor)
-  const rate = median(rounds.map((round) => round.rps)) / 2
-  const half = await pacedLoad({
-    ...httpOf(target, path, key, options),
-    seconds: latencySeconds(options, rate),
-    rate,
-  })
-  const result = { saturation, rounds: rounds.map((round) => round.rps), half }
-  log(summary(target.name, result))
+  return pacedLoad({ ...httpOf(target, path, key, options), seconds: latencySeconds(options, rate), rate })
+}
+
+/** A target's rounds as one result: saturation rounds, then latency rounds at half its median rate. */
+export function targetResult(
+  name: string,
+  saturation: readonly Saturation[],
+  half: readonly LoadResult[],
+  log: Log,
+): TargetResult {
+  const result = {
+    saturation: combineRounds(saturation),
+    rounds: saturation.map((round) => round.rps),
+    half: combineLatencyRounds(half),
+    halfP99s: half.map((round) => round.p99),
+  }
+  log(summary(name, result))
   return result
 }
 

@@ -129,7 +129,8 @@ function saturationRounds(load: BenchReport['load']): string {
   return (
     `${rounds} rounds of ${load.duration} s per server on each mix, the servers taking turns (the first ` +
     `round after ${load.warmup} s of warm-up); req/s is the mean of a server's rounds, and a ratio of two ` +
-    "servers' req/s the median of their ratios within each round"
+    "servers' req/s the median of their ratios within each round; the latency rounds likewise, each " +
+    "p50 and p99 the median of the server's rounds"
   )
 }
 

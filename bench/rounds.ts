@@ -52,3 +52,25 @@ export function combineRounds(rounds: readonly Saturation[]): Saturation {
     otherCpu: mean((r) => r.otherCpu),
   }
 }
+
+/**
+ * Latency rounds at one rate as one result: the median p50 and p99 of the rounds (one burst of
+ * other load on the machine moves one round's p99, not the result), rates averaged, counts summed.
+ */
+export function combineLatencyRounds(rounds: readonly LoadResult[]): LoadResult {
+  if (rounds.length === 0) throw new Error('no latency round')
+  const middle = (pick: (round: LoadResult) => number | null) => {
+    const values = rounds.flatMap((round) => {
+      const value = pick(round)
+      return value === null ? [] : [value]
+    })
+    return values.length ? median(values) : null
+  }
+  return {
+    rps: rounds.reduce((sum, r) => sum + r.rps, 0) / rounds.length,
+    p50: middle((r) => r.p50),
+    p99: middle((r) => r.p99),
+    ok: rounds.reduce((sum, r) => sum + r.ok, 0),
+    failures: rounds.reduce((sum, r) => sum + r.failures, 0),
+  }
+}

@@ -24,11 +24,12 @@ import {
 import { measureEmbedded } from './embedded.js'
 import type { LoadResult } from './load.js'
 import {
+  halfLoad,
   type LoadSettings,
-  measureHalfLoad,
   measurePgbench,
   saturate,
   type TargetResult,
+  targetResult,
   warmServer,
 } from './measure.js'
 import { type BenchOrg, buildMixes, type Mix, type OrgSize, PAGE_SIZE } from './mixes.js'
@@ -37,7 +38,7 @@ import { pacedLoad } from './paced.js'
 import { runFromRoot } from './paths.js'
 import { killAll, run, runOk, statusKb } from './proc.js'
 import { machineInfo, writeReport } from './report.js'
-import type { Saturation } from './rounds.js'
+import { median, type Saturation } from './rounds.js'
 import { startBaseline, startOpenbook, startStatic, type Target } from './servers.js'
 import { captureStatements, pgbenchScript } from './sql.js'
 
@@ -78,8 +79,8 @@ process.on('SIGINT', () => {
 function autoDuration(options: BenchOptions, mixes: number, servers: number): number {
   if (options.duration !== undefined) return options.duration
   const left = options.budgetMinutes * 60 - seconds()
-  // Per mix: each server's saturation rounds and its half load, pgbench's two loads.
-  const loads = servers * (options.rounds + 1) + (options.pgbench ? 2 : 0)
+  // Per mix: each server's saturation and latency rounds, pgbench's two loads.
+  const loads = servers * 2 * options.rounds + (options.pgbench ? 2 : 0)
   const fixed =
     mixes * (servers * (2 * options.warmup + options.rounds) + (options.pgbench ? 2 : 0)) +
     3 * options.warmup +
@@ -270,7 +271,8 @@ async function measureScale(
       : undefined
     // Saturation in rounds, the servers taking turns at going first: on a shared machine a load
     // that comes and goes should not always fall on the same target, and a ratio is taken between
-    // the two measurements of one round. Then each server's latency at half its median rate.
+    // the two measurements of one round. Then, in rounds again, each server's latency at half its
+    // median rate.
     const rounds = new Map<Target, Saturation[]>(servers.map((server) => [server, []]))
     for (let round = 0; round < settings.rounds; round++) {
       for (let turn = 0; turn < servers.length; turn++) {
@@ -280,11 +282,21 @@ async function measureScale(
         rounds.get(server)?.push(result)
       }
     }
-    const measured = new Map<Target, TargetResult>()
-    for (const server of servers) {
-      const own = rounds.get(server) ?? []
-      measured.set(server, await measureHalfLoad(server, mix.path, mix.org.key, settings, monitor, own, log))
+    const halfRate = new Map(
+      servers.map((server) => [server, median((rounds.get(server) ?? []).map((r) => r.rps)) / 2]),
+    )
+    const halves = new Map<Target, LoadResult[]>(servers.map((server) => [server, []]))
+    for (let round = 0; round < settings.rounds; round++) {
+      for (let turn = 0; turn < servers.length; turn++) {
+        const server = servers[(index + round + turn) % servers.length]
+        if (!server) continue
+        const rate = halfRate.get(server) ?? 0
+        halves.get(server)?.push(await halfLoad(server, mix.path, mix.org.key, settings, monitor, rate))
+      }
     }
+    const measured = new Map<Target, TargetResult>()
+    for (const server of servers)
+      measured.set(server, targetResult(server.name, rounds.get(server) ?? [], halves.get(server) ?? [], log))
     const resultOf = (server: Target) => {
       const result = measured.get(server)
       if (!result) throw new Error(`${server.name} was not measured`)

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { TargetResult } from '../measure.js'
-import { combineRounds, median, rateRatio, type Saturation } from '../rounds.js'
+import { combineLatencyRounds, combineRounds, median, rateRatio, type Saturation } from '../rounds.js'
 
 const round = (rps: number, serverCpu: number | null = 50, p99 = 9): Saturation => ({
   rps,
@@ -65,5 +65,23 @@ describe('combineRounds', () => {
 
   it('refuses no rounds at all', () => {
     expect(() => combineRounds([])).toThrow(/no saturation round/)
+  })
+})
+
+describe('combineLatencyRounds', () => {
+  const latency = (p50: number | null, p99: number | null) => ({ rps: 250, p50, p99, ok: 1000, failures: 1 })
+
+  it('takes the median p50 and p99 of the rounds, so that one burst moves one round only', () => {
+    const combined = combineLatencyRounds([latency(2, 9), latency(3, 48), latency(2.5, 8)])
+    expect(combined.p50).toBe(2.5)
+    expect(combined.p99).toBe(9)
+    expect(combined.ok).toBe(3000)
+    expect(combined.failures).toBe(3)
+  })
+
+  it('leaves out rounds without an answer, and has no percentile without any', () => {
+    expect(combineLatencyRounds([latency(null, null), latency(4, 12)]).p99).toBe(12)
+    expect(combineLatencyRounds([latency(null, null)]).p99).toBeNull()
+    expect(() => combineLatencyRounds([])).toThrow(/no latency round/)
   })
 })
