@@ -201,12 +201,16 @@ function p99Check(report: BenchReport): Check {
   const all = everyMix(report, (m) => m).length
   return {
     target: 'p99 ≤ 10 ms at half load wherever the minimal handler reaches it',
-    met: over.length === 0,
+    // Where the minimal handler reaches it nowhere, the machine decided, and openbook proved nothing.
+    met: where.length > 0 && over.length === 0,
     figures:
-      `the minimal handler reaches it on ${where.length} of ${all} mixes; openbook ` +
-      (over.length
-        ? `over 10 ms on ${over.length}: ${over.map(({ scale, mix }) => `${tag(scale, mix)} ${ms(mix.openbook.half.p99)}`).join(', ')}`
-        : `within 10 ms on all ${where.length}`),
+      `the minimal handler reaches it on ${where.length} of ${all} mixes` +
+      (where.length === 0 ? ' (not measurable in this run)' : '; openbook ') +
+      (where.length === 0
+        ? ''
+        : over.length
+          ? `over 10 ms on ${over.length}: ${over.map(({ scale, mix }) => `${tag(scale, mix)} ${ms(mix.openbook.half.p99)}`).join(', ')}`
+          : `within 10 ms on all ${where.length}`),
   }
 }
 

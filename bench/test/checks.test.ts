@@ -148,7 +148,11 @@ describe('checks', () => {
       baseline: target(500, 100, 2, 12),
       openbook: target(500, 50, 2, 14),
     })
-    expect(find(report([both]), 'p99')?.met).toBe(true)
+    const fast = mix('cus-m-middle', 'medium', {})
+    expect(find(report([both, fast]), 'p99')?.met).toBe(true)
+    // Nowhere within reach of the minimal handler: nothing was shown, so not met.
+    expect(find(report([both]), 'p99')?.met).toBe(false)
+    expect(find(report([both]), 'p99')?.figures).toContain('not measurable')
     const onlyMinimal = mix('cus-s-first', 'small', { openbook: target(500, 50, 2, 14) })
     expect(find(report([onlyMinimal]), 'p99')?.met).toBe(false)
   })
