@@ -16,25 +16,18 @@ import { buildApp } from '../src/app.js'
 import { hashSecret } from '../src/domain/api-key-secret.js'
 import { Metrics } from '../src/ops/metrics.js'
 import { authenticateKey } from '../src/queries/api-keys.js'
+import { customersRoute } from '../src/routes/public/v1/customers.js'
 import { pageBody } from '../src/schemas/envelope.js'
 import { createPostgresStore } from '../src/store/postgres.js'
 import type { AdminSql, Store } from '../src/store/types.js'
 import { listPage, POSTGRES_PAGES } from './sql.js'
 
+/** The rows of a customers page as pg hands them, from the documented example customer. */
 const ROWS = Array.from({ length: 50 }, (_, i) => ({
   total: 1502,
+  ...customersRoute.example,
   id: `cus_${String(i).padStart(8, '0')}`,
-  firstName: 'Ada',
-  lastName: 'Lovelace',
-  displayName: 'Ada Lovelace',
   email: `ada${i}@example.com`,
-  phone: '+44 20 7946 0001',
-  preferredContactMethod: 'email',
-  marketingConsent: false,
-  country: 'GB',
-  isActive: true,
-  createdAt: '2026-01-15T09:30:00.000Z',
-  updatedAt: '2026-02-01T12:00:00.000Z',
 }))
 
 const sql: AdminSql = {
