@@ -95,8 +95,8 @@ export interface PageSql {
   readonly jsonText: string
   /** The total alone. */
   readonly countText: string
-  /** The fields written as null rather than left out. */
-  readonly nullable: ReadonlySet<string>
+  /** The fields left out of an item when NULL (every field but those written as null). */
+  readonly omittedWhenNull: readonly string[]
 }
 
 /** A page's SQL with the values of its conditions' parameters. */
@@ -130,8 +130,8 @@ export function pageSql(parts: PageStatementParts): PageSql {
       SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${keyOrder(parts, 'DESC', 'r')}), '')
       ${rows}) AS items
     FROM t`
-  const nullable = new Set(parts.fields.filter((field) => field.nullable).map((field) => field.key))
-  return { rowsText, jsonText, countText, nullable }
+  const omittedWhenNull = parts.fields.filter((field) => !field.nullable).map((field) => field.key)
+  return { rowsText, jsonText, countText, omittedWhenNull }
 }
 
 /** A page's keys (`org_id`, `id`), and the CTEs they need after the total's `t`. */
@@ -210,17 +210,19 @@ function seekPage(parts: PageStatementParts, buckets: string): PageKeys {
 }
 
 /**
- * A row as an item's JSON: without the `total` column, and without null values except for the
- * fields written as null. Copies into a new object rather than deleting keys, which would
- * leave the row in V8's slow dictionary mode for the serializer.
+ * The rows as items' JSON, comma-separated: each row's columns are its fields in the item's order
+ * and then `total`. JSON.stringify leaves out a property whose value is undefined, so `total` and
+ * the NULLs to leave out are set to undefined in place: no copy of a row, one call for the page.
+ * Setting a value (never deleting a key) keeps the rows in V8's fast mode for the serializer.
  */
-function itemJson(row: Record<string, unknown>, nullable: ReadonlySet<string>): string {
-  const item: Record<string, unknown> = {}
-  for (const key in row) {
-    const value = row[key]
-    if (key !== 'total' && (value !== null || nullable.has(key))) item[key] = value
+function itemsJson(rows: Record<string, unknown>[], omittedWhenNull: readonly string[]): string {
+  if (rows.length === 0) return ''
+  for (const row of rows) {
+    row.total = undefined
+    for (const key of omittedWhenNull) if (row[key] === null) row[key] = undefined
   }
-  return JSON.stringify(item)
+  // '[…]' without its brackets.
+  return JSON.stringify(rows).slice(1, -1)
 }
 
 /** Runs a page statement for `page` on `sql`, in the form its store reads best (`StoreAdapter.pageForm`). */
@@ -246,7 +248,7 @@ export async function fetchPage(
       const [count] = await sql.query<{ total: number }>(statement.countText, statement.params)
       total = count?.total ?? 0
     }
-    items = rows.map((row) => itemJson(row, statement.nullable)).join(',')
+    items = itemsJson(rows, statement.omittedWhenNull)
   }
   // Page and total come from one snapshot: more follow exactly when the page ends before the total.
   const hasMore = page.offset + page.limit < total
