@@ -4,7 +4,7 @@ import type { LoadResult } from './load.js'
 import type { LoadSettings, TargetResult } from './measure.js'
 import type { OrgSize, PagePosition } from './mixes.js'
 import type { BenchOptions, Scale } from './options.js'
-import { rateRatio } from './rounds.js'
+import { median, rateRatio } from './rounds.js'
 
 /** The HTTP targets and pgbench, by the names the tables use. */
 export type TargetName = 'pgbench' | 'baseline' | 'openbook' | 'previous'
@@ -22,6 +22,11 @@ export interface MixResult {
   readonly previous?: TargetResult | undefined
   /** The older build answered this request differently (status, total or ids). */
   readonly previousDisagrees?: string | undefined
+  /**
+   * openbook's req/s over the minimal handler's in each round where both were loaded at the same
+   * time (bench/run.ts): whatever else the machine does then falls on both alike.
+   */
+  readonly sideBySide?: readonly number[] | undefined
 }
 
 export interface Machine {
@@ -73,6 +78,10 @@ export const ms = (value: number | null | undefined) =>
   value === null || value === undefined ? '–' : value < 10 ? value.toFixed(2) : value.toFixed(1)
 /** openbook's req/s over the minimal handler's on the same mix. */
 export const ratio = (mix: MixResult) => rateRatio(mix.openbook, mix.baseline)
+
+/** The same ratio with both loaded at the same time: the median of its rounds, if it was measured. */
+export const sideBySideRatio = (mix: MixResult): number | undefined =>
+  mix.sideBySide?.length ? median(mix.sideBySide) : undefined
 /** openbook's req/s over the older build's on the same mix; undefined without an older build. */
 export const speedup = (mix: MixResult) => (mix.previous ? rateRatio(mix.openbook, mix.previous) : undefined)
 
@@ -179,17 +188,23 @@ function ratioCheck(report: BenchReport): Check {
             ? `${below.length} of ${mixes.length} below 0.9×: ` +
               below.map(({ scale, mix }) => `${tag(scale, mix)} ${ratio(mix).toFixed(2)}×`).join(', ')
             : `all ${mixes.length} at 0.9× or more`) +
-          `; by CPU per request (Node + PostgreSQL) ${cpuRange(mixes)}`
+          `; by CPU per request (Node + PostgreSQL) ${ratioRange(mixes, (mix) => cpuSpeedup(mix, 'baseline'), '–')}` +
+          `; loaded side by side at the same time ${ratioRange(mixes, sideBySideRatio, 'not measured')}`
         : 'no mixes',
   }
 }
 
-function cpuRange(mixes: readonly { scale: Scale; mix: MixResult }[]): string {
+/** The lowest and highest of a ratio over the mixes that have it, and how many are below 0.9×. */
+function ratioRange(
+  mixes: readonly { scale: Scale; mix: MixResult }[],
+  pick: (mix: MixResult) => number | undefined,
+  none: string,
+): string {
   const values = mixes.flatMap(({ mix }) => {
-    const value = cpuSpeedup(mix, 'baseline')
+    const value = pick(mix)
     return value === undefined ? [] : [value]
   })
-  if (values.length === 0) return '–'
+  if (values.length === 0) return none
   const below = values.filter((value) => value < 0.9).length
   return `${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)}×, ${below} of ${values.length} below 0.9×`
 }

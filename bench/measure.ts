@@ -79,6 +79,24 @@ export async function saturate(
   return { ...saturation.result, ...saturation.usage }
 }
 
+/**
+ * Every target loaded at once, each through its own connections, for one round on the idle
+ * database: their req/s over the same seconds, so that whatever else the machine does then falls on
+ * all of them alike. The targets share the machine, so only their ratios mean something.
+ */
+export async function loadTogether(
+  targets: readonly Target[],
+  path: string,
+  key: string,
+  options: LoadSettings,
+  monitor: pg.Client,
+): Promise<LoadResult[]> {
+  await quiesce(monitor)
+  return Promise.all(
+    targets.map((target) => httpLoad({ ...httpOf(target, path, key, options), seconds: options.duration })),
+  )
+}
+
 /** Latency of `target` at `rate`, evenly paced, on the idle database. */
 export async function halfLoad(
   target: Target,

@@ -16,6 +16,7 @@ import {
   pgMicros,
   ratio,
   type ScaleReport,
+  sideBySideRatio,
   speedup,
 } from './checks.js'
 import type { SeedInfo } from './data.js'
@@ -150,17 +151,18 @@ function mixTable(report: BenchReport, scale: ScaleReport): string[] {
       `| ${mix.id} | ${mix.label}${bad ? ` ⚠ ${bad} failed` : ''}${mix.previousDisagrees ? ` ⚠ ${prev} answers differently` : ''} | ` +
       `${mix.pgbench ? int(mix.pgbench.saturation.rps) : '–'} | ${int(mix.baseline.saturation.rps)} | ` +
       `${int(mix.openbook.saturation.rps)} | ${mix.previous ? int(mix.previous.saturation.rps) : '–'} | ` +
-      `${ratio(mix).toFixed(2)} | ${up === undefined ? '–' : up.toFixed(2)} | ` +
+      `${ratio(mix).toFixed(2)} | ${sideBySideRatio(mix)?.toFixed(2) ?? '–'} | ${up === undefined ? '–' : up.toFixed(2)} | ` +
       `${latency(mix.baseline.half)} | ${latency(mix.openbook.half)} | ${latency(mix.previous?.half)} | ${pg} | ${node} | ` +
       `${cpu} | ${cpuSpeedup(mix, 'baseline')?.toFixed(2) ?? '–'} | ${cpuSpeedup(mix, 'previous')?.toFixed(2) ?? '–'} |`
     )
   })
   return [
     `| Mix | Request | pgbench tx/s | minimal req/s | openbook req/s | ${prev} req/s | openbook ÷ minimal | ` +
+      'openbook ÷ minimal, side by side | ' +
       `openbook ÷ ${prev} | p50 / p99 ms minimal | p50 / p99 ms openbook | p50 / p99 ms ${prev} | ` +
       `PostgreSQL µs/req minimal · openbook · ${prev} | Node µs/req minimal · openbook · ${prev} | ` +
       `CPU µs/req (both) minimal · openbook · ${prev} | openbook ÷ minimal by CPU | openbook ÷ ${prev} by CPU |`,
-    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
     ...rows,
   ]
 }

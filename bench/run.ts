@@ -26,6 +26,7 @@ import type { LoadResult } from './load.js'
 import {
   halfLoad,
   type LoadSettings,
+  loadTogether,
   measurePgbench,
   saturate,
   type TargetResult,
@@ -282,6 +283,26 @@ async function measureScale(
         rounds.get(server)?.push(result)
       }
     }
+    // Then the minimal handler and openbook at the same time, in rounds: a ratio that the machine's
+    // other load cannot tilt, since it falls on both within the same seconds.
+    const sideBySide: number[] = []
+    let sideBySideFailures = 0
+    for (let round = 0; round < settings.rounds; round++) {
+      const [minimal, ours] = await loadTogether(
+        [baseline, openbook],
+        mix.path,
+        mix.org.key,
+        settings,
+        monitor,
+      )
+      if (!minimal || !ours) continue
+      sideBySide.push(ours.rps / minimal.rps)
+      sideBySideFailures += minimal.failures + ours.failures
+    }
+    log(
+      `side by side: openbook ÷ minimal ${sideBySide.map((r) => r.toFixed(2)).join(', ')}` +
+        (sideBySideFailures ? ` FAILURES ${sideBySideFailures}` : ''),
+    )
     const halfRate = new Map(
       servers.map((server) => [server, median((rounds.get(server) ?? []).map((r) => r.rps)) / 2]),
     )
@@ -317,6 +338,7 @@ async function measureScale(
       openbook: openbookResult,
       previous: previousResult,
       previousDisagrees: disagreements.get(mix.id),
+      sideBySide,
     })
   }
   const rss = {

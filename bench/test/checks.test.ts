@@ -141,6 +141,21 @@ describe('checks', () => {
     )
     expect(check?.met).toBe(false)
     expect(check?.figures).toContain('cus-l-last 0.83×')
+    expect(check?.figures).toContain('side by side at the same time not measured')
+  })
+
+  it('show the ratio of openbook and the minimal handler loaded side by side, without deciding the check', () => {
+    const tilted = mix('cus-l-last', 'large', {
+      baseline: target(600, 100, 2, 8),
+      sideBySide: [0.97, 0.93, 1.01],
+    })
+    const check = find(
+      report([tilted, mix('cus-s-first', 'small', { sideBySide: [0.8, 0.85, 0.95] })]),
+      'openbook ≥ 0.9×',
+    )
+    expect(check?.met).toBe(false)
+    // The medians: 0.97 and 0.85.
+    expect(check?.figures).toContain('side by side at the same time 0.85–0.97×, 1 of 2 below 0.9×')
   })
 
   it('hold p99 ≤ 10 ms only where the minimal handler reaches it', () => {
