@@ -11,11 +11,15 @@ import { createHash } from 'node:crypto'
 import { createServer, type ServerResponse } from 'node:http'
 import pg from 'pg'
 import { hashSecret, secretPattern } from '../src/domain/api-key-secret.js'
+import { tuneGarbageCollector } from '../src/gc-tuning.js'
 import { authenticateKey } from '../src/queries/api-keys.js'
 import type { AppointmentFilters } from '../src/queries/appointments.js'
 import { pageBody } from '../src/schemas/envelope.js'
 import type { Sql } from '../src/store/types.js'
 import { type ListRequest, listPage, OPEN_TRANSACTION, type Resource } from './sql.js'
+
+// The same V8 setting as openbook's server: the ceiling is measured as openbook runs.
+tuneGarbageCollector()
 
 const pool = new pg.Pool({
   connectionString: process.env.DATABASE_URL,

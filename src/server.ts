@@ -6,6 +6,7 @@ import { pino } from 'pino'
 import { buildApp, DEFAULT_LAST_USED } from './app.js'
 import { inServerRunner } from './cli/in-server.js'
 import { type Config, ConfigError, loadConfig } from './config.js'
+import { tuneGarbageCollector } from './gc-tuning.js'
 import { CONTRACT_VERSION } from './openapi/document.js'
 import { errorLine } from './operator/errors.js'
 import { serveOperatorSocket } from './operator/server.js'
@@ -136,6 +137,7 @@ async function listen(
 }
 
 async function main(): Promise<void> {
+  tuneGarbageCollector()
   const config = readConfig()
   const log = pino({ level: config.logLevel })
 
