@@ -8,6 +8,7 @@ import {
   STORE_BUSY_MESSAGE,
   serviceUnavailable,
 } from '../errors.js'
+import { loggable } from '../loggable-error.js'
 import { StoreBusyError } from '../store/busy.js'
 
 /** Renders an error in the API's shape. Never cached: an error says nothing lasting about the resource. */
@@ -59,26 +60,6 @@ function routedPath(url: string): string {
     return decodeURI(path)
   } catch {
     return path
-  }
-}
-
-/** Quoted text in driver messages is the offending value or a query literal: never logged. */
-function redact(text: unknown): string | undefined {
-  return typeof text === 'string' ? text.replace(/"[^"]*"|'[^']*'/g, '"…"') : undefined
-}
-
-/**
- * What an unexpected error may put in a log line: its kind, code and redacted message and stack.
- * Never a driver's query text, parameters, context or detail, which can hold query values or rows.
- */
-function loggable(error: FastifyError): Record<string, unknown> {
-  const { code, routine } = error as { code?: unknown; routine?: unknown }
-  return {
-    type: error.name,
-    ...(typeof code === 'string' ? { code } : {}),
-    ...(typeof routine === 'string' ? { routine } : {}),
-    message: redact(error.message),
-    stack: redact(error.stack),
   }
 }
 

@@ -120,6 +120,15 @@ describe.skipIf(!postgresAvailable())('the documented production sequence, as a 
         expect(body.data?.map((c) => c.id)).toEqual(['cus_1'])
         // The dedicated role gets no warning; the owner gets the one that recommends a dedicated role.
         expect(server.output().includes('privileged role')).toBe(role === owner)
+        if (role === api) {
+          // The server ends its idle connections: one warning each, without what node-postgres
+          // hangs on the error (the client, its connection settings, the prepared statements' SQL).
+          await asRoot(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '${api}'`)
+          await server.waitFor(/idle database connection failed/)
+          expect(server.output()).toContain('"code":"57P01"')
+          expect(server.output()).not.toMatch(/parsedStatements|SELECT|connectionParameters/)
+          expect((await listCustomers(port, key)).status).toBe(200)
+        }
       } finally {
         server.child.kill('SIGTERM')
       }
