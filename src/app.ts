@@ -11,6 +11,7 @@ import Fastify, {
 import type { Config } from './config.js'
 import type { LastUsedOptions } from './domain/last-used.js'
 import { ApiError } from './errors.js'
+import { loggable } from './loggable-error.js'
 import { type Metrics, metricsPlugin } from './ops/metrics.js'
 import errors, { sendError } from './plugins/errors.js'
 import requestLog, { identifyingHeaders, logRequest } from './plugins/request-log.js'
@@ -152,6 +153,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     logger: {
       level: options.config.logLevel,
+      // An error in a log line is its kind, code and redacted text, never what a driver hangs on it.
+      // Fastify's type asks for the message and stack that an Error always has.
+      serializers: {
+        err: (error: Error) => loggable(error) as { type: string; message: string; stack: string },
+      },
       ...(options.logStream ? { stream: options.logStream } : {}),
     },
     // request-log writes the one line per request; Fastify's own lines would carry the URL.

@@ -7,7 +7,6 @@ export function redact(text: unknown): string | undefined {
  * What an unexpected error may put in a log line: its kind, code and redacted message and stack.
  * Never a driver's query text, parameters, context or detail, which can hold query values or rows,
  * nor what a driver hangs on its errors (node-postgres: the client, with its prepared statements).
- * Every log line that carries an error goes through it.
  */
 export function loggable(error: unknown): Record<string, unknown> {
   if (typeof error !== 'object' || error === null) return { type: typeof error }
@@ -23,3 +22,9 @@ export function loggable(error: unknown): Record<string, unknown> {
     stack: redact(stack),
   }
 }
+
+/**
+ * pino serializers for every logger of the server: an error logged under `err` (or as the first
+ * argument, which pino puts there) becomes `loggable(error)`, whoever logs it.
+ */
+export const LOG_SERIALIZERS = { err: loggable }

@@ -7,7 +7,7 @@ import { buildApp, DEFAULT_LAST_USED } from './app.js'
 import { inServerRunner } from './cli/in-server.js'
 import { type Config, ConfigError, loadConfig } from './config.js'
 import { tuneGarbageCollector } from './gc-tuning.js'
-import { loggable } from './loggable-error.js'
+import { LOG_SERIALIZERS } from './loggable-error.js'
 import { CONTRACT_VERSION } from './openapi/document.js'
 import { errorLine } from './operator/errors.js'
 import { serveOperatorSocket } from './operator/server.js'
@@ -35,7 +35,7 @@ function packageVersion(): string {
 async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics): Promise<Store> {
   const store = await openStore(config, {
     command: 'an openbook server',
-    onIdleError: (error) => log.warn({ err: loggable(error) }, 'idle database connection failed'),
+    onIdleError: (error) => log.warn({ err: error }, 'idle database connection failed'),
     replicaEvents: {
       stateChanged: (state, detail) =>
         state === 'ok'
@@ -140,7 +140,7 @@ async function listen(
 async function main(): Promise<void> {
   tuneGarbageCollector()
   const config = readConfig()
-  const log = pino({ level: config.logLevel })
+  const log = pino({ level: config.logLevel, serializers: LOG_SERIALIZERS })
 
   let store: Store | undefined
   const metrics = new Metrics({
@@ -167,7 +167,7 @@ async function main(): Promise<void> {
       : undefined
 
   closeWithGrace({ delay: 10_000 + config.shutdownDelayMs, logger: log }, async ({ signal, err }) => {
-    if (err) log.error({ err: loggable(err) }, 'shutting down after an unexpected error')
+    if (err) log.error({ err }, 'shutting down after an unexpected error')
     else log.info({ signal }, 'shutting down: draining requests in flight')
     // Readiness turns off first, so that a load balancer stops sending before the listener closes.
     readiness.draining = true

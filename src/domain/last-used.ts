@@ -1,5 +1,4 @@
 import type { FastifyBaseLogger } from 'fastify'
-import { loggable } from '../loggable-error.js'
 import { touchKeys } from '../queries/api-keys.js'
 import type { Store } from '../store/types.js'
 
@@ -56,7 +55,7 @@ export class LastUsedTracker {
       try {
         await this.store.asReader((sql) => touchKeys(sql, orgId, [...keys]))
       } catch (error) {
-        this.log.warn({ err: loggable(error) }, 'could not record API key use')
+        this.log.warn({ err: error }, 'could not record API key use')
         this.options.observer?.lastUsedFlushFailed()
       }
     }

@@ -8,7 +8,6 @@ import {
   STORE_BUSY_MESSAGE,
   serviceUnavailable,
 } from '../errors.js'
-import { loggable } from '../loggable-error.js'
 import { StoreBusyError } from '../store/busy.js'
 
 /** Renders an error in the API's shape. Never cached: an error says nothing lasting about the resource. */
@@ -84,12 +83,12 @@ export default fp(
       const busy = fromBusyStore(error)
       if (busy) {
         // Not the client's fault and likely to pass; the operator still learns what happened.
-        request.log.warn({ err: loggable(error) }, 'store busy')
+        request.log.warn({ err: error }, 'store busy')
         return sendError(reply, busy)
       }
       const known = fromFramework(error)
       if (known) return sendError(reply, known)
-      request.log.error({ err: loggable(error) }, 'request failed')
+      request.log.error({ err: error }, 'request failed')
       return sendError(reply, internalError(request.id))
     })
 
