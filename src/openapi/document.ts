@@ -82,7 +82,7 @@ function flattenNullable(schema: JsonSchema): JsonSchema {
 }
 
 function parametersOf(route: AnyListRoute): object[] {
-  const schema = jsonSchemaOf(route.query) as { properties: Record<string, JsonSchema> }
+  const schema = jsonSchemaOf(route.query.schema) as { properties: Record<string, JsonSchema> }
   return Object.entries(schema.properties).map(([name, property]) => {
     const { description, ...rest } = flattenNullable(property)
     return { name, in: 'query', required: false, description, schema: rest }

@@ -70,6 +70,11 @@ describeEachStore('the operations listener on %s', (testStore) => {
     ).toBe(1)
     expect(sample(text, 'openbook_http_requests_total', { route: '(no route)', status: '404' })).toBe(1)
     expect(sample(text, 'openbook_http_request_duration_seconds_count', { ...route, status: '200' })).toBe(3)
+    // Counted once: a second scrape, after one more request, adds only that request.
+    await app.inject({ url: `/api/public/v1/customers?${query}`, headers: bearer(key) })
+    const again = (await ops.inject({ url: '/metrics' })).body
+    expect(sample(again, 'openbook_http_requests_total', { ...route, status: '200' })).toBe(4)
+    expect(sample(again, 'openbook_http_requests_total', { ...route, status: '401' })).toBe(1)
     expect(sample(text, 'openbook_http_requests_in_flight')).toBe(0)
     expect(sample(text, 'openbook_build_info', { version: '9.9.9', contract: CONTRACT_VERSION })).toBe(1)
     const database = testStore.kind === 'postgres' ? 'primary' : 'embedded'

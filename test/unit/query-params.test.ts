@@ -1,44 +1,46 @@
 import { describe, expect, it } from 'vitest'
 import { appointmentsQuery } from '../../src/routes/public/v1/appointments.js'
-import {
-  dateTimeParam,
-  epochNanoseconds,
-  idParam,
-  limitParam,
-  offsetParam,
-  toMicroseconds,
-} from '../../src/schemas/query.js'
+import { epochNanoseconds, paginationQuery, type Query, toMicroseconds } from '../../src/schemas/query.js'
 
-/** The query-string schemas on their own: what the routes accept, refuse and pass on to SQL. */
-const parsed = <T>(schema: { safeParse(value: unknown): { success: boolean; data?: T } }, value: unknown) => {
-  const result = schema.safeParse(value)
-  return result.success ? result.data : 'refused'
+/** The lists' queries, one parameter at a time: what the routes accept, refuse and pass on to SQL. */
+function parser<Out>(query: Query<Out>, name: string, pick: (data: Out) => unknown) {
+  return (value: unknown) => {
+    const result = query.safeParse(value === undefined ? {} : { [name]: value })
+    return result.success ? pick(result.data) : 'refused'
+  }
 }
+const limit = parser(paginationQuery, 'limit', (data) => data.limit)
+const offset = parser(paginationQuery, 'offset', (data) => data.offset)
+const filter = (name: 'customerId' | 'startDate') =>
+  parser(appointmentsQuery, name, (data) => data.filters[name])
 
 describe('limit and offset', () => {
   it('limit: decimal 1 to 100, 50 when absent; anything else refused', () => {
-    expect(parsed(limitParam, undefined)).toBe(50)
-    expect(parsed(limitParam, '1')).toBe(1)
-    expect(parsed(limitParam, '100')).toBe(100)
-    expect(parsed(limitParam, '007')).toBe(7)
+    expect(limit(undefined)).toBe(50)
+    expect(limit('1')).toBe(1)
+    expect(limit('100')).toBe(100)
+    expect(limit('007')).toBe(7)
     for (const bad of ['0', '101', '-1', '1.5', '1e2', '0x10', ' 5', 'abc', '', ['1', '2']]) {
-      expect(parsed(limitParam, bad), JSON.stringify(bad)).toBe('refused')
+      expect(limit(bad), JSON.stringify(bad)).toBe('refused')
     }
   })
 
   it('offset: decimal from 0, where empty and null mean 0', () => {
-    expect(parsed(offsetParam, undefined)).toBe(0)
-    expect(parsed(offsetParam, '')).toBe(0)
-    expect(parsed(offsetParam, 'null')).toBe(0)
-    expect(parsed(offsetParam, '25')).toBe(25)
-    expect(parsed(offsetParam, String(Number.MAX_SAFE_INTEGER))).toBe(Number.MAX_SAFE_INTEGER)
+    expect(offset(undefined)).toBe(0)
+    expect(offset('')).toBe(0)
+    expect(offset('null')).toBe(0)
+    expect(offset('25')).toBe(25)
+    expect(offset(String(Number.MAX_SAFE_INTEGER))).toBe(Number.MAX_SAFE_INTEGER)
     for (const bad of ['-1', '1.5', '9007199254740992', 'x', ['0', '1']]) {
-      expect(parsed(offsetParam, bad), JSON.stringify(bad)).toBe('refused')
+      expect(offset(bad), JSON.stringify(bad)).toBe('refused')
     }
   })
 
   it('the messages name the parameter and its bound', () => {
-    const issue = (value: unknown) => limitParam.safeParse(value).error?.issues[0]?.message
+    const issue = (value: unknown) => {
+      const result = paginationQuery.safeParse({ limit: value })
+      return result.success ? undefined : result.error.issues[0]?.message
+    }
     expect(issue('0')).toBe('limit must be at least 1')
     expect(issue('101')).toBe('limit must be at most 100')
     expect(issue('x')).toBe('limit must be a decimal integer, given once')
@@ -46,20 +48,20 @@ describe('limit and offset', () => {
 })
 
 describe('ids', () => {
-  const customerId = idParam('customerId', 'a customer')
+  const customerId = filter('customerId')
 
   it('printable text of 1 to 128 characters, given once', () => {
-    expect(parsed(customerId, undefined)).toBeUndefined()
-    expect(parsed(customerId, 'cus_1')).toBe('cus_1')
-    expect(parsed(customerId, 'x'.repeat(128))).toBe('x'.repeat(128))
+    expect(customerId(undefined)).toBeUndefined()
+    expect(customerId('cus_1')).toBe('cus_1')
+    expect(customerId('x'.repeat(128))).toBe('x'.repeat(128))
     for (const bad of ['', 'x'.repeat(129), 'a\u0000b', 'line\nbreak', ['a', 'b']]) {
-      expect(parsed(customerId, bad), JSON.stringify(bad)).toBe('refused')
+      expect(customerId(bad), JSON.stringify(bad)).toBe('refused')
     }
   })
 })
 
 describe('date-times', () => {
-  const startDate = dateTimeParam('startDate', 'a bound')
+  const startDate = filter('startDate')
 
   it('RFC 3339 with Z or an offset, a calendar date, at most nine fraction digits; t and z in any case', () => {
     for (const good of [
@@ -68,9 +70,9 @@ describe('date-times', () => {
       '2024-02-29T12:00:00+14:00',
       '2025-06-30T23:59:59-12:00',
     ]) {
-      expect(parsed(startDate, good), good).toBe(good)
+      expect(startDate(good), good).toBe(toMicroseconds(good, 'up'))
     }
-    expect(parsed(startDate, '2025-01-01t00:00:00z')).toBe('2025-01-01T00:00:00Z')
+    expect(startDate('2025-01-01t00:00:00z')).toBe('2025-01-01T00:00:00Z')
     for (const bad of [
       '2025-01-01',
       '2025-01-01T00:00:00',
@@ -81,7 +83,7 @@ describe('date-times', () => {
       '2025-01-01T00:00:00.1234567890Z',
       'yesterday',
     ]) {
-      expect(parsed(startDate, bad), bad).toBe('refused')
+      expect(startDate(bad), bad).toBe('refused')
     }
   })
 
@@ -105,25 +107,42 @@ describe('date-times', () => {
 })
 
 describe('the appointments query', () => {
+  const issues = (query: Record<string, unknown>) => {
+    const result = appointmentsQuery.safeParse(query)
+    return result.success ? [] : result.error.issues.map((issue) => [issue.path, issue.message])
+  }
+
   it('refuses an end before the start, to the nanosecond, and not two bounds within one microsecond', () => {
     const query = (startDate: string, endDate: string) => appointmentsQuery.safeParse({ startDate, endDate })
-    const reversed = query('2025-01-01T00:00:00.000000002Z', '2025-01-01T00:00:00.000000001Z')
-    expect(reversed.success).toBe(false)
-    expect(reversed.error?.issues.map((issue) => [issue.path, issue.message])).toEqual([
-      [['endDate'], 'endDate must not be before startDate'],
-    ])
+    expect(
+      issues({ startDate: '2025-01-01T00:00:00.000000002Z', endDate: '2025-01-01T00:00:00.000000001Z' }),
+    ).toEqual([[['endDate'], 'endDate must not be before startDate']])
     // The same microsecond: accepted, and rounded so that no start time can match both ways.
-    expect(query('2025-01-01T00:00:00.0000001Z', '2025-01-01T00:00:00.0000009Z').data).toMatchObject({
+    const sameMicrosecond = query('2025-01-01T00:00:00.0000001Z', '2025-01-01T00:00:00.0000009Z')
+    expect(sameMicrosecond.success && sameMicrosecond.data.filters).toMatchObject({
       startDate: '2025-01-01T00:00:00.000001Z',
       endDate: '2025-01-01T00:00:00.000000Z',
     })
   })
 
-  it('takes one of the statuses, with the defaults of limit and offset', () => {
-    expect(appointmentsQuery.parse({ status: 'completed' })).toMatchObject({
-      status: 'completed',
-      limit: 50,
-      offset: 0,
+  it('checks the bounds together only once every parameter is valid on its own', () => {
+    const reversed = { startDate: '2025-02-01T00:00:00Z', endDate: '2025-01-01T00:00:00Z' }
+    expect(issues({ ...reversed, limit: '0' })).toEqual([[['limit'], 'limit must be at least 1']])
+    expect(issues({ ...reversed, offset: '-1' })).toEqual([[['offset'], 'offset must be at least 0']])
+    expect(issues({ ...reversed, status: 'done' })).toHaveLength(1)
+    expect(issues(reversed)).toEqual([[['endDate'], 'endDate must not be before startDate']])
+  })
+
+  it('reports every invalid parameter, in the order of the schema', () => {
+    const paths = issues({ endDate: 'x', limit: '0', staffId: '', offset: 'y' }).map(([path]) => String(path))
+    expect([...new Set(paths)]).toEqual(['limit', 'offset', 'staffId', 'endDate'])
+  })
+
+  it('takes one of the statuses, with the defaults of limit and offset, and ignores other names', () => {
+    const result = appointmentsQuery.safeParse({ status: 'completed', other: 'x', __proto__: 'y' })
+    expect(result.success && result.data).toEqual({
+      page: { limit: 50, offset: 0 },
+      filters: { status: 'completed' },
     })
     expect(appointmentsQuery.safeParse({ status: 'done' }).success).toBe(false)
     expect(appointmentsQuery.safeParse({ status: ['completed', 'cancelled'] }).success).toBe(false)

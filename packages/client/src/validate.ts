@@ -31,31 +31,30 @@ const DATE_TIME = new RegExp(`^${DATE_SOURCE}T${TIME_SOURCE}(Z|([+-]\\d{2}:?\\d{
 /** A parameter as it travels: the text of the query string, or absent. */
 export type Wire = Record<string, string | undefined>
 
-interface Field {
-  issues: ValidationIssue[]
-  /** Zod's "aborted": a type error, after which the whole-object checks do not run. */
-  aborted: boolean
-}
-
-function integer(name: string, raw: string | undefined, min: number, max: number, nullable: boolean): Field {
-  const field: Field = { issues: [], aborted: false }
-  if (raw === undefined || (nullable && (raw === '' || raw === 'null'))) return field
+function integer(
+  name: string,
+  raw: string | undefined,
+  min: number,
+  max: number,
+  nullable: boolean,
+): ValidationIssue[] {
+  const issues: ValidationIssue[] = []
+  if (raw === undefined || (nullable && (raw === '' || raw === 'null'))) return issues
   if (!DECIMAL.test(raw)) {
-    field.aborted = true
-    field.issues.push({
+    issues.push({
       code: 'invalid_type',
       expected: 'number',
       received: 'string',
       path: [name],
       message: `${name} must be a decimal integer, given once`,
     })
-    return field
+    return issues
   }
   const value = Number(raw)
   // Hundreds of digits make Infinity, which Zod's integer check refuses before the bounds (as an
   // invalid type, so in the words of the type error).
   if (!Number.isInteger(value))
-    field.issues.push({
+    issues.push({
       code: 'invalid_type',
       expected: 'integer',
       received: 'float',
@@ -63,7 +62,7 @@ function integer(name: string, raw: string | undefined, min: number, max: number
       path: [name],
     })
   if (value < min)
-    field.issues.push({
+    issues.push({
       code: 'too_small',
       minimum: min,
       type: 'number',
@@ -73,7 +72,7 @@ function integer(name: string, raw: string | undefined, min: number, max: number
       path: [name],
     })
   if (value > max)
-    field.issues.push({
+    issues.push({
       code: 'too_big',
       maximum: max,
       type: 'number',
@@ -82,18 +81,14 @@ function integer(name: string, raw: string | undefined, min: number, max: number
       message: `${name} must be at most ${max}`,
       path: [name],
     })
-  // The server's offset (the nullable one) ends in a transform, which Zod runs only on a valid
-  // value: any issue of it stops the checks that span fields (endDate before startDate), as a
-  // type error does. limit has no transform: its bounds leave those checks running.
-  if (nullable && field.issues.length > 0) field.aborted = true
-  return field
+  return issues
 }
 
-function id(name: string, raw: string | undefined): Field {
-  const field: Field = { issues: [], aborted: false }
-  if (raw === undefined) return field
+function id(name: string, raw: string | undefined): ValidationIssue[] {
+  const issues: ValidationIssue[] = []
+  if (raw === undefined) return issues
   if (raw.length < 1)
-    field.issues.push({
+    issues.push({
       code: 'too_small',
       minimum: 1,
       type: 'string',
@@ -103,7 +98,7 @@ function id(name: string, raw: string | undefined): Field {
       path: [name],
     })
   if (raw.length > 128)
-    field.issues.push({
+    issues.push({
       code: 'too_big',
       maximum: 128,
       type: 'string',
@@ -113,13 +108,13 @@ function id(name: string, raw: string | undefined): Field {
       path: [name],
     })
   if (!PRINTABLE.test(raw))
-    field.issues.push({
+    issues.push({
       validation: 'regex',
       code: 'invalid_string',
       message: `${name} must not contain control characters`,
       path: [name],
     })
-  return field
+  return issues
 }
 
 function isCalendarDate(value: string): boolean {
@@ -152,50 +147,49 @@ function epochNanoseconds(value: string): bigint | undefined {
   return BigInt(millis) * 1_000_000n + BigInt(fraction.padEnd(MAX_FRACTION_DIGITS, '0'))
 }
 
-function dateTime(name: string, raw: string | undefined): Field {
-  const field: Field = { issues: [], aborted: false }
-  if (raw === undefined) return field
+function dateTime(name: string, raw: string | undefined): ValidationIssue[] {
+  const issues: ValidationIssue[] = []
+  if (raw === undefined) return issues
   const value = upperCaseDesignators(raw)
   if (!DATE_TIME.test(value))
-    field.issues.push({
+    issues.push({
       code: 'invalid_string',
       validation: 'datetime',
       message: `${name} must be an ISO-8601 date-time with Z or an offset`,
       path: [name],
     })
   if (!isCalendarDate(value))
-    field.issues.push({ code: 'custom', message: `${name} is not a calendar date`, path: [name] })
+    issues.push({ code: 'custom', message: `${name} is not a calendar date`, path: [name] })
   if (!hasUsableOffset(value))
-    field.issues.push({
+    issues.push({
       code: 'custom',
       message: `${name} must have a UTC offset between -15:59 and +15:59`,
       path: [name],
     })
   if (!hasBoundedFraction(value))
-    field.issues.push({
+    issues.push({
       code: 'custom',
       message: `${name} must have at most ${MAX_FRACTION_DIGITS} fractional-second digits`,
       path: [name],
     })
-  return field
+  return issues
 }
 
-function status(raw: string | undefined): Field {
-  const field: Field = { issues: [], aborted: false }
-  if (raw === undefined || (APPOINTMENT_STATUSES as readonly string[]).includes(raw)) return field
-  field.aborted = true
+function status(raw: string | undefined): ValidationIssue[] {
+  const issues: ValidationIssue[] = []
+  if (raw === undefined || (APPOINTMENT_STATUSES as readonly string[]).includes(raw)) return issues
   const message = `Invalid enum value. Expected ${APPOINTMENT_STATUSES.map((s) => `'${s}'`).join(' | ')}, received '${raw}'`
-  field.issues.push({
+  issues.push({
     received: raw,
     code: 'invalid_enum_value',
     options: [...APPOINTMENT_STATUSES],
     path: ['status'],
     message,
   })
-  return field
+  return issues
 }
 
-function pagination(query: Wire): Field[] {
+function pagination(query: Wire): ValidationIssue[][] {
   return [
     integer('limit', query.limit, 1, 100, false),
     integer('offset', query.offset, 0, Number.MAX_SAFE_INTEGER, true),
@@ -204,7 +198,7 @@ function pagination(query: Wire): Field[] {
 
 /** The issues the server would report for a customers query, in its order. */
 export function customersIssues(query: Wire): ValidationIssue[] {
-  return pagination(query).flatMap((field) => field.issues)
+  return pagination(query).flat()
 }
 
 /** The issues the server would report for an appointments query, in its order. */
@@ -217,8 +211,9 @@ export function appointmentsIssues(query: Wire): ValidationIssue[] {
     dateTime('startDate', query.startDate),
     dateTime('endDate', query.endDate),
   ]
-  const issues = fields.flatMap((field) => field.issues)
-  if (fields.some((field) => field.aborted) || !query.startDate || !query.endDate) return issues
+  const issues = fields.flat()
+  // The bounds are checked together only once every parameter is valid on its own.
+  if (issues.length > 0 || !query.startDate || !query.endDate) return issues
   const start = epochNanoseconds(upperCaseDesignators(query.startDate))
   const end = epochNanoseconds(upperCaseDesignators(query.endDate))
   if (start !== undefined && end !== undefined && end < start)

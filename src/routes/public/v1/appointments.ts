@@ -2,17 +2,21 @@ import { z } from 'zod'
 import { listAppointments } from '../../../queries/appointments.js'
 import {
   dateTimeParam,
+  defineQuery,
   epochNanoseconds,
   idParam,
   limitParam,
   offsetParam,
+  PAGINATION_READERS,
+  pageOf,
+  readDateTime,
   toMicroseconds,
 } from '../../../schemas/query.js'
 import { APPOINTMENT_STATUSES, appointmentSchema } from '../../../schemas/resources.js'
-import type { ListRoute } from './list-route.js'
+import type { ListRoute, QueryOutput } from './list-route.js'
 
-export const appointmentsQuery = z
-  .object({
+export const appointmentsQuery = defineQuery({
+  schema: z.object({
     limit: limitParam,
     offset: offsetParam,
     status: z
@@ -29,25 +33,32 @@ export const appointmentsQuery = z
       'endDate',
       'Inclusive upper bound on the start time; up to 9 fractional-second digits, compared to the microsecond',
     ),
-  })
-  .superRefine((query, context) => {
-    if (!query.startDate || !query.endDate) return
+  }),
+  readers: { ...PAGINATION_READERS, startDate: readDateTime, endDate: readDateTime },
+  check: ({ startDate, endDate }) => {
+    if (!startDate || !endDate) return undefined
     // Compared as sent, to the nanosecond: two bounds within one microsecond are not reversed.
-    const start = epochNanoseconds(query.startDate)
-    const end = epochNanoseconds(query.endDate)
-    if (start !== undefined && end !== undefined && end < start) {
-      context.addIssue({ code: 'custom', path: ['endDate'], message: 'endDate must not be before startDate' })
-    }
-  })
+    const start = epochNanoseconds(startDate)
+    const end = epochNanoseconds(endDate)
+    return start !== undefined && end !== undefined && end < start
+      ? { path: 'endDate', message: 'endDate must not be before startDate' }
+      : undefined
+  },
   // Start times are kept to the microsecond: the lower bound rounds up and the upper bound down,
   // so that each still selects exactly the start times it names.
-  .transform(({ startDate, endDate, ...query }) => ({
-    ...query,
-    startDate: startDate === undefined ? undefined : toMicroseconds(startDate, 'up'),
-    endDate: endDate === undefined ? undefined : toMicroseconds(endDate, 'down'),
-  }))
+  finish: ({ startDate, endDate, status, customerId, staffId, ...page }) => ({
+    page: pageOf(page),
+    filters: {
+      status,
+      customerId,
+      staffId,
+      startDate: startDate === undefined ? undefined : toMicroseconds(startDate, 'up'),
+      endDate: endDate === undefined ? undefined : toMicroseconds(endDate, 'down'),
+    },
+  }),
+})
 
-export const appointmentsRoute: ListRoute<typeof appointmentsQuery, typeof appointmentSchema> = {
+export const appointmentsRoute: ListRoute<QueryOutput<typeof appointmentsQuery>, typeof appointmentSchema> = {
   operationId: 'listAppointments',
   path: '/appointments',
   summary: 'List appointments',
@@ -81,6 +92,5 @@ export const appointmentsRoute: ListRoute<typeof appointmentsQuery, typeof appoi
     createdAt: '2026-02-20T08:00:00.000Z',
     updatedAt: '2026-02-20T08:00:00.000Z',
   },
-  list: (store, sql, orgId, { limit, offset, ...filters }) =>
-    listAppointments(store, sql, orgId, { limit, offset }, filters),
+  list: (store, sql, orgId, { page, filters }) => listAppointments(store, sql, orgId, page, filters),
 }

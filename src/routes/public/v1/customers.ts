@@ -1,9 +1,9 @@
 import { listCustomers } from '../../../queries/customers.js'
 import { paginationQuery } from '../../../schemas/query.js'
 import { customerSchema } from '../../../schemas/resources.js'
-import type { ListRoute } from './list-route.js'
+import type { ListRoute, QueryOutput } from './list-route.js'
 
-export const customersRoute: ListRoute<typeof paginationQuery, typeof customerSchema> = {
+export const customersRoute: ListRoute<QueryOutput<typeof paginationQuery>, typeof customerSchema> = {
   operationId: 'listCustomers',
   path: '/customers',
   summary: 'List customers',

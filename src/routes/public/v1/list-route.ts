@@ -3,20 +3,24 @@ import type { z } from 'zod'
 import { invalidQuery } from '../../../errors.js'
 import type { Page } from '../../../queries/page.js'
 import { pageBody } from '../../../schemas/envelope.js'
+import type { Query } from '../../../schemas/query.js'
 import type { Sql, StoreAdapter } from '../../../store/types.js'
 
 /** Everything about one list operation: registration and the OpenAPI document both read it. */
-export interface ListRoute<Query extends z.ZodTypeAny, Item extends z.ZodTypeAny> {
+/** What a list's query gives its `list` once checked. */
+export type QueryOutput<Q> = Q extends Query<infer Out> ? Out : never
+
+export interface ListRoute<QueryOut, Item extends z.ZodTypeAny> {
   readonly operationId: string
   readonly path: string
   readonly summary: string
   readonly description: string
-  readonly query: Query
+  readonly query: Query<QueryOut>
   readonly item: Item
   readonly itemName: string
   readonly example: z.infer<Item>
   /** The page `query` asks for, read on `sql` in the form `store` reads best. */
-  list(store: StoreAdapter, sql: Sql, orgId: string, query: z.output<Query>): Promise<Page>
+  list(store: StoreAdapter, sql: Sql, orgId: string, query: QueryOut): Promise<Page>
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a heterogeneous list of routes
