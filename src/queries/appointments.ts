@@ -72,7 +72,8 @@ function dayCountParts(where: string, filters: FilterParams) {
   const count = (range: string) => indexCount('appointments', `${where} AND ${range}`, ORDER_BY)
   // Below the first whole day; from the end's day (or the first whole day, if later) up.
   const head = firstDay && {
-    bound: utcMidnight(firstDay),
+    // The bucket that ends where the first whole day begins.
+    day: `(${firstDay} - 1)`,
     count: count(`k.start_at < ${utcMidnight(firstDay)}`),
   }
   const tailFrom =
@@ -94,10 +95,9 @@ function dayCountsTotal(where: string, filters: FilterParams): string {
 function dayCountBuckets(where: string, filters: FilterParams): string {
   const { days, head, tail } = dayCountParts(where, filters)
   return [
-    tail && `SELECT timestamptz 'infinity' AS bound, ${tail} AS n`,
-    `SELECT ${utcMidnight('c.day + 1')} AS bound, sum(c.n) AS n
-       FROM appointment_day_counts c WHERE ${days} GROUP BY c.day`,
-    head && `SELECT ${head.bound} AS bound, ${head.count} AS n`,
+    tail && `SELECT date 'infinity' AS day, ${tail} AS n`,
+    `SELECT c.day, sum(c.n) AS n FROM appointment_day_counts c WHERE ${days} GROUP BY c.day`,
+    head && `SELECT ${head.day} AS day, ${head.count} AS n`,
   ]
     .filter(Boolean)
     .join(' UNION ALL ')

@@ -1,7 +1,7 @@
 import { CUSTOMER } from '../schemas/descriptions.js'
 import type { Sql, StoreAdapter } from '../store/types.js'
 import { fetchPage, itemFieldsOf, type Page, type PageRequest, type PageStatement, pageSql } from './page.js'
-import { organizationCount, tenantCondition, utcMidnight } from './sql.js'
+import { organizationCount, tenantCondition } from './sql.js'
 
 /** A customer item, in the contract's order; empty fields are left out. */
 const FIELDS = itemFieldsOf(CUSTOMER)
@@ -15,8 +15,7 @@ const PAGE_SQL = pageSql({
   // Kept per organization by triggers (migration 004): exact, from the same snapshot.
   countText: organizationCount('customer_counts'),
   // Per day of creation (migration 005): where a deep page starts.
-  buckets: `SELECT ${utcMidnight('c.day + 1')} AS bound, c.n
-    FROM customer_day_counts c WHERE ${tenantCondition('c')}`,
+  buckets: `SELECT c.day, c.n FROM customer_day_counts c WHERE ${tenantCondition('c')}`,
 })
 
 /** The page statement of active customers of `orgId`, newest first (`createdAt DESC, id DESC`). */

@@ -1,6 +1,6 @@
 import { itemFields, nullInItem, type ResourceDescription } from '../schemas/descriptions.js'
 import type { Sql, StoreAdapter } from '../store/types.js'
-import { indexCount, iso } from './sql.js'
+import { indexCount, iso, utcMidnight } from './sql.js'
 
 export interface PageRequest {
   readonly limit: number
@@ -72,10 +72,13 @@ export interface PageStatementParts {
   /** The exact total as a statement of one row and column `total`; by default, count(*) over `where`. */
   readonly countText?: string
   /**
-   * Where deep pages start (see `SEEK_FROM`): SQL of rows `(bound, n)` that cut the list into
-   * buckets by its first order column (a timestamptz). A bucket holds the `n` entries meeting
-   * `where` below its `bound` and at or above the next lower bound; together the buckets hold
-   * every entry. Without it, a deep page steps over its offset from the nearer end of the list.
+   * Where deep pages start (see `SEEK_FROM`): SQL of rows `(day, n)` that cut the list into
+   * buckets by the UTC day of its first order column (a timestamptz). A bucket holds the `n`
+   * entries meeting `where` below the midnight that ends its `day` and at or above the next lower
+   * bucket's; together the buckets hold every entry. `day` is a date ('infinity' for a bucket
+   * with no upper bound), so that the buckets can be summed in the order of an index on it and the
+   * sum stops at the offset's bucket. Without it, a deep page steps over its offset from the
+   * nearer end of the list.
    */
   readonly buckets?: string
 }
@@ -105,22 +108,18 @@ export interface PageStatement extends PageSql {
 }
 
 /**
- * The page and its exact total in one statement. The page's keys come from an index-only scan;
- * only its rows are read from the heap. A deep page does not step over every entry before it:
- * with buckets, it starts at the bound of the bucket its offset falls in (`seekPage`); without,
- * a page in the second half is read from the other end of the index, which the exact total
- * allows (`twoEndedPage`).
+ * The page and its exact total in one statement. A page is found in two index reads: its first
+ * key, stepping over the offset in an index-only scan, then its rows from that key on in list
+ * order, each read from the heap once. A deep page does not step over every entry before it: with
+ * buckets, it starts at the bound of the bucket its offset falls in (`seekPage`); without, a page
+ * in the second half is read from the other end of the index, which the exact total allows
+ * (`twoEndedPage`).
  */
 export function pageSql(parts: PageStatementParts): PageSql {
   const countText =
     parts.countText ?? `SELECT ${indexCount(parts.table, parts.where, parts.orderBy)}::int AS total`
   const { ctes, page } = parts.buckets ? seekPage(parts, parts.buckets) : twoEndedPage(parts)
-  // Each key's row by its primary key, in a nested loop whatever the planner expects of the
-  // branches' sizes: the LIMIT keeps the subquery from being pulled up into a join the planner
-  // could make by hash or merge over the whole table (the far-end branch's size depends on the
-  // total, which the planner cannot know: it guesses a tenth of the organization).
-  const rows = `FROM (${page}) p CROSS JOIN LATERAL (
-      SELECT * FROM ${parts.table} r WHERE r.org_id = p.org_id AND r.id = p.id LIMIT 1) r`
+  const rows = `FROM (${page}) r`
   const columns = parts.fields.map(({ key, sql }) => `${sql} AS "${key}"`).join(', ')
   // MATERIALIZED: the total is computed once, not again wherever the branches name it.
   const total = `WITH t AS MATERIALIZED (${countText})${ctes}`
@@ -134,8 +133,8 @@ export function pageSql(parts: PageStatementParts): PageSql {
   return { rowsText, jsonText, countText, omittedWhenNull }
 }
 
-/** A page's keys (`org_id`, `id`), and the CTEs they need after the total's `t`. */
-interface PageKeys {
+/** A page's rows (each a whole row of the table), and the CTEs they need after the total's `t`. */
+interface PageRows {
   readonly ctes: string
   readonly page: string
 }
@@ -149,29 +148,59 @@ const paramsOf = (parts: PageStatementParts) => ({
 const keyOrder = (parts: PageStatementParts, direction: 'ASC' | 'DESC', alias = 'k') =>
   parts.orderBy.map((column) => `${alias}.${column} ${direction}`).join(', ')
 
-/** The page's keys read from the top of the index, stepping over the offset; `when` decides if it runs. */
+/**
+ * Up to `count` rows read in `direction` from the key the subquery `first` yields (its columns
+ * named as the order's), that key's row first: one index scan from the key on, each row read from
+ * the heap once. Without a key, no rows. The order's columns compared as one row are the index's
+ * condition, so the scan starts at the key (test/plans/request-plans.test.ts).
+ */
+function rowsFrom(
+  parts: PageStatementParts,
+  first: string,
+  direction: 'ASC' | 'DESC',
+  count: string,
+): string {
+  const columns = (alias: string) => parts.orderBy.map((column) => `${alias}.${column}`).join(', ')
+  const from = direction === 'DESC' ? '<=' : '>='
+  return `(SELECT k.* FROM (${first}) b CROSS JOIN LATERAL (
+        SELECT k.* FROM ${parts.table} k WHERE ${parts.where} AND (${columns('k')}) ${from} (${columns('b')})
+        ORDER BY ${keyOrder(parts, direction)} LIMIT ${count}) k)`
+}
+
+/** The key `skip` entries into the list read in `direction` (an index-only scan); `when` decides if it runs. */
+function keyAt(parts: PageStatementParts, direction: 'ASC' | 'DESC', skip: string, when: string): string {
+  const columns = parts.orderBy.map((column) => `k.${column}`).join(', ')
+  return `SELECT ${columns} FROM ${parts.table} k WHERE ${parts.where} AND ${when}
+        ORDER BY ${keyOrder(parts, direction)} LIMIT 1 OFFSET ${skip}`
+}
+
+/** The page read from the top of the list, stepping over the offset; `when` decides if it runs. */
 function fromTop(parts: PageStatementParts, when: string): string {
   const { limit, offset } = paramsOf(parts)
-  return `(SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where} AND ${when}
-        ORDER BY ${keyOrder(parts, 'DESC')} LIMIT ${limit} OFFSET ${offset})`
+  return rowsFrom(parts, keyAt(parts, 'DESC', offset, when), 'DESC', limit)
 }
 
 /**
- * The page's keys read backwards from the far end of the index, stepping over the entries after
- * the page (the exact total `t.total` says how many); `when` decides if it runs.
+ * The page read backwards from the far end of the list, stepping over the entries after the page
+ * (the exact total `t.total` says how many); `when` decides if it runs.
  */
 function fromFarEnd(parts: PageStatementParts, when: string): string {
   const { limit, offset } = paramsOf(parts)
-  return `(SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where} AND ${when}
-        ORDER BY ${keyOrder(parts, 'ASC')} LIMIT greatest(0, least(${limit}, t.total - ${offset}))
-        OFFSET greatest(0, t.total - ${offset} - ${limit}))`
+  // Past the end the page holds no rows, and no key is read.
+  const first = keyAt(
+    parts,
+    'ASC',
+    `greatest(0, t.total - ${offset} - ${limit})`,
+    `${when} AND ${offset} < t.total`,
+  )
+  return rowsFrom(parts, first, 'ASC', `greatest(0, least(${limit}, t.total - ${offset}))`)
 }
 
 /**
  * Without buckets: the page from the nearer end of the index; the last page costs what the first
  * does, the middle one steps over half the list. Only the branch that applies runs.
  */
-function twoEndedPage(parts: PageStatementParts): PageKeys {
+function twoEndedPage(parts: PageStatementParts): PageRows {
   const { offset } = paramsOf(parts)
   const page = `${fromTop(parts, `${offset} * 2 < t.total`)}
       UNION ALL
@@ -185,7 +214,7 @@ function twoEndedPage(parts: PageStatementParts): PageKeys {
  * bound of the one its offset falls in, stepping over the part of the offset inside that bucket
  * only. Only the branch that applies runs.
  */
-function seekPage(parts: PageStatementParts, buckets: string): PageKeys {
+function seekPage(parts: PageStatementParts, buckets: string): PageRows {
   const { limit, offset } = paramsOf(parts)
   const [first] = parts.orderBy
   const topHalf = (total: string) => `${offset} * 2 < ${total}`
@@ -195,17 +224,17 @@ function seekPage(parts: PageStatementParts, buckets: string): PageKeys {
   // The total as a value computed once (an InitPlan), so that the seek runs only when it applies.
   const total = '(SELECT t.total FROM t)'
   const ctes = `, s AS MATERIALIZED (
-      SELECT w.bound, ${offset} - (w.through - w.n) AS skip
-      FROM (SELECT b.bound, b.n, sum(b.n) OVER (ORDER BY b.bound DESC) AS through FROM (${buckets}) b) w
+      SELECT ${utcMidnight('w.day + 1')} AS bound, ${offset} - (w.through - w.n) AS skip
+      FROM (SELECT b.day, b.n, sum(b.n) OVER (ORDER BY b.day DESC) AS through FROM (${buckets}) b) w
       WHERE ${nearerEndSkip(total)} >= ${SEEK_FROM} AND w.through > ${offset}
-      ORDER BY w.bound DESC LIMIT 1)`
+      ORDER BY w.day DESC LIMIT 1)`
+  const sought = `SELECT k.* FROM s CROSS JOIN LATERAL (
+        ${keyAt(parts, 'DESC', 's.skip', `k.${first} < s.bound`)}) k`
   const page = `${fromTop(parts, `${topHalf('t.total')} AND ${offset} < ${SEEK_FROM}`)}
       UNION ALL
       ${fromFarEnd(parts, `NOT ${topHalf('t.total')} AND t.total - ${offset} - ${limit} < ${SEEK_FROM}`)}
       UNION ALL
-      (SELECT k.org_id, k.id FROM s CROSS JOIN LATERAL (
-        SELECT k.org_id, k.id FROM ${parts.table} k WHERE ${parts.where} AND k.${first} < s.bound
-        ORDER BY ${keyOrder(parts, 'DESC')} LIMIT ${limit} OFFSET s.skip) k)`
+      ${rowsFrom(parts, sought, 'DESC', limit)}`
   return { ctes, page }
 }
 

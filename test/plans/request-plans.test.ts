@@ -555,12 +555,15 @@ function faults(plan: PlanNode, allowance: Allowance): string[] {
 }
 
 /**
- * What a page and its count need. Each row of the page: its lookup (an index descent and a
- * heap page, a few buffers). An offset: the index entries it steps over, about a hundred to a
- * leaf page (and a heap fetch each where the pages are not yet all-visible). The count: the
- * entries named by `countEntries`, likewise. Where a filter is applied along a person's index that
- * does not hold it (the status, the other person), the person's rows are read from the heap to
- * filter them, for the count and for the page. None of it depends on the organization's size.
+ * What a page and its count need. The page: its first key (an index descent), then its rows in
+ * one index scan from that key on, each row's entry read once and its row once from the heap (a
+ * heap page each at most, and the index's leaf pages). No row is looked up on its own: that costs
+ * an index descent a row, three to four buffers. An offset: the index entries it steps over, about
+ * a hundred to a leaf page (and a heap fetch each where the pages are not yet all-visible). The
+ * count: the entries named by `countEntries`, likewise. Where a filter is applied along a person's
+ * index that does not hold it (the status, the other person), the person's rows are read from the
+ * heap to filter them, for the count and for the page. None of it depends on the organization's
+ * size.
  */
 function allowanceFor(
   stage: Stage,
@@ -575,11 +578,12 @@ function allowanceFor(
   const onHeap = persons > 0 && (shape.filters.includes('status') || persons > 1)
   const entries = stepped + counted
   const heapFiltered = onHeap ? counted * (withPage ? 2 : 1) : 0
+  // The first key, read again as the page's first row.
+  const firstKey = pageRows > 0 ? 1 : 0
   return {
-    // Each row of the page: its key, then its lookup by primary key.
-    entries: 2 * pageRows + entries + heapFiltered,
+    entries: pageRows + firstKey + entries + heapFiltered,
     heapRows: pageRows + (stage.allVisible ? 0 : pageRows + entries) + heapFiltered,
-    buffers: 100 + 6 * pageRows + (stage.allVisible ? entries / 20 : 2 * entries) + 2 * heapFiltered,
+    buffers: 40 + 2 * pageRows + (stage.allVisible ? entries / 20 : 2 * entries) + 2 * heapFiltered,
   }
 }
 
