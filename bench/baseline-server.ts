@@ -1,7 +1,7 @@
 /**
  * The ceiling for any Node service over this schema: plain node:http and pg, the
- * same transaction, key lookup and SQL as openbook (its own query functions), in the same two
- * round trips with the same prepared statements,
+ * same transaction, key lookup and SQL as openbook (its own query functions), in the same round
+ * trips with the same prepared statements,
  * the envelope written around the items the database serialised. No framework, validation beyond the essentials,
  * logging or response schema.
  *
@@ -15,7 +15,8 @@ import { tuneGarbageCollector } from '../src/gc-tuning.js'
 import { authenticateKey } from '../src/queries/api-keys.js'
 import type { AppointmentFilters } from '../src/queries/appointments.js'
 import { pageBody } from '../src/schemas/envelope.js'
-import type { Sql } from '../src/store/types.js'
+import { executeText, prepareText } from '../src/store/one-trip.js'
+import { KEY_ORGANIZATION, type Sql } from '../src/store/types.js'
 import { type ListRequest, listPage, OPEN_TRANSACTION, type Resource } from './sql.js'
 
 // The same V8 setting as openbook's server: the ceiling is measured as openbook runs.
@@ -59,6 +60,8 @@ function parseRequest(url: string): ListRequest | undefined {
 }
 
 const names = new Map<string, string>()
+/** Per connection, the statements it has PREPAREd. */
+const preparedOn = new WeakMap<pg.PoolClient, Set<string>>()
 
 /** A prepared statement's name per statement text, as openbook names its own. */
 function statementName(text: string): string {
@@ -71,36 +74,65 @@ function statementName(text: string): string {
 }
 
 /**
- * The request in openbook's two round trips: BEGIN and its settings travel with the key lookup
- * (a statement without parameters), the page is a prepared statement, and the read-only COMMIT is
- * queued without waiting for its answer.
+ * The request in openbook's round trips: BEGIN and its settings, the key lookup and the page go in
+ * one simple-protocol message (the page as EXECUTE of a statement PREPAREd once per connection,
+ * the key's organization bound by the database), and the read-only COMMIT is queued without
+ * waiting for its answer. An empty page asks for its total in a second message, as openbook does.
  */
 async function handle(secret: string, request: ListRequest): Promise<{ status: number; body: unknown }> {
   const client = await pool.connect()
   let opening: string | undefined = OPEN_TRANSACTION
+  let held: { text: string; resolve: (rows: object[]) => void; reject: (error: unknown) => void }[] = []
+  let prepared = preparedOn.get(client)
+  if (!prepared) {
+    prepared = new Set()
+    preparedOn.set(client, prepared)
+  }
+  const known = prepared
+  async function message(texts: string[]): Promise<object[]> {
+    const batch = held
+    held = []
+    const all = [...(opening === undefined ? [] : [opening]), ...batch.map((h) => h.text), ...texts]
+    opening = undefined
+    try {
+      const answer = (await client.query(all.join('; '))) as unknown as pg.QueryResult | pg.QueryResult[]
+      const results = Array.isArray(answer) ? answer : [answer]
+      const from = results.length - batch.length - texts.length
+      batch.forEach((h, i) => {
+        h.resolve(results[from + i]?.rows ?? [])
+      })
+      return results.at(-1)?.rows ?? []
+    } catch (error) {
+      for (const h of batch) h.reject(error)
+      throw error
+    }
+  }
   const sql: Sql = {
     async query<Row extends object>(text: string, params: readonly unknown[] = []) {
-      if (opening !== undefined && params.length === 0) {
-        const results = (await client.query(`${opening}; ${text}`)) as unknown as pg.QueryResult<Row>[]
-        opening = undefined
-        return results.at(-1)?.rows ?? []
-      }
-      if (opening !== undefined) {
-        await client.query(opening)
-        opening = undefined
-      }
-      const config = { name: statementName(text), text, values: params as unknown[] }
-      return (await client.query<Row>(params.length > 0 ? config : { text })).rows
+      const name = statementName(text)
+      const texts = known.has(name) ? [] : [prepareText(name, text)]
+      texts.push(executeText(name, params))
+      const rows = await message(texts)
+      known.add(name)
+      return rows as Row[]
     },
     async exec(text: string) {
-      await sql.query(text)
+      await message([text])
     },
+    sendWithNext: <Row extends object>(text: string) =>
+      new Promise<Row[]>((resolve, reject) => {
+        held.push({ text, resolve: resolve as (rows: object[]) => void, reject })
+      }),
   }
   try {
-    const key = await authenticateKey(sql, hashSecret(secret))
+    const lookup = authenticateKey(sql, hashSecret(secret), { withNext: true })
+    const page = listPage(sql, KEY_ORGANIZATION, request)
+    page.catch(() => undefined)
+    const key = await lookup
     const result = key
-      ? { status: 200, body: pageBody(await listPage(sql, key.orgId, request)) }
+      ? { status: 200, body: pageBody(await page) }
       : { status: 401, body: { error: 'Unauthorized' } }
+    if (!key) await page.catch(() => undefined)
     client.query('COMMIT').catch(() => undefined)
     client.release()
     return result

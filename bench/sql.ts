@@ -4,7 +4,7 @@ import { type AppointmentFilters, appointmentsPage, listAppointments } from '../
 import { customersPage, listCustomers } from '../src/queries/customers.js'
 import type { Page, PageRequest } from '../src/queries/page.js'
 import { readerPreamble } from '../src/queries/sql.js'
-import type { Sql, StoreAdapter } from '../src/store/types.js'
+import type { Sql, StoreAdapter, Tenant } from '../src/store/types.js'
 
 export type Resource = 'customers' | 'appointments'
 
@@ -27,10 +27,10 @@ export const OPEN_TRANSACTION = `BEGIN; ${readerPreamble(true, 5_000)}`
 export const POSTGRES_PAGES: StoreAdapter = { pageForm: 'rows' }
 
 /** Runs the service's own query functions: the one place the benchmark takes SQL from. */
-export function listPage(sql: Sql, orgId: string, request: ListRequest): Promise<Page> {
+export function listPage(sql: Sql, tenant: Tenant, request: ListRequest): Promise<Page> {
   return request.resource === 'customers'
-    ? listCustomers(POSTGRES_PAGES, sql, orgId, request.page)
-    : listAppointments(POSTGRES_PAGES, sql, orgId, request.page, request.filters)
+    ? listCustomers(POSTGRES_PAGES, sql, tenant, request.page)
+    : listAppointments(POSTGRES_PAGES, sql, tenant, request.page, request.filters)
 }
 
 /** A connection that records statements instead of running them; every query returns no rows. */

@@ -3,10 +3,14 @@ import fp from 'fastify-plugin'
 import { hashSecret, secretPattern } from '../domain/api-key-secret.js'
 import { type LastUsedOptions, LastUsedTracker } from '../domain/last-used.js'
 import { ApiError, invalidApiKey, missingApiKey } from '../errors.js'
-import { authenticateKey } from '../queries/api-keys.js'
-import type { Sql } from '../store/types.js'
+import { type AuthenticatedKey, authenticateKey } from '../queries/api-keys.js'
+import { KEY_ORGANIZATION, type Sql, type Tenant } from '../store/types.js'
 
-export type TenantWork<T> = (sql: Sql, orgId: string) => Promise<T>
+/**
+ * Work for the key's organization: `tenant` is its id, or `KEY_ORGANIZATION` where the statements
+ * travel with the key lookup (`Sql.sendWithNext`) and the database binds it.
+ */
+export type TenantWork<T> = (sql: Sql, tenant: Tenant) => Promise<T>
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -57,16 +61,48 @@ export default fp<AuthOptions>(
       return hashSecret(token)
     }
 
+    /**
+     * The key lookup waits for the work's first statement and goes with it: the work starts on
+     * `KEY_ORGANIZATION` before the key is known. Without a key the organization is NULL, which
+     * no row matches, and the work's result is never returned; the work is still let finish, so
+     * that nothing of it outlives the transaction. A work that sends nothing (a query refused
+     * after the key) lets the lookup go alone.
+     */
+    async function withKeyInOneTrip<T>(sql: Sql, keyHash: string, work: TenantWork<T>): Promise<T> {
+      const lookup = authenticateKey(sql, keyHash, { withNext: true })
+      // Runs until its first await: its first statement is sent then, with the lookup.
+      const result = (async () => work(sql, KEY_ORGANIZATION))()
+      // Settled here too, so that a failure while the key is checked is not reported unhandled.
+      result.catch(() => undefined)
+      let key: AuthenticatedKey | undefined
+      try {
+        await sql.flush?.()
+        key = await lookup
+      } catch (error) {
+        await result.catch(() => undefined)
+        throw error
+      }
+      if (!key) {
+        await result.catch(() => undefined)
+        throw invalidApiKey()
+      }
+      tracker.seen(key.orgId, key.keyId, key.lastUsedAt)
+      return result
+    }
+
     // A callback hook: no promise per request.
     app.addHook('onRequest', (request, _reply, done) => {
       const keyHash = presentedKey(request)
       if (keyHash instanceof ApiError) return done(keyHash)
       request.readAsTenant = (work) =>
         app.store.read(async (sql) => {
-          const key = await authenticateKey(sql, keyHash)
-          if (!key) throw invalidApiKey()
-          tracker.seen(key.orgId, key.keyId, key.lastUsedAt)
-          return work(sql, key.orgId)
+          if (!sql.sendWithNext) {
+            const key = await authenticateKey(sql, keyHash)
+            if (!key) throw invalidApiKey()
+            tracker.seen(key.orgId, key.keyId, key.lastUsedAt)
+            return work(sql, key.orgId)
+          }
+          return withKeyInOneTrip(sql, keyHash, work)
         })
       done()
     })

@@ -16,16 +16,27 @@ export interface AuthenticatedKey {
  * openbook_authenticate leaves `openbook.key_hash` set for the rest of the
  * transaction (a function's SET clause confines only the variables it names),
  * so the same statement clears it once the key is found.
+ *
+ * `withNext`: the lookup goes with the next statement on `sql` (`Sql.sendWithNext`), which may
+ * then pass `KEY_ORGANIZATION`; the answer comes once that statement is sent (or `sql.flush()`).
  */
-export async function authenticateKey(sql: Sql, keyHash: string): Promise<AuthenticatedKey | undefined> {
+export async function authenticateKey(
+  sql: Sql,
+  keyHash: string,
+  options: { readonly withNext?: boolean } = {},
+): Promise<AuthenticatedKey | undefined> {
   // The hash is written into the statement, so that it has no parameters and can travel with the
   // transaction's BEGIN in one round trip (store/postgres.ts). Only a SHA-256 in hex may be written.
   if (!SHA256_HEX.test(keyHash)) throw new Error('a key hash is 64 lowercase hexadecimal characters')
-  const [key] = await sql.query<AuthenticatedKey & { cleared: string }>(
-    `SELECT set_config('openbook.org_id', a.org_id, true) AS "orgId", a.key_id AS "keyId",
+  const text = `SELECT set_config('openbook.org_id', a.org_id, true) AS "orgId", a.key_id AS "keyId",
             a.last_used_at AS "lastUsedAt", set_config('openbook.key_hash', '', true) AS cleared
-     FROM openbook_authenticate('${keyHash}') a`,
-  )
+     FROM openbook_authenticate('${keyHash}') a`
+  type Row = AuthenticatedKey & { cleared: string }
+  if (options.withNext && !sql.sendWithNext)
+    throw new Error('this connection cannot send a statement with the next')
+  const [key] = await (options.withNext && sql.sendWithNext
+    ? sql.sendWithNext<Row>(text)
+    : sql.query<Row>(text))
   if (!key) return undefined
   return { keyId: key.keyId, orgId: key.orgId, lastUsedAt: key.lastUsedAt }
 }

@@ -1,5 +1,5 @@
 import { APPOINTMENT } from '../schemas/descriptions.js'
-import type { Sql, StoreAdapter } from '../store/types.js'
+import type { Sql, StoreAdapter, Tenant } from '../store/types.js'
 import {
   fetchPage,
   itemFieldsOf,
@@ -103,10 +103,10 @@ function dayCountBuckets(where: string, filters: FilterParams): string {
     .join(' UNION ALL ')
 }
 
-/** The page statement of active appointments of `orgId`, filters combined with AND, latest start first. */
-export function appointmentsPage(orgId: string, filters: AppointmentFilters): PageStatement {
+/** The page statement of active appointments of `tenant`, filters combined with AND, latest start first. */
+export function appointmentsPage(tenant: Tenant, filters: AppointmentFilters): PageStatement {
   const given = APPOINTMENT_FILTERS.filter((name) => filters[name] !== undefined)
-  const params = [orgId, ...given.map((name) => filters[name])]
+  const params = [tenant, ...given.map((name) => filters[name])]
   // Thirty-two shapes at most, one per set of filters given: each built once.
   const shape = given.join(',')
   let sql = SHAPES.get(shape)
@@ -158,9 +158,9 @@ function sqlFor(given: readonly (keyof AppointmentFilters)[]): PageSql {
 export function listAppointments(
   store: StoreAdapter,
   sql: Sql,
-  orgId: string,
+  tenant: Tenant,
   page: PageRequest,
   filters: AppointmentFilters,
 ): Promise<Page> {
-  return fetchPage(store, sql, appointmentsPage(orgId, filters), page)
+  return fetchPage(store, sql, appointmentsPage(tenant, filters), page)
 }

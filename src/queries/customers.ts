@@ -1,5 +1,5 @@
 import { CUSTOMER } from '../schemas/descriptions.js'
-import type { Sql, StoreAdapter } from '../store/types.js'
+import type { Sql, StoreAdapter, Tenant } from '../store/types.js'
 import { fetchPage, itemFieldsOf, type Page, type PageRequest, type PageStatement, pageSql } from './page.js'
 import { organizationCount, tenantCondition } from './sql.js'
 
@@ -18,17 +18,17 @@ const PAGE_SQL = pageSql({
   buckets: `SELECT c.day, c.n FROM customer_day_counts c WHERE ${tenantCondition('c')}`,
 })
 
-/** The page statement of active customers of `orgId`, newest first (`createdAt DESC, id DESC`). */
-export function customersPage(orgId: string): PageStatement {
-  return { ...PAGE_SQL, params: [orgId] }
+/** The page statement of active customers of `tenant`, newest first (`createdAt DESC, id DESC`). */
+export function customersPage(tenant: Tenant): PageStatement {
+  return { ...PAGE_SQL, params: [tenant] }
 }
 
 /** Active customers of one organization, newest first. */
 export function listCustomers(
   store: StoreAdapter,
   sql: Sql,
-  orgId: string,
+  tenant: Tenant,
   page: PageRequest,
 ): Promise<Page> {
-  return fetchPage(store, sql, customersPage(orgId), page)
+  return fetchPage(store, sql, customersPage(tenant), page)
 }

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { from as copyFrom } from 'pg-copy-streams'
 import { copyStatement, readerPreamble } from '../queries/sql.js'
+import { executeText, namesKeyOrganization, prepareText } from './one-trip.js'
 import type { AdminSql, Store, StoreAdapter } from './types.js'
 
 export interface PostgresStoreOptions {
@@ -62,7 +63,9 @@ export function isConnectionLost(error: unknown): boolean {
  * - `request`: the request path. BEGIN and its settings travel with the first statement when it
  *   has no parameters (the key lookup), statements with parameters are prepared once per
  *   connection (unless `preparedStatements` is off), and a read-only transaction's COMMIT is not
- *   waited for: two round trips per request instead of four.
+ *   waited for: two round trips per request instead of four. With prepared statements, the key
+ *   lookup waits for the page and both go with BEGIN in one message (`one-trip.ts`): one round
+ *   trip, and COMMIT.
  * - anything else: BEGIN, then the statements as they come, then COMMIT, each waited for.
  */
 export interface TransactionMode {
@@ -81,19 +84,34 @@ interface Database {
 }
 
 const statementNames = new Map<string, string>()
+/** Per connection, the statements it has prepared by `PREPARE` (`one-trip.ts`), by name. */
+const preparedBySql = new WeakMap<pg.PoolClient, Set<string>>()
 const CONNECT_RETRY_MS = 1_500
 
 /** On PostgreSQL the database is the busier side: pages come back as rows, Node writes the JSON. */
 const POSTGRES_ADAPTER: StoreAdapter = { pageForm: 'rows' }
 
-/** A prepared statement's name, the same for the same text in every connection and process. */
-function statementName(text: string): string {
-  let name = statementNames.get(text)
+/**
+ * A prepared statement's name, the same for the same text in every connection and process.
+ * Statements prepared by `PREPARE` are named apart (`e`) from those the extended protocol
+ * prepares: a connection may hold the same text both ways.
+ */
+function statementName(text: string, kind: 'protocol' | 'execute' = 'protocol'): string {
+  const key = kind === 'protocol' ? text : `\0${text}`
+  let name = statementNames.get(key)
   if (!name) {
-    name = `openbook_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`
-    statementNames.set(text, name)
+    const hash = createHash('sha256').update(text).digest('hex').slice(0, 24)
+    name = kind === 'protocol' ? `openbook_${hash}` : `openbook_e_${hash}`
+    statementNames.set(key, name)
   }
   return name
+}
+
+/** A statement held by `sendWithNext`, answered with the message it goes in. */
+interface Held {
+  readonly text: string
+  resolve(rows: object[]): void
+  reject(error: unknown): void
 }
 
 /**
@@ -109,6 +127,9 @@ class TransactionConnection {
   broken = false
   readonly sql: AdminSql
 
+  /** Statements waiting to go with the next one (`Sql.sendWithNext`). */
+  private held: Held[] = []
+
   constructor(
     private readonly client: pg.PoolClient,
     private readonly mode: TransactionMode,
@@ -118,6 +139,7 @@ class TransactionConnection {
   ) {
     this.owed = begin
     const query = this.query.bind(this)
+    const oneTrip = mode.request && prepare
     this.sql = {
       query,
       exec: async (text) => {
@@ -127,7 +149,25 @@ class TransactionConnection {
         if (this.owed !== undefined) await query('SELECT 1')
         await pipeline([text], client.query(copyFrom(copyStatement(table, columns, 'STDIN'))))
       },
+      ...(oneTrip
+        ? {
+            sendWithNext: <Row extends object>(text: string) =>
+              new Promise<Row[]>((resolve, reject) => {
+                this.held.push({ text, resolve: resolve as (rows: object[]) => void, reject })
+                // A statement nobody sends after it still goes, alone, once this turn of the
+                // event loop is over: a caller that awaits it first is not left waiting.
+                if (this.held.length === 1) setImmediate(() => this.flush().catch(() => undefined))
+              }),
+            flush: () => this.flush(),
+          }
+        : {}),
     }
+  }
+
+  /** Sends the held statements, with BEGIN if it is owed, in one message. */
+  async flush(): Promise<void> {
+    if (this.held.length === 0) return
+    await this.sendMessage([], undefined)
   }
 
   /** Sends the owed BEGIN on its own. */
@@ -144,8 +184,56 @@ class TransactionConnection {
     return result
   }
 
+  /**
+   * One simple-protocol message: the owed BEGIN, `statements`, the held statements, then `last`;
+   * each held statement is answered with its result, and the answer is `last`'s rows. A message
+   * that fails after a `PREPARE` leaves it unknown whether the statement exists: the connection
+   * is not given out again.
+   */
+  private async sendMessage(statements: readonly string[], last: string | undefined): Promise<object[]> {
+    const held = this.held
+    this.held = []
+    const texts = [...(this.owed === undefined ? [] : [this.owed]), ...statements, ...held.map((h) => h.text)]
+    if (last !== undefined) texts.push(last)
+    this.owed = undefined
+    try {
+      const answer = await this.roundTrip(
+        () => this.client.query(texts.join('; ')) as unknown as Promise<pg.QueryResult | pg.QueryResult[]>,
+      )
+      const results = Array.isArray(answer) ? answer : [answer]
+      const heldFrom = results.length - held.length - (last === undefined ? 0 : 1)
+      held.forEach((h, i) => {
+        h.resolve(results[heldFrom + i]?.rows ?? [])
+      })
+      return last === undefined ? [] : (results.at(-1)?.rows ?? [])
+    } catch (error) {
+      if (statements.length > 0) this.broken = true
+      for (const h of held) h.reject(error)
+      throw error
+    }
+  }
+
+  /** A prepared statement run by `EXECUTE` in one message with what is owed and held, `PREPARE`d first if new. */
+  private async execute<Row extends object>(text: string, params: readonly unknown[]): Promise<Row[]> {
+    const name = statementName(text, 'execute')
+    let prepared = preparedBySql.get(this.client)
+    if (!prepared) {
+      prepared = new Set()
+      preparedBySql.set(this.client, prepared)
+    }
+    const isNew = !prepared.has(name)
+    const rows = await this.sendMessage(isNew ? [prepareText(name, text)] : [], executeText(name, params))
+    prepared.add(name)
+    return rows as Row[]
+  }
+
   private async query<Row extends object>(text: string, params: readonly unknown[] = []): Promise<Row[]> {
     const { client, mode } = this
+    if (namesKeyOrganization(params)) {
+      if (!(mode.request && this.prepare)) throw new Error('KEY_ORGANIZATION needs the one-trip request path')
+      return this.execute<Row>(text, params)
+    }
+    if (this.held.length > 0) await this.flush()
     if (this.owed !== undefined) {
       if (mode.request && params.length === 0) {
         const opening = this.owed
@@ -227,6 +315,7 @@ function openDatabase(
       try {
         if (!mode.request) await connection.sendOwed()
         const result = await work(connection.sql)
+        await connection.flush()
         if (connection.owed === undefined) {
           if (mode.request && mode.readOnly) {
             // A read-only COMMIT changes nothing: the client's queue sends it before anything the

@@ -1,8 +1,26 @@
+/**
+ * Stands, as a statement's parameter, for the organization that the transaction's key lookup
+ * named (the transaction-local setting `openbook.org_id`): the database binds it, so that the
+ * statement can travel with the lookup before its answer is back (`Sql.sendWithNext`).
+ */
+export const KEY_ORGANIZATION: unique symbol = Symbol('the organization of the key looked up')
+
+/** An organization as a statement's parameter: its id, or the one the key lookup named. */
+export type Tenant = string | typeof KEY_ORGANIZATION
+
 /** What a query needs from a connection: parameterised statements, rows back. */
 export interface Sql {
   query<Row extends object>(text: string, params?: readonly unknown[]): Promise<Row[]>
   /** Several statements without parameters (migrations, transaction set-up). */
   exec(text: string): Promise<void>
+  /**
+   * Where a connection can put several statements in one round trip (the PostgreSQL store's
+   * request path, with prepared statements): `text` (no parameters) is sent with the next `query`,
+   * which may then pass `KEY_ORGANIZATION`, or by `flush`. Its rows come back with that answer.
+   */
+  readonly sendWithNext?: <Row extends object>(text: string) => Promise<Row[]>
+  /** Sends what `sendWithNext` holds, if anything, on its own. */
+  readonly flush?: () => Promise<void>
 }
 
 /** The operator's connection: a `Sql` that can also bulk-load. */

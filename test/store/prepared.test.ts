@@ -1,14 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
-import { addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
+import { addAppointments, addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
 import { createTestDatabase, postgresAvailable, type TestDatabase } from '../helpers/stores.js'
 
 /**
  * No re-planning in the steady state: with prepared statements on (the default), each request-path
  * statement is parsed and planned once per connection and then runs its generic plan; off (for
  * PgBouncer before 1.21 in transaction mode), nothing is left prepared on the connection.
+ * Round trips: on, BEGIN with its settings, the key lookup and the page go in one message, then
+ * COMMIT; off, the page waits for the lookup's answer.
  */
 describe.skipIf(!postgresAvailable())('prepared statements on the request path (PostgreSQL)', () => {
   let database: TestDatabase
@@ -63,5 +66,117 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
 
   it('off: no statement is left prepared on the connection', async () => {
     expect(await run(false)).toEqual([])
+  })
+
+  /** The messages node-postgres sends for one request of each list, after a first request of each. */
+  async function messagesPerRequest(preparedStatements: boolean) {
+    const store = createPostgresStore({
+      connectionString: database.url,
+      maxConnections: 1,
+      preparedStatements,
+    })
+    try {
+      const org = await createOrg(store, `org_trips_${preparedStatements}`)
+      await addCustomers(store, org.id, [{ id: 'cus_1', createdAt: '2025-01-01T00:00:00.000Z' }])
+      // Pages with rows: an empty page asks for its total on its own.
+      await addAppointments(store, org.id, [
+        { id: 'apt_1', start: '2025-01-02T00:00:00.000Z', status: 'completed' },
+      ])
+      const { key } = await createKey(store, org)
+      const { app } = await buildTestApp(store, { logLevel: 'silent' })
+      const urls = ['/api/public/v1/customers?limit=5', '/api/public/v1/appointments?status=completed']
+      try {
+        for (const url of urls) await app.inject({ url, headers: bearer(key) })
+        const sent = vi.spyOn(pg.Client.prototype, 'query')
+        try {
+          const counts: number[] = []
+          for (const url of urls) {
+            sent.mockClear()
+            const response = await app.inject({ url, headers: bearer(key) })
+            expect(response.statusCode).toBe(200)
+            counts.push(sent.mock.calls.length)
+          }
+          return counts
+        } finally {
+          sent.mockRestore()
+        }
+      } finally {
+        await app.close()
+      }
+    } finally {
+      await store.close()
+    }
+  }
+
+  it('on: a request is one message (BEGIN, settings, key lookup, page) and its COMMIT', async () => {
+    expect(await messagesPerRequest(true)).toEqual([2, 2])
+  })
+
+  it('off: the page waits for the key lookup (three messages)', async () => {
+    expect(await messagesPerRequest(false)).toEqual([3, 3])
+  })
+
+  it('values written into the one-trip message select exactly what they name', async () => {
+    const store = createPostgresStore({ connectionString: database.url, maxConnections: 1 })
+    try {
+      const org = await createOrg(store, 'org_quotes')
+      const awkward = ["cus_o'brien", 'cus_back\\slash', "x'); DELETE FROM customers; --", 'cus_$1']
+      await addCustomers(
+        store,
+        org.id,
+        awkward.map((id, i) => ({ id, createdAt: `2025-01-0${i + 1}T00:00:00.000Z` })),
+      )
+      await addAppointments(
+        store,
+        org.id,
+        awkward.map((customerId, i) => ({
+          id: `apt_${i}`,
+          start: `2025-02-0${i + 1}T00:00:00.000Z`,
+          customerId,
+        })),
+      )
+      const { key } = await createKey(store, org)
+      const { app } = await buildTestApp(store, { logLevel: 'silent' })
+      try {
+        for (const [i, customerId] of awkward.entries()) {
+          const response = await app.inject({
+            url: '/api/public/v1/appointments',
+            query: { customerId },
+            headers: bearer(key),
+          })
+          expect(response.statusCode).toBe(200)
+          expect(response.json().data.map((a: { id: string }) => a.id)).toEqual([`apt_${i}`])
+        }
+        const all = await app.inject({ url: '/api/public/v1/customers', headers: bearer(key) })
+        expect(all.json().pagination.total).toBe(awkward.length)
+      } finally {
+        await app.close()
+      }
+    } finally {
+      await store.close()
+    }
+  })
+})
+
+describe.skipIf(!postgresAvailable())('a statement held to go with the next one (PostgreSQL)', () => {
+  let database: TestDatabase
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrated: true })
+  })
+  afterAll(async () => {
+    await database?.drop()
+  })
+
+  it('is still sent when nothing follows it and its caller awaits it', async () => {
+    const store = createPostgresStore({ connectionString: database.url, maxConnections: 1 })
+    try {
+      const rows = await store.read(async (sql) => {
+        if (!sql.sendWithNext) throw new Error('the request path with prepared statements holds statements')
+        return sql.sendWithNext<{ n: number }>('SELECT 41 + 1 AS n')
+      })
+      expect(rows).toEqual([{ n: 42 }])
+    } finally {
+      await store.close()
+    }
   })
 })

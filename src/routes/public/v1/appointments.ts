@@ -92,5 +92,5 @@ export const appointmentsRoute: ListRoute<QueryOutput<typeof appointmentsQuery>,
     createdAt: '2026-02-20T08:00:00.000Z',
     updatedAt: '2026-02-20T08:00:00.000Z',
   },
-  list: (store, sql, orgId, { page, filters }) => listAppointments(store, sql, orgId, page, filters),
+  list: (store, sql, tenant, { page, filters }) => listAppointments(store, sql, tenant, page, filters),
 }

@@ -26,5 +26,5 @@ export const customersRoute: ListRoute<QueryOutput<typeof paginationQuery>, type
     createdAt: '2026-01-15T09:30:00.000Z',
     updatedAt: '2026-02-01T12:00:00.000Z',
   },
-  list: (store, sql, orgId, query) => listCustomers(store, sql, orgId, query),
+  list: (store, sql, tenant, query) => listCustomers(store, sql, tenant, query),
 }

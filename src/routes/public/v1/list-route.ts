@@ -4,7 +4,7 @@ import { invalidQuery } from '../../../errors.js'
 import type { Page } from '../../../queries/page.js'
 import { pageBody } from '../../../schemas/envelope.js'
 import type { Query } from '../../../schemas/query.js'
-import type { Sql, StoreAdapter } from '../../../store/types.js'
+import type { Sql, StoreAdapter, Tenant } from '../../../store/types.js'
 
 /** Everything about one list operation: registration and the OpenAPI document both read it. */
 /** What a list's query gives its `list` once checked. */
@@ -20,7 +20,7 @@ export interface ListRoute<QueryOut, Item extends z.ZodTypeAny> {
   readonly itemName: string
   readonly example: z.infer<Item>
   /** The page `query` asks for, read on `sql` in the form `store` reads best. */
-  list(store: StoreAdapter, sql: Sql, orgId: string, query: QueryOut): Promise<Page>
+  list(store: StoreAdapter, sql: Sql, tenant: Tenant, query: QueryOut): Promise<Page>
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a heterogeneous list of routes
@@ -30,10 +30,10 @@ export function registerListRoute(app: FastifyInstance, route: AnyListRoute): vo
   app.get(route.path, {
     handler: async (request, reply) => {
       const parsed = route.query.safeParse(request.query)
-      const page = await request.readAsTenant((sql, orgId) => {
+      const page = await request.readAsTenant((sql, tenant) => {
         // Checked after the key, so that a caller without a valid key learns nothing from validation.
         if (!parsed.success) throw invalidQuery(parsed.error)
-        return route.list(app.store.adapter, sql, orgId, parsed.data)
+        return route.list(app.store.adapter, sql, tenant, parsed.data)
       })
       // The items arrive as JSON from the database, written field by field from the query's list:
       // only those fields leave the server, and the body is sent as it is, without a parse.

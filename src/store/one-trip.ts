@@ -1,0 +1,43 @@
+import pg from 'pg'
+import { KEY_ORGANIZATION } from './types.js'
+
+/**
+ * The request path in one round trip on PostgreSQL: BEGIN and its settings, the key lookup and the
+ * page go in one simple-protocol message, the page as `EXECUTE` of a statement prepared once per
+ * connection (by `PREPARE` in the first such message). The extended protocol would take a round
+ * trip per statement here: node-postgres waits for each answer before it sends the next statement.
+ *
+ * `EXECUTE` takes its parameters as SQL expressions: the key's organization is read from the
+ * setting the lookup made, so the page need not wait for the lookup's answer, and every other
+ * value is written as a literal (a finite number as it is, a string quoted by node-postgres's
+ * escapeLiteral). A parameter of any other kind is refused, never guessed at.
+ */
+
+/** The organization the key lookup named; NULL when it found no key (then no rows match). */
+const KEY_ORGANIZATION_SQL = "current_setting('openbook.org_id', true)"
+
+function literal(value: unknown): string {
+  if (value === KEY_ORGANIZATION) return KEY_ORGANIZATION_SQL
+  if (value === null || value === undefined) return 'NULL'
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value)
+  if (typeof value === 'string') {
+    // The message is a C string on the server: a NUL would end it (validation refuses control
+    // characters before a value gets here).
+    if (value.includes('\0')) throw new Error('a statement parameter holds a NUL character')
+    return pg.escapeLiteral(value)
+  }
+  throw new Error(`a statement parameter of type ${typeof value} cannot be written as SQL`)
+}
+
+/** `EXECUTE` of the prepared statement `name` with `params` written as SQL. */
+export function executeText(name: string, params: readonly unknown[]): string {
+  return `EXECUTE ${name}(${params.map(literal).join(', ')})`
+}
+
+/** `PREPARE` of `text` as `name`, its parameters' types inferred by PostgreSQL as the extended protocol does. */
+export function prepareText(name: string, text: string): string {
+  return `PREPARE ${name} AS ${text}`
+}
+
+/** Whether a statement's parameters need the one-trip form: the key's organization stands among them. */
+export const namesKeyOrganization = (params: readonly unknown[]) => params.includes(KEY_ORGANIZATION)
