@@ -24,7 +24,9 @@ describe('pgbenchScript', () => {
     })
     const lines = script.split('\n')
     expect(lines).toHaveLength(4)
-    expect(lines[0]).toMatch(/^BEGIN \\; SET TRANSACTION READ ONLY \\; .* \\; SELECT 1 AS key;$/)
+    expect(lines[0]).toMatch(
+      /^BEGIN \\; SELECT set_config\('transaction_read_only', 'on', true\), .* \\; SELECT 1 AS key;$/,
+    )
     expect(lines.slice(1)).toEqual(["SELECT 'org_1'::text;", 'COMMIT;', ''])
     expect(OPEN_TRANSACTION.startsWith('BEGIN; ')).toBe(true)
   })

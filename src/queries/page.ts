@@ -26,7 +26,13 @@ export interface Page {
 /** One field of an item: its JSON key and the SQL of its value. */
 export interface ItemField {
   readonly key: string
+  /** The value as the item holds it (the JSON form writes it so). */
   readonly sql: string
+  /**
+   * The rows form's SQL where it differs: the value as PostgreSQL's text, cheaper to write than
+   * to_char's; `timestamp`: Node rewrites it as ISO.
+   */
+  readonly rows?: { readonly sql: string; readonly timestamp: boolean }
   /** Written as null when the value is NULL; any other field is then left out. */
   readonly nullable?: boolean
 }
@@ -34,6 +40,10 @@ export interface ItemField {
 /**
  * A resource's item fields, from its description, reading its table under the alias `r`:
  * timestamps as Date#toISOString writes them, dates as YYYY-MM-DD, everything else as stored.
+ * In the rows form a timestamp comes as PostgreSQL writes it in the request transaction's UTC
+ * and ISO DateStyle (`readerPreamble`), which costs the database a third of to_char's work
+ * (0.2 against 0.55 µs a value), and Node rewrites it (`isoFromPostgres`, 0.2 µs); a date is
+ * already YYYY-MM-DD there.
  */
 export function itemFieldsOf(resource: ResourceDescription): readonly ItemField[] {
   const nullable = nullInItem(resource)
@@ -41,9 +51,45 @@ export function itemFieldsOf(resource: ResourceDescription): readonly ItemField[
     const value = `r.${column}`
     const sql =
       type === 'timestamp' ? iso(value) : type === 'date' ? `to_char(${value}, 'YYYY-MM-DD')` : value
-    return nullable.has(field) ? { key: field, sql, nullable: true } : { key: field, sql }
+    const text = `${value}::text`
+    return {
+      key: field,
+      sql,
+      ...(type === 'timestamp' || type === 'date'
+        ? { rows: { sql: text, timestamp: type === 'timestamp' } }
+        : {}),
+      ...(nullable.has(field) ? { nullable: true } : {}),
+    }
   })
 }
+
+/**
+ * A timestamptz as PostgreSQL writes it in UTC with DateStyle ISO ('2026-03-02 10:00:00.12+00',
+ * the fraction's trailing zeros left out) in the form to_char writes it in the JSON form
+ * (`iso`): Date#toISOString's for years 1 to 9999, milliseconds with the rest of the
+ * microseconds cut. The usual shape is read by position (a third of a regular expression's time,
+ * 200 times a page); a year past 9999 or BC (an imported offset can move 9999-12-31 or 0001-01-01
+ * across) is written as to_char writes it. Any other shape means the transaction's settings did
+ * not apply, and is refused rather than guessed at.
+ */
+export function isoFromPostgres(text: string): string {
+  const end = text.length - 3
+  if (text.charCodeAt(4) === 45 && text.charCodeAt(10) === 32 && text.endsWith('+00')) {
+    if (end === 19) return `${text.slice(0, 10)}T${text.slice(11, 19)}.000Z`
+    if (end > 20 && end <= 26 && text.charCodeAt(19) === 46)
+      return `${text.slice(0, 10)}T${text.slice(11, 19)}.${milliseconds(text.slice(20, end))}Z`
+  }
+  const unusual = UNUSUAL_TIMESTAMP.exec(text)
+  if (!unusual) throw new Error(`not a UTC timestamp in DateStyle ISO: ${text}`)
+  const [, date, time, fraction = ''] = unusual
+  return `${date}T${time}.${milliseconds(fraction)}Z`
+}
+
+/** Any year of four digits or more, AD or BC (to_char's YYYY leaves the era out). */
+const UNUSUAL_TIMESTAMP = /^(\d{4,}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?\+00(?: BC)?$/
+
+/** A fraction of a second's digits (1 to 6) as milliseconds, the rest cut. */
+const milliseconds = (digits: string) => (digits.length >= 3 ? digits.slice(0, 3) : digits.padEnd(3, '0'))
 
 /**
  * SQL that writes one item as compact JSON text, keys in the order given. `to_json` escapes
@@ -100,6 +146,8 @@ export interface PageSql {
   readonly countText: string
   /** The fields left out of an item when NULL (every field but those written as null). */
   readonly omittedWhenNull: readonly string[]
+  /** The timestamps among the rows' columns, which Node writes as ISO. */
+  readonly timestamps: readonly string[]
 }
 
 /** A page's SQL with the values of its conditions' parameters. */
@@ -120,7 +168,7 @@ export function pageSql(parts: PageStatementParts): PageSql {
     parts.countText ?? `SELECT ${indexCount(parts.table, parts.where, parts.orderBy)}::int AS total`
   const { ctes, page } = parts.buckets ? seekPage(parts, parts.buckets) : twoEndedPage(parts)
   const rows = `FROM (${page}) r`
-  const columns = parts.fields.map(({ key, sql }) => `${sql} AS "${key}"`).join(', ')
+  const columns = parts.fields.map(({ key, sql, rows }) => `${rows?.sql ?? sql} AS "${key}"`).join(', ')
   // MATERIALIZED: the total is computed once, not again wherever the branches name it.
   const total = `WITH t AS MATERIALIZED (${countText})${ctes}`
   const rowsText = `${total} SELECT ${columns}, t.total FROM t CROSS JOIN LATERAL (
@@ -130,7 +178,8 @@ export function pageSql(parts: PageStatementParts): PageSql {
       ${rows}) AS items
     FROM t`
   const omittedWhenNull = parts.fields.filter((field) => !field.nullable).map((field) => field.key)
-  return { rowsText, jsonText, countText, omittedWhenNull }
+  const timestamps = parts.fields.filter((field) => field.rows?.timestamp).map((field) => field.key)
+  return { rowsText, jsonText, countText, omittedWhenNull, timestamps }
 }
 
 /** A page's rows (each a whole row of the table), and the CTEs they need after the total's `t`. */
@@ -244,11 +293,15 @@ function seekPage(parts: PageStatementParts, buckets: string): PageRows {
  * the NULLs to leave out are set to undefined in place: no copy of a row, one call for the page.
  * Setting a value (never deleting a key) keeps the rows in V8's fast mode for the serializer.
  */
-function itemsJson(rows: Record<string, unknown>[], omittedWhenNull: readonly string[]): string {
+function itemsJson(rows: Record<string, unknown>[], statement: PageSql): string {
   if (rows.length === 0) return ''
   for (const row of rows) {
     row.total = undefined
-    for (const key of omittedWhenNull) if (row[key] === null) row[key] = undefined
+    for (const key of statement.omittedWhenNull) if (row[key] === null) row[key] = undefined
+    for (const key of statement.timestamps) {
+      const value = row[key]
+      if (typeof value === 'string') row[key] = isoFromPostgres(value)
+    }
   }
   // '[…]' without its brackets.
   return JSON.stringify(rows).slice(1, -1)
@@ -277,7 +330,7 @@ export async function fetchPage(
       const [count] = await sql.query<{ total: number }>(statement.countText, statement.params)
       total = count?.total ?? 0
     }
-    items = itemsJson(rows, statement.omittedWhenNull)
+    items = itemsJson(rows, statement)
   }
   // Page and total come from one snapshot: more follow exactly when the page ends before the total.
   const hasMore = page.offset + page.limit < total

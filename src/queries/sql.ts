@@ -92,7 +92,12 @@ export function readerPreamble(readOnly: boolean, statementTimeoutMs: number): s
     // A prepared statement keeps one plan for every organization and page, never planned again:
     // the plans above hold for any parameters (the plan test checks them as generic plans).
     ['plan_cache_mode', 'force_generic_plan'],
+    // Timestamps and dates as text in one fixed form, whatever the server's or the role's
+    // defaults: a page's rows carry them so, and Node writes the ISO form (queries/page.ts).
+    ['TimeZone', 'UTC'],
+    ['DateStyle', 'ISO, YMD'],
   ]
-  const select = `SELECT ${settings.map(([name, value]) => `set_config('${name}', '${value}', true)`).join(', ')}`
-  return readOnly ? `SET TRANSACTION READ ONLY; ${select}` : select
+  // SET TRANSACTION READ ONLY is this setting, made transaction-local the same way.
+  if (readOnly) settings.unshift(['transaction_read_only', 'on'])
+  return `SELECT ${settings.map(([name, value]) => `set_config('${name}', '${value}', true)`).join(', ')}`
 }
