@@ -1,3 +1,4 @@
+import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { createPostgresStore } from '../../src/store/postgres.js'
@@ -22,37 +23,65 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
     await database?.drop()
   })
 
-  /** 30 requests of each list through a pool of one connection, then that connection's prepared statements. */
-  async function run(preparedStatements: boolean) {
-    const store: Store = createPostgresStore({
+  /**
+   * A store on one connection, an organization `name` with a customer and an appointment, its
+   * key and the app on that store: `use` runs with them, then all is closed.
+   */
+  async function withOneConnection<T>(
+    preparedStatements: boolean,
+    name: string,
+    use: (store: Store, app: FastifyInstance, key: string) => Promise<T>,
+  ): Promise<T> {
+    const store = createPostgresStore({
       connectionString: database.url,
       maxConnections: 1,
       preparedStatements,
     })
     try {
-      const org = await createOrg(store, `org_prep_${preparedStatements}`)
+      const org = await createOrg(store, name)
       await addCustomers(store, org.id, [{ id: 'cus_1', createdAt: '2025-01-01T00:00:00.000Z' }])
+      // Pages with rows: an empty page asks for its total on its own.
+      await addAppointments(store, org.id, [
+        { id: 'apt_1', start: '2025-01-02T00:00:00.000Z', status: 'completed' },
+      ])
       const { key } = await createKey(store, org)
       const { app } = await buildTestApp(store, { logLevel: 'silent' })
       try {
+        return await use(store, app, key)
+      } finally {
+        await app.close()
+      }
+    } finally {
+      await store.close()
+    }
+  }
+
+  /**
+   * 30 requests of each list (the appointments past their end, so that their total runs alone
+   * each time) on one connection, then the connection's prepared statements.
+   */
+  function run(preparedStatements: boolean) {
+    return withOneConnection(
+      preparedStatements,
+      `org_prep_${preparedStatements}`,
+      async (store, app, key) => {
         for (let i = 0; i < 30; i++) {
-          for (const url of ['/api/public/v1/customers?limit=5', `/api/public/v1/appointments?offset=${i}`]) {
+          for (const url of [
+            '/api/public/v1/customers?limit=5',
+            `/api/public/v1/appointments?offset=${i + 1}`,
+          ]) {
             const response = await app.inject({ url, headers: bearer(key) })
             expect(response.statusCode).toBe(200)
           }
         }
-      } finally {
-        await app.close()
-      }
-      return await store.admin((sql) =>
-        sql.query<{ statement: string; generic: number; custom: number }>(
-          `SELECT statement, generic_plans::int AS generic, custom_plans::int AS custom
+        return store.admin((sql) =>
+          sql.query<{ statement: string; generic: number; custom: number }>(
+            `SELECT statement, generic_plans::int AS generic, custom_plans::int AS custom
            FROM pg_prepared_statements WHERE name LIKE 'openbook\\_%' ORDER BY statement`,
-        ),
-      )
-    } finally {
-      await store.close()
-    }
+          ),
+        )
+      },
+    )
   }
 
   it('on: each statement is planned once, then every execution uses its generic plan', async () => {
@@ -69,23 +98,12 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
   })
 
   /** The messages node-postgres sends for one request of each list, after a first request of each. */
-  async function messagesPerRequest(preparedStatements: boolean) {
-    const store = createPostgresStore({
-      connectionString: database.url,
-      maxConnections: 1,
+  function messagesPerRequest(preparedStatements: boolean) {
+    return withOneConnection(
       preparedStatements,
-    })
-    try {
-      const org = await createOrg(store, `org_trips_${preparedStatements}`)
-      await addCustomers(store, org.id, [{ id: 'cus_1', createdAt: '2025-01-01T00:00:00.000Z' }])
-      // Pages with rows: an empty page asks for its total on its own.
-      await addAppointments(store, org.id, [
-        { id: 'apt_1', start: '2025-01-02T00:00:00.000Z', status: 'completed' },
-      ])
-      const { key } = await createKey(store, org)
-      const { app } = await buildTestApp(store, { logLevel: 'silent' })
-      const urls = ['/api/public/v1/customers?limit=5', '/api/public/v1/appointments?status=completed']
-      try {
+      `org_trips_${preparedStatements}`,
+      async (_store, app, key) => {
+        const urls = ['/api/public/v1/customers?limit=5', '/api/public/v1/appointments?status=completed']
         for (const url of urls) await app.inject({ url, headers: bearer(key) })
         const sent = vi.spyOn(pg.Client.prototype, 'query')
         try {
@@ -100,12 +118,8 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
         } finally {
           sent.mockRestore()
         }
-      } finally {
-        await app.close()
-      }
-    } finally {
-      await store.close()
-    }
+      },
+    )
   }
 
   it('on: a request is one message (BEGIN, settings, key lookup, page) and its COMMIT', async () => {
