@@ -110,7 +110,8 @@ function setup(report: BenchReport): string[] {
       'included, for at least 12 requests; the database is let go idle between measurements. pgbench: ' +
       `${load.poolSize} clients, simple protocol, a script of the transaction openbook sends (SQL captured from ` +
       'src/queries). The minimal handler (bench/baseline-server.ts: node:http and pg, no framework) runs the same ' +
-      "SQL in openbook's two round trips with the same prepared statements. Every server uses a pool of " +
+      "SQL in openbook's round trips (BEGIN, its settings, the key lookup and the page's EXECUTE in one message, then " +
+      'COMMIT) with the same prepared statements. Every server uses a pool of ' +
       `${load.poolSize} connections. CPU per request: CPU time of the process (Node) or of the backends serving ` +
       'that target (PostgreSQL) during saturation, divided by the requests answered. "By CPU": the other ' +
       "target's Node + PostgreSQL CPU per request over openbook's, the req/s ratio that a machine running " +
