@@ -48,7 +48,10 @@ export interface Config {
   readonly databaseReadUrl: string | undefined
   /** Reads go to the primary while the replica is further behind than this. */
   readonly databaseReadMaxLagMs: number
-  /** The request path's statements are prepared per connection; off behind PgBouncer < 1.21 in transaction mode. */
+  /**
+   * The request path's statements are prepared per connection (SQL-level PREPARE, store/one-trip.ts);
+   * off behind PgBouncer in transaction mode, whatever its version: none tracks SQL-level PREPARE.
+   */
   readonly databasePreparedStatements: boolean
   readonly dataDir: string
   readonly apiKeyBrand: string

@@ -15,8 +15,9 @@ export interface PostgresStoreOptions {
   readonly maxReplicaLagMs?: number
   readonly maxConnections?: number
   /**
-   * The request path's statements are prepared once per connection (default). Off behind a pooler
-   * that does not keep them across transactions: PgBouncer in transaction mode before 1.21.
+   * The request path's statements are prepared once per connection (default), the page by SQL-level
+   * PREPARE (one-trip.ts). Off behind a pooler that does not keep them across transactions:
+   * PgBouncer in transaction mode, whatever its version (1.21's tracking is protocol-level only).
    */
   readonly preparedStatements?: boolean
   readonly statementTimeoutMs?: number

@@ -10,7 +10,7 @@ import { createTestDatabase, postgresAvailable, type TestDatabase } from '../hel
 /**
  * No re-planning in the steady state: with prepared statements on (the default), each request-path
  * statement is parsed and planned once per connection and then runs its generic plan; off (for
- * PgBouncer before 1.21 in transaction mode), nothing is left prepared on the connection.
+ * PgBouncer in transaction mode), nothing is left prepared on the connection.
  * Round trips: on, BEGIN with its settings, the key lookup and the page go in one message, then
  * COMMIT; off, the page waits for the lookup's answer.
  */
