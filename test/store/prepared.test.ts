@@ -107,14 +107,18 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
         for (const url of urls) await app.inject({ url, headers: bearer(key) })
         const sent = vi.spyOn(pg.Client.prototype, 'query')
         try {
-          const counts: number[] = []
+          const requests: string[][] = []
           for (const url of urls) {
             sent.mockClear()
             const response = await app.inject({ url, headers: bearer(key) })
             expect(response.statusCode).toBe(200)
-            counts.push(sent.mock.calls.length)
+            requests.push(
+              sent.mock.calls.map(([query]) =>
+                typeof query === 'string' ? query : String((query as { text?: unknown }).text),
+              ),
+            )
           }
-          return counts
+          return requests
         } finally {
           sent.mockRestore()
         }
@@ -123,11 +127,25 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
   }
 
   it('on: a request is one message (BEGIN, settings, key lookup, page) and its COMMIT', async () => {
-    expect(await messagesPerRequest(true)).toEqual([2, 2])
+    const requests = await messagesPerRequest(true)
+    expect(requests.map((messages) => messages.length)).toEqual([2, 2])
+    for (const [message, commit] of requests) {
+      // In this order: the read-only reader role and the other settings, the key found (and the
+      // organization set) before the page's EXECUTE reads a row, which the database binds to it.
+      expect(message).toMatch(
+        new RegExp(
+          "^BEGIN; SELECT set_config\\('transaction_read_only', 'on', true\\), set_config\\('role', 'openbook_reader', true\\)[^;]*; " +
+            "SELECT set_config\\('openbook\\.org_id', a\\.org_id, true\\)[^;]*FROM openbook_authenticate\\('[0-9a-f]{64}'\\) a; " +
+            "EXECUTE openbook_e_[0-9a-f]{24}\\(current_setting\\('openbook\\.org_id', true\\)[^;]*\\)$",
+        ),
+      )
+      expect(commit).toBe('COMMIT')
+    }
   })
 
   it('off: the page waits for the key lookup (three messages)', async () => {
-    expect(await messagesPerRequest(false)).toEqual([3, 3])
+    const requests = await messagesPerRequest(false)
+    expect(requests.map((messages) => messages.length)).toEqual([3, 3])
   })
 
   it('values written into the one-trip message select exactly what they name', async () => {
