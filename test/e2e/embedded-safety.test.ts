@@ -1,6 +1,6 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, readFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, describe, expect, it } from 'vitest'
 import { json, openbook } from '../cli/run.js'
@@ -69,6 +69,17 @@ async function until(condition: () => boolean | Promise<boolean>, ms = 20_000): 
     if (Date.now() > deadline) throw new Error('timed out')
     await sleep(50)
   }
+}
+
+/**
+ * Sockets bound to the server's operator socket in DATA_DIR (/proc/net/unix lists an accepted
+ * connection under the listener's path): 1 while it listens, one more per client it took.
+ */
+function operatorConnections(dir: string): number {
+  const path = resolve(dir, 'openbook.sock')
+  return readFileSync('/proc/net/unix', 'utf8')
+    .split('\n')
+    .filter((line) => line.endsWith(` ${path}`)).length
 }
 
 async function customerCount(env: Record<string, string>, org: string): Promise<number> {
@@ -216,7 +227,9 @@ describe('commands forwarded to a running embedded server', () => {
     await server.waitFor(/Server listening/)
     const importing = openbookWithInput(['import', '-'], env)
     importing.child.stdin.write(organization('org_x'))
-    await sleep(1_000)
+    // Killed once the server has taken the command (not after a fixed wait: a CLI that started
+    // later than that would find the server gone and open DATA_DIR itself).
+    await until(() => operatorConnections(dir) >= 2)
     server.child.kill('SIGKILL')
     const result = await importing.done
     expect(result.code).toBe(1)
