@@ -2,6 +2,18 @@ import { z } from 'zod'
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 
+/**
+ * How the request path prepares its statements on PostgreSQL (store/postgres.ts):
+ * - `on`: once per connection, which openbook remembers. Direct to PostgreSQL, or through a
+ *   pooler in session mode.
+ * - `pooler`: once per server connection, which the database checks in the same message (migration
+ *   007). Behind a pooler in transaction mode (PgBouncer of any version: none tracks SQL-level
+ *   PREPARE), where a client's transactions land on any server connection.
+ * - `off`: never; each request plans its statements.
+ */
+export const PREPARED_STATEMENTS = ['on', 'pooler', 'off'] as const
+export type PreparedStatements = (typeof PREPARED_STATEMENTS)[number]
+
 const port = (fallback: string) =>
   z
     .string()
@@ -28,7 +40,7 @@ export const environmentSchema = z.object({
   DATABASE_URL: postgresUrl.optional(),
   DATABASE_READ_URL: postgresUrl.optional(),
   DATABASE_READ_MAX_LAG_MS: milliseconds(3_600_000, '5000'),
-  DATABASE_PREPARED_STATEMENTS: z.enum(['on', 'off']).default('on'),
+  DATABASE_PREPARED_STATEMENTS: z.enum(PREPARED_STATEMENTS).default('on'),
   DATA_DIR: z.string().min(1).default('./data'),
   API_KEY_BRAND: z
     .string()
@@ -48,11 +60,8 @@ export interface Config {
   readonly databaseReadUrl: string | undefined
   /** Reads go to the primary while the replica is further behind than this. */
   readonly databaseReadMaxLagMs: number
-  /**
-   * The request path's statements are prepared per connection (SQL-level PREPARE, store/one-trip.ts);
-   * off behind PgBouncer in transaction mode, whatever its version: none tracks SQL-level PREPARE.
-   */
-  readonly databasePreparedStatements: boolean
+  /** How the request path's statements are prepared (`PREPARED_STATEMENTS`). */
+  readonly databasePreparedStatements: PreparedStatements
   readonly dataDir: string
   readonly apiKeyBrand: string
   readonly logLevel: (typeof LOG_LEVELS)[number]
@@ -90,7 +99,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: value.DATABASE_URL,
     databaseReadUrl: value.DATABASE_READ_URL,
     databaseReadMaxLagMs: value.DATABASE_READ_MAX_LAG_MS,
-    databasePreparedStatements: value.DATABASE_PREPARED_STATEMENTS === 'on',
+    databasePreparedStatements: value.DATABASE_PREPARED_STATEMENTS,
     dataDir: value.DATA_DIR,
     apiKeyBrand: value.API_KEY_BRAND,
     logLevel: value.LOG_LEVEL,

@@ -4,7 +4,9 @@ import { KEY_ORGANIZATION } from './types.js'
 /**
  * The request path in one round trip on PostgreSQL: BEGIN and its settings, the key lookup and the
  * page go in one simple-protocol message, the page as `EXECUTE` of a statement prepared once per
- * connection (by `PREPARE` in the first such message). The extended protocol would take a round
+ * connection: by `PREPARE` in the first such message, or behind a pooler in transaction mode by
+ * `openbook_prepare` in every message, which prepares it on the server connection it lands on
+ * unless it is already there. The extended protocol would take a round
  * trip per statement here: node-postgres waits for each answer before it sends the next statement.
  *
  * `EXECUTE` takes its parameters as SQL expressions: the key's organization is read from the
@@ -38,6 +40,28 @@ export function executeText(name: string, params: readonly unknown[]): string {
 export function prepareText(name: string, text: string): string {
   return `PREPARE ${name} AS ${text}`
 }
+
+/** Per statement name, `text` as a quoted literal: a page's SQL is 2-5 KB, quoted once per process. */
+const quotedStatements = new Map<string, string>()
+
+/**
+ * The `PREPARE` of `text` as `name` on whichever server connection runs it, unless it is prepared
+ * there already, which the database checks (`openbook_prepare`, migration 007): behind a pooler in
+ * transaction mode the client cannot know. `recheck`: not by the session setting that marks it, but
+ * in pg_prepared_statements.
+ */
+export function prepareOnServerText(name: string, text: string, recheck: boolean): string {
+  let quoted = quotedStatements.get(name)
+  if (quoted === undefined) {
+    quoted = pg.escapeLiteral(text)
+    quotedStatements.set(name, quoted)
+  }
+  return `SELECT openbook_prepare('${name}', ${quoted}${recheck ? ', true' : ''})`
+}
+
+/** SQLSTATE 26000: `EXECUTE` of a statement the connection has not prepared. */
+export const isPreparedStatementMissing = (error: unknown) =>
+  error instanceof Error && (error as { code?: unknown }).code === '26000'
 
 /** Whether a statement's parameters need the one-trip form: the key's organization stands among them. */
 export const namesKeyOrganization = (params: readonly unknown[]) => params.includes(KEY_ORGANIZATION)

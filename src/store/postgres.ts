@@ -3,8 +3,15 @@ import { pipeline } from 'node:stream/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { from as copyFrom } from 'pg-copy-streams'
+import type { PreparedStatements } from '../config.js'
 import { copyStatement, readerPreamble } from '../queries/sql.js'
-import { executeText, namesKeyOrganization, prepareText } from './one-trip.js'
+import {
+  executeText,
+  isPreparedStatementMissing,
+  namesKeyOrganization,
+  prepareOnServerText,
+  prepareText,
+} from './one-trip.js'
 import type { AdminSql, Store, StoreAdapter } from './types.js'
 
 export interface PostgresStoreOptions {
@@ -15,11 +22,12 @@ export interface PostgresStoreOptions {
   readonly maxReplicaLagMs?: number
   readonly maxConnections?: number
   /**
-   * The request path's statements are prepared once per connection (default), the page by SQL-level
-   * PREPARE (one-trip.ts). Off behind a pooler that does not keep them across transactions:
-   * PgBouncer in transaction mode, whatever its version (1.21's tracking is protocol-level only).
+   * How the request path's statements are prepared (config.ts, `PREPARED_STATEMENTS`): `on` (the
+   * default) once per connection, the page by SQL-level PREPARE (one-trip.ts); `pooler` once per
+   * server connection, checked by the database, for PgBouncer in transaction mode of any version
+   * (1.21's tracking is protocol-level only); `off`, never.
    */
-  readonly preparedStatements?: boolean
+  readonly preparedStatements?: PreparedStatements
   readonly statementTimeoutMs?: number
   /** Called for errors of idle pooled connections (a restarted server, a terminated backend). */
   readonly onIdleError?: (error: Error) => void
@@ -63,8 +71,8 @@ export function isConnectionLost(error: unknown): boolean {
  * How a transaction talks to the server.
  * - `request`: the request path. BEGIN and its settings travel with the first statement when it
  *   has no parameters (the key lookup), statements with parameters are prepared once per
- *   connection (unless `preparedStatements` is off), and a read-only transaction's COMMIT is not
- *   waited for: two round trips per request instead of four. With prepared statements, the key
+ *   connection (`preparedStatements` on), and a read-only transaction's COMMIT is not waited for:
+ *   two round trips per request instead of four. With prepared statements (on or pooler), the key
  *   lookup waits for the page and both go with BEGIN in one message (`one-trip.ts`): one round
  *   trip, and COMMIT.
  * - anything else: BEGIN, then the statements as they come, then COMMIT, each waited for.
@@ -135,12 +143,14 @@ class TransactionConnection {
     private readonly client: pg.PoolClient,
     private readonly mode: TransactionMode,
     begin: string,
-    private readonly prepare: boolean,
+    private readonly prepare: PreparedStatements,
+    /** `pooler`: the server connection's prepared statements checked in pg_prepared_statements. */
+    private readonly recheck: boolean,
     private readonly onAnswer: () => void,
   ) {
     this.owed = begin
     const query = this.query.bind(this)
-    const oneTrip = mode.request && prepare
+    const oneTrip = mode.request && prepare !== 'off'
     this.sql = {
       query,
       exec: async (text) => {
@@ -188,8 +198,8 @@ class TransactionConnection {
   /**
    * One simple-protocol message: the owed BEGIN, `statements`, the held statements, then `last`;
    * each held statement is answered with its result, and the answer is `last`'s rows. A message
-   * that fails after a `PREPARE` leaves it unknown whether the statement exists: the connection
-   * is not given out again.
+   * that fails after a `PREPARE` leaves it unknown whether the statement exists: with prepared
+   * statements `on`, which remembers them per connection, the connection is not given out again.
    */
   private async sendMessage(statements: readonly string[], last: string | undefined): Promise<object[]> {
     const held = this.held
@@ -208,15 +218,26 @@ class TransactionConnection {
       })
       return last === undefined ? [] : (results.at(-1)?.rows ?? [])
     } catch (error) {
-      if (statements.length > 0) this.broken = true
+      if (statements.length > 0 && this.prepare === 'on') this.broken = true
       for (const h of held) h.reject(error)
       throw error
     }
   }
 
-  /** A prepared statement run by `EXECUTE` in one message with what is owed and held, `PREPARE`d first if new. */
+  /**
+   * A prepared statement run by `EXECUTE` in one message with what is owed and held, `PREPARE`d
+   * first if new: on, if this connection has not; pooler, if the server connection has not, which
+   * the database checks in the same message.
+   */
   private async execute<Row extends object>(text: string, params: readonly unknown[]): Promise<Row[]> {
     const name = statementName(text, 'execute')
+    if (this.prepare === 'pooler') {
+      const rows = await this.sendMessage(
+        [prepareOnServerText(name, text, this.recheck)],
+        executeText(name, params),
+      )
+      return rows as Row[]
+    }
     let prepared = preparedBySql.get(this.client)
     if (!prepared) {
       prepared = new Set()
@@ -231,7 +252,8 @@ class TransactionConnection {
   private async query<Row extends object>(text: string, params: readonly unknown[] = []): Promise<Row[]> {
     const { client, mode } = this
     if (namesKeyOrganization(params)) {
-      if (!(mode.request && this.prepare)) throw new Error('KEY_ORGANIZATION needs the one-trip request path')
+      if (!(mode.request && this.prepare !== 'off'))
+        throw new Error('KEY_ORGANIZATION needs the one-trip request path')
       return this.execute<Row>(text, params)
     }
     if (this.held.length > 0) await this.flush()
@@ -248,7 +270,7 @@ class TransactionConnection {
       await this.sendOwed()
     }
     const config =
-      mode.request && this.prepare && params.length > 0
+      mode.request && this.prepare === 'on' && params.length > 0
         ? { name: statementName(text), text, values: params as unknown[] }
         : { text, values: params as unknown[] }
     return (await this.roundTrip(() => client.query<Row>(config))).rows
@@ -261,7 +283,7 @@ function openDatabase(
   connectRetryMs = CONNECT_RETRY_MS,
 ): Database {
   const maxConnections = options.maxConnections ?? 10
-  const prepare = options.preparedStatements ?? true
+  const prepare = options.preparedStatements ?? 'on'
   const pool = new pg.Pool({
     connectionString,
     max: maxConnections,
@@ -301,10 +323,17 @@ function openDatabase(
     // connections may have died at once: after `maxConnections` discards the pool has none left and
     // opens a new one. A new connection that fails is not retried (the server is refusing
     // sessions), and nothing is retried once a round trip of the transaction has come back.
+    // Behind a pooler, a server connection whose prepared statements were dropped while its session
+    // setting still marks them prepared (a reset by DEALLOCATE ALL alone) answers "prepared statement
+    // does not exist": the read-only request is run again once, its statements checked in
+    // pg_prepared_statements (`recheck`).
+    let recheck = false
     for (let attempt = 1; ; attempt++) {
       const client = await connect()
       const wasIdle = reused.has(client)
-      const connection = new TransactionConnection(client, mode, begin, prepare, () => reused.add(client))
+      const connection = new TransactionConnection(client, mode, begin, prepare, recheck, () =>
+        reused.add(client),
+      )
       // A backend that dies while the connection is checked out emits 'error' on the client, which the
       // pool listens for only while it is idle: unheard, it would crash the process. The query in flight
       // rejects with the same error, so here the connection is only marked as not to be reused.
@@ -341,6 +370,16 @@ function openDatabase(
           } catch {
             connection.broken = true
           }
+        }
+        if (
+          prepare === 'pooler' &&
+          mode.request &&
+          mode.readOnly &&
+          !recheck &&
+          isPreparedStatementMissing(error)
+        ) {
+          recheck = true
+          continue
         }
         throw error
       } finally {

@@ -556,6 +556,25 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     expect(writableColumns).toEqual([{ t: 'api_keys', c: 'last_used_at' }])
   })
 
+  it('may call exactly the key lookup, the schema version and openbook_prepare of the functions in public', async () => {
+    // Trigger functions are left out: they cannot be called, only fired by the tables' writes.
+    const callable = await store.admin((sql) =>
+      sql.query<{ f: string }>(
+        `SELECT p.oid::regprocedure::text AS f
+         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname = 'public' AND p.prorettype <> 'trigger'::regtype
+           AND has_function_privilege($1, p.oid, 'EXECUTE')
+         ORDER BY 1`,
+        [READER],
+      ),
+    )
+    expect(callable.map((row) => row.f)).toEqual([
+      'openbook_authenticate(text)',
+      'openbook_prepare(text,text,boolean)',
+      'openbook_schema_version()',
+    ])
+  })
+
   it('is a member of no other role, and no SECURITY DEFINER function exists', async () => {
     const [row] = await store.admin((sql) =>
       sql.query<{ memberships: number; definers: number; create: boolean }>(

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import type { PreparedStatements } from '../../src/config.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
@@ -9,10 +10,11 @@ import { createTestDatabase, postgresAvailable, type TestDatabase } from '../hel
 
 /**
  * No re-planning in the steady state: with prepared statements on (the default), each request-path
- * statement is parsed and planned once per connection and then runs its generic plan; off (for
- * PgBouncer in transaction mode), nothing is left prepared on the connection.
- * Round trips: on, BEGIN with its settings, the key lookup and the page go in one message, then
- * COMMIT; off, the page waits for the lookup's answer.
+ * statement is parsed and planned once per connection and then runs its generic plan; pooler (for
+ * PgBouncer in transaction mode), each page statement is prepared once per server connection,
+ * which the database checks; off, nothing is left prepared on the connection.
+ * Round trips: on and pooler, BEGIN with its settings, the key lookup and the page go in one
+ * message, then COMMIT; off, the page waits for the lookup's answer.
  */
 describe.skipIf(!postgresAvailable())('prepared statements on the request path (PostgreSQL)', () => {
   let database: TestDatabase
@@ -28,7 +30,7 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
    * key and the app on that store: `use` runs with them, then all is closed.
    */
   async function withOneConnection<T>(
-    preparedStatements: boolean,
+    preparedStatements: PreparedStatements,
     name: string,
     use: (store: Store, app: FastifyInstance, key: string) => Promise<T>,
   ): Promise<T> {
@@ -60,7 +62,7 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
    * 30 requests of each list (the appointments past their end, so that their total runs alone
    * each time) on one connection, then the connection's prepared statements.
    */
-  function run(preparedStatements: boolean) {
+  function run(preparedStatements: PreparedStatements) {
     return withOneConnection(
       preparedStatements,
       `org_prep_${preparedStatements}`,
@@ -84,21 +86,25 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
     )
   }
 
-  it('on: each statement is planned once, then every execution uses its generic plan', async () => {
-    const prepared = await run(true)
-    expect(prepared.length).toBeGreaterThanOrEqual(2)
-    for (const statement of prepared) {
-      expect(statement.custom, statement.statement).toBe(0)
-      expect(statement.generic, statement.statement).toBeGreaterThanOrEqual(30)
-    }
-  })
+  it.each(['on', 'pooler'] as const)(
+    '%s: each statement is planned once, then every execution uses its generic plan',
+    async (mode) => {
+      const prepared = await run(mode)
+      // on: both pages and the total asked alone past the end; pooler: both pages.
+      expect(prepared.length).toBeGreaterThanOrEqual(2)
+      for (const statement of prepared) {
+        expect(statement.custom, statement.statement).toBe(0)
+        expect(statement.generic, statement.statement).toBeGreaterThanOrEqual(30)
+      }
+    },
+  )
 
   it('off: no statement is left prepared on the connection', async () => {
-    expect(await run(false)).toEqual([])
+    expect(await run('off')).toEqual([])
   })
 
   /** The messages node-postgres sends for one request of each list, after a first request of each. */
-  function messagesPerRequest(preparedStatements: boolean) {
+  function messagesPerRequest(preparedStatements: PreparedStatements) {
     return withOneConnection(
       preparedStatements,
       `org_trips_${preparedStatements}`,
@@ -127,7 +133,7 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
   }
 
   it('on: a request is one message (BEGIN, settings, key lookup, page) and its COMMIT', async () => {
-    const requests = await messagesPerRequest(true)
+    const requests = await messagesPerRequest('on')
     expect(requests.map((messages) => messages.length)).toEqual([2, 2])
     for (const [message, commit] of requests) {
       // In this order: the read-only reader role and the other settings, the key found (and the
@@ -143,9 +149,75 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
     }
   })
 
+  it('pooler: the same message asks the database to prepare the page on its server connection first', async () => {
+    const requests = await messagesPerRequest('pooler')
+    expect(requests.map((messages) => messages.length)).toEqual([2, 2])
+    for (const [message, commit] of requests) {
+      // The statement prepared (unless it is there already; preparing reads no row) is the one
+      // executed, bound to the organization of the key found before it.
+      expect(message).toMatch(
+        new RegExp(
+          "^BEGIN; SELECT set_config\\('transaction_read_only', 'on', true\\), set_config\\('role', 'openbook_reader', true\\)[^;]*; " +
+            "SELECT openbook_prepare\\('(openbook_e_[0-9a-f]{24})', 'WITH t AS MATERIALIZED [\\s\\S]*'\\); " +
+            "SELECT set_config\\('openbook\\.org_id', a\\.org_id, true\\)[^;]*FROM openbook_authenticate\\('[0-9a-f]{64}'\\) a; " +
+            "EXECUTE \\1\\(current_setting\\('openbook\\.org_id', true\\)[^;]*\\)$",
+        ),
+      )
+      expect(commit).toBe('COMMIT')
+    }
+  })
+
   it('off: the page waits for the key lookup (three messages)', async () => {
-    const requests = await messagesPerRequest(false)
+    const requests = await messagesPerRequest('off')
     expect(requests.map((messages) => messages.length)).toEqual([3, 3])
+  })
+
+  /**
+   * A pooler hands a server connection from client to client, and may reset it between them. With
+   * one connection, the store's own admin transactions stand in for the other clients.
+   */
+  it('pooler: a page is served whatever happened to the server connection in between', async () => {
+    await withOneConnection('pooler', 'org_pooler_resets', async (store, app, key) => {
+      const sent = vi.spyOn(pg.Client.prototype, 'query')
+      const page = async () => {
+        sent.mockClear()
+        const response = await app.inject({ url: '/api/public/v1/customers', headers: bearer(key) })
+        expect(response.statusCode).toBe(200)
+        expect(response.json().data.map((c: { id: string }) => c.id)).toEqual(['cus_1'])
+        return sent.mock.calls.map(([query]) => String(typeof query === 'string' ? query : ''))
+      }
+      const statements = () =>
+        store.admin((sql) =>
+          sql.query<{ name: string }>(
+            `SELECT name FROM pg_prepared_statements WHERE name LIKE 'openbook\\_e\\_%'`,
+          ),
+        )
+      try {
+        await page()
+        expect(await statements()).toHaveLength(1)
+        // Its settings reset, its statements kept (a rolled-back transaction undoes the setting
+        // that marks them prepared, not the PREPARE): found in pg_prepared_statements, not
+        // prepared twice, which PostgreSQL would refuse.
+        await store.admin((sql) => sql.exec('RESET ALL'))
+        await page()
+        // Both reset, as DISCARD ALL (PgBouncer's server_reset_query) does: prepared again.
+        await store.admin((sql) => sql.exec('RESET ALL; DEALLOCATE ALL'))
+        expect(await statements()).toHaveLength(0)
+        await page()
+        expect(await statements()).toHaveLength(1)
+        // The statements dropped alone, the setting still marking them prepared: the EXECUTE
+        // fails, and the request is run again with the statements checked in the catalogue.
+        await store.admin((sql) => sql.exec('DEALLOCATE ALL'))
+        const messages = await page()
+        expect(messages.filter((m) => m.includes('openbook_prepare('))).toHaveLength(2)
+        const rechecked =
+          /^BEGIN; [\s\S]*SELECT openbook_prepare\('openbook_e_[0-9a-f]+', '[\s\S]*', true\); SELECT set_config\('openbook\.org_id'/
+        expect(messages.filter((m) => rechecked.test(m))).toHaveLength(1)
+        expect(await statements()).toHaveLength(1)
+      } finally {
+        sent.mockRestore()
+      }
+    })
   })
 
   it('values written into the one-trip message select exactly what they name', async () => {

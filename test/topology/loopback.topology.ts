@@ -258,6 +258,7 @@ describe('the production topology on loopback', () => {
     await query(primary.url(), 'CREATE DATABASE openbook OWNER openbook_owner')
     ownerUrl = urlOf(primaryPort, 'openbook_owner', 'openbook')
     await cli(['migrate'])
+    await query(primary.url('openbook'), 'CREATE EXTENSION pg_stat_statements')
     await query(ownerUrl, `CREATE ROLE openbook_api LOGIN PASSWORD '${API_PASSWORD}' IN ROLE openbook_reader`)
     await cli([
       'seed',
@@ -334,7 +335,9 @@ describe('the production topology on loopback', () => {
     if (dir) say(`topology: stopped every process and removed ${dir}${keep ? ` (logs kept in ${keep})` : ''}`)
   }, 60_000)
 
-  it('serves a bounded read load through the load balancer: every response a correct 200', async () => {
+  it('serves a bounded read load through the load balancer: every response a correct 200, each page statement planned once per server connection', async () => {
+    const servers = [primary, replica]
+    for (const server of servers) await query(server.url('openbook'), 'SELECT pg_stat_statements_reset()')
     const before = await lb.servers()
     const tx0 = await bouncer.transactions()
     const load = await runLoad({
@@ -350,16 +353,31 @@ describe('the production topology on loopback', () => {
     const perInstance = instances.map((i) => (after[i.name]?.sent ?? 0) - (before[i.name]?.sent ?? 0))
     const replicaTx = (tx1.openbook_replica ?? 0) - (tx0.openbook_replica ?? 0)
     const primaryTx = (tx1.openbook ?? 0) - (tx0.openbook ?? 0)
+    // The pages' statements (PREPAREd by openbook_prepare, EXECUTEd at the top level): how often
+    // they ran and how often PostgreSQL planned them, on both servers.
+    let pages = { calls: 0, plans: 0 }
+    for (const server of servers) {
+      const [row] = await query<{ calls: number; plans: number }>(
+        server.url('openbook'),
+        `SELECT coalesce(sum(calls), 0)::int AS calls, coalesce(sum(plans), 0)::int AS plans
+         FROM pg_stat_statements
+         WHERE query LIKE '%WITH t AS MATERIALIZED%' AND query NOT LIKE '%openbook_prepare%'`,
+      )
+      pages = { calls: pages.calls + (row?.calls ?? 0), plans: pages.plans + (row?.plans ?? 0) }
+    }
     const ok =
       load.failures.length === 0 &&
       load.wrong === 0 &&
       load.ok > RATE * 20 &&
       perInstance.every((count) => count > 0) &&
-      (!replicaReads || replicaTx >= load.ok)
+      (!replicaReads || replicaTx >= load.ok) &&
+      pages.calls >= load.ok &&
+      pages.plans * 10 <= pages.calls
     summary.add(
       `steady load (${RATE}/s, ${CONNECTIONS} conns, 30 s)`,
       `${loadFigures(load)}; per instance ${perInstance.map(n).join(' / ')}; ` +
-        `PgBouncer transactions: replica ${n(replicaTx)}, primary ${n(primaryTx)}${failureList(load)}` +
+        `PgBouncer transactions: replica ${n(replicaTx)}, primary ${n(primaryTx)}; ` +
+        `page statements run ${n(pages.calls)} times, planned ${n(pages.plans)} times${failureList(load)}` +
         (load.firstWrong ? `; first wrong: ${load.firstWrong}` : ''),
       verdict(ok),
     )
@@ -368,6 +386,11 @@ describe('the production topology on loopback', () => {
     expect(load.ok).toBeGreaterThan(RATE * 20)
     for (const count of perInstance) expect(count).toBeGreaterThan(0)
     if (replicaReads) expect(replicaTx).toBeGreaterThanOrEqual(load.ok)
+    // DATABASE_PREPARED_STATEMENTS=pooler: each server connection plans a page's statement once
+    // (and again after an invalidation, such as an ANALYZE replayed from the primary), not per
+    // request as unnamed statements are (plans = calls).
+    expect(pages.calls).toBeGreaterThanOrEqual(load.ok)
+    expect(pages.plans * 10).toBeLessThanOrEqual(pages.calls)
   }, 90_000)
 
   it('SIGKILL of an instance mid-load fails no request beyond those it held; the LB routes around it', async () => {

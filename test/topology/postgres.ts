@@ -106,6 +106,10 @@ fsync = off
 full_page_writes = off
 log_min_messages = warning
 log_checkpoints = off
+# How often the request path's statements are planned, against how often they run (the steady
+# load's check that nothing is planned again per request behind PgBouncer).
+shared_preload_libraries = 'pg_stat_statements'
+pg_stat_statements.track_planning = on
 `
 
 /** initdb as the service user, its own settings and pg_hba.conf (trust on loopback, replication too). */

@@ -187,8 +187,8 @@ export class Instance {
       DATABASE_URL: this.settings.databaseUrl,
       SHUTDOWN_DELAY_MS: String(this.settings.shutdownDelayMs),
       LOG_LEVEL: 'warn',
-      // PgBouncer 1.18 in transaction mode keeps no prepared statement across transactions.
-      DATABASE_PREPARED_STATEMENTS: 'off',
+      // PgBouncer in transaction mode: a client's transactions land on any server connection.
+      DATABASE_PREPARED_STATEMENTS: 'pooler',
       ...(this.settings.readUrl ? { DATABASE_READ_URL: this.settings.readUrl } : {}),
     })
     this.process = this.run.spawn(`${this.name}-${this.starts}`, process.execPath, ['dist/server.js'], {

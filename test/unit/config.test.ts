@@ -9,7 +9,7 @@ describe('the environment, validated once at start', () => {
       databaseUrl: undefined,
       databaseReadUrl: undefined,
       databaseReadMaxLagMs: 5000,
-      databasePreparedStatements: true,
+      databasePreparedStatements: 'on',
       dataDir: './data',
       apiKeyBrand: 'svc',
       logLevel: 'info',
@@ -36,9 +36,13 @@ describe('the environment, validated once at start', () => {
       host: '127.0.0.1',
       databaseReadUrl: 'postgresql://a@replica/x',
       databaseReadMaxLagMs: 250,
-      databasePreparedStatements: false,
+      databasePreparedStatements: 'off',
       shutdownDelayMs: 2000,
     })
+  })
+
+  it.each(['on', 'pooler', 'off'])('reads DATABASE_PREPARED_STATEMENTS=%s', (value) => {
+    expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: value }).databasePreparedStatements).toBe(value)
   })
 
   it.each([

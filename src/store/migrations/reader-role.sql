@@ -15,6 +15,8 @@ GRANT SELECT ON customers, customer_counts, customer_day_counts, appointments, a
   appointment_day_counts, api_keys TO openbook_reader;
 GRANT UPDATE (last_used_at) ON api_keys TO openbook_reader;
 GRANT EXECUTE ON FUNCTION openbook_authenticate(text) TO openbook_reader;
+-- DATABASE_PREPARED_STATEMENTS=pooler: prepares a page's statement on the server connection (007).
+GRANT EXECUTE ON FUNCTION openbook_prepare(text, text, boolean) TO openbook_reader;
 
 -- Row-level security is forced on the owner too; the owner (the role that owns the schema and
 -- runs the operator commands; current_user here, whoever logged in) keeps full access through
