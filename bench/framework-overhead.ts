@@ -22,12 +22,17 @@ import { createPostgresStore } from '../src/store/postgres.js'
 import type { AdminSql, Store } from '../src/store/types.js'
 import { listPage, POSTGRES_PAGES } from './sql.js'
 
+/** A timestamp as PostgreSQL writes it in the request transaction (UTC, DateStyle ISO). */
+const asPostgresText = (iso: string) => `${iso.slice(0, 10)} ${iso.slice(11, 19)}+00`
+
 /** The rows of a customers page as pg hands them, from the documented example customer. */
 const ROWS = Array.from({ length: 50 }, (_, i) => ({
   total: 1502,
   ...customersRoute.example,
   id: `cus_${String(i).padStart(8, '0')}`,
   email: `ada${i}@example.com`,
+  createdAt: asPostgresText(customersRoute.example.createdAt),
+  updatedAt: asPostgresText(customersRoute.example.updatedAt),
 }))
 
 const sql: AdminSql = {
