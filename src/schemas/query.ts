@@ -246,14 +246,12 @@ export function dateTimeParam(name: string, description: string) {
     offset: true,
     message: `${name} must be an ISO-8601 date-time with Z or an offset`,
   })
-  const refined = (base: z.ZodString) =>
-    base
-      .refine(isCalendarDate, `${name} is not a calendar date`)
-      .refine(hasUsableOffset, `${name} must have a UTC offset between -15:59 and +15:59`)
-      .refine(hasBoundedFraction, `${name} must have at most ${MAX_FRACTION_DIGITS} fractional-second digits`)
-      .optional()
-      .describe(description)
-  const published = refined(checked)
+  const published = checked
+    .refine(isCalendarDate, `${name} is not a calendar date`)
+    .refine(hasUsableOffset, `${name} must have a UTC offset between -15:59 and +15:59`)
+    .refine(hasBoundedFraction, `${name} must have at most ${MAX_FRACTION_DIGITS} fractional-second digits`)
+    .optional()
+    .describe(description)
   const dateTimeCheck = checked._def.checks.find((check) => check.kind === 'datetime')
   if (dateTimeCheck?.kind !== 'datetime') throw new Error('a date-time parameter without its check')
   const pattern = datetimeRegex(dateTimeCheck)
