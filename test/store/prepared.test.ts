@@ -132,40 +132,39 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
     )
   }
 
-  it('on: a request is one message (BEGIN, settings, key lookup, page) and its COMMIT', async () => {
-    const requests = await messagesPerRequest('on')
-    expect(requests.map((messages) => messages.length)).toEqual([2, 2])
-    for (const [message, commit] of requests) {
-      // In this order: the read-only reader role and the other settings, the key found (and the
-      // organization set) before the page's EXECUTE reads a row, which the database binds to it.
-      expect(message).toMatch(
-        new RegExp(
-          "^BEGIN; SELECT set_config\\('transaction_read_only', 'on', true\\), set_config\\('role', 'openbook_reader', true\\)[^;]*; " +
-            "SELECT set_config\\('openbook\\.org_id', a\\.org_id, true\\)[^;]*FROM openbook_authenticate\\('[0-9a-f]{64}'\\) a; " +
-            "EXECUTE openbook_e_[0-9a-f]{24}\\(current_setting\\('openbook\\.org_id', true\\)[^;]*\\)$",
-        ),
-      )
-      expect(commit).toBe('COMMIT')
-    }
-  })
+  /** What comes between the settings and the key lookup, and the name the EXECUTE must use. */
+  const PREPARING = {
+    on: { prepare: '', executed: 'openbook_e_[0-9a-f]{24}' },
+    // The statement prepared (unless it is there already; preparing reads no row) is the one
+    // executed.
+    pooler: {
+      prepare:
+        "SELECT openbook_prepare\\('(openbook_e_[0-9a-f]{24})', 'WITH t AS MATERIALIZED [\\s\\S]*'\\); ",
+      executed: '\\1',
+    },
+  }
 
-  it('pooler: the same message asks the database to prepare the page on its server connection first', async () => {
-    const requests = await messagesPerRequest('pooler')
-    expect(requests.map((messages) => messages.length)).toEqual([2, 2])
-    for (const [message, commit] of requests) {
-      // The statement prepared (unless it is there already; preparing reads no row) is the one
-      // executed, bound to the organization of the key found before it.
-      expect(message).toMatch(
-        new RegExp(
-          "^BEGIN; SELECT set_config\\('transaction_read_only', 'on', true\\), set_config\\('role', 'openbook_reader', true\\)[^;]*; " +
-            "SELECT openbook_prepare\\('(openbook_e_[0-9a-f]{24})', 'WITH t AS MATERIALIZED [\\s\\S]*'\\); " +
-            "SELECT set_config\\('openbook\\.org_id', a\\.org_id, true\\)[^;]*FROM openbook_authenticate\\('[0-9a-f]{64}'\\) a; " +
-            "EXECUTE \\1\\(current_setting\\('openbook\\.org_id', true\\)[^;]*\\)$",
-        ),
-      )
-      expect(commit).toBe('COMMIT')
-    }
-  })
+  it.each(['on', 'pooler'] as const)(
+    '%s: a request is one message (BEGIN, settings, key lookup, page; pooler: the page prepared on its server connection first) and its COMMIT',
+    async (mode) => {
+      const requests = await messagesPerRequest(mode)
+      expect(requests.map((messages) => messages.length)).toEqual([2, 2])
+      const { prepare, executed } = PREPARING[mode]
+      for (const [message, commit] of requests) {
+        // In this order: the read-only reader role and the other settings, the key found (and the
+        // organization set) before the page's EXECUTE reads a row, which the database binds to it.
+        expect(message).toMatch(
+          new RegExp(
+            "^BEGIN; SELECT set_config\\('transaction_read_only', 'on', true\\), set_config\\('role', 'openbook_reader', true\\)[^;]*; " +
+              prepare +
+              "SELECT set_config\\('openbook\\.org_id', a\\.org_id, true\\)[^;]*FROM openbook_authenticate\\('[0-9a-f]{64}'\\) a; " +
+              `EXECUTE ${executed}\\(current_setting\\('openbook\\.org_id', true\\)[^;]*\\)$`,
+          ),
+        )
+        expect(commit).toBe('COMMIT')
+      }
+    },
+  )
 
   it('off: the page waits for the key lookup (three messages)', async () => {
     const requests = await messagesPerRequest('off')
