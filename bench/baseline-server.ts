@@ -13,11 +13,10 @@ import pg from 'pg'
 import { hashSecret, secretPattern } from '../src/domain/api-key-secret.js'
 import { tuneGarbageCollector } from '../src/gc-tuning.js'
 import { authenticateKey } from '../src/queries/api-keys.js'
-import type { AppointmentFilters } from '../src/queries/appointments.js'
 import { pageBody } from '../src/schemas/envelope.js'
 import { executeText, prepareText } from '../src/store/one-trip.js'
 import { KEY_ORGANIZATION, type Sql } from '../src/store/types.js'
-import { type ListRequest, listPage, OPEN_TRANSACTION, type Resource } from './sql.js'
+import { type ListRequest, listPage, OPEN_TRANSACTION, parseListRequest } from './sql.js'
 
 // The same V8 setting as openbook's server: the ceiling is measured as openbook runs.
 tuneGarbageCollector()
@@ -27,8 +26,6 @@ const pool = new pg.Pool({
   max: Number(process.env.POOL_SIZE ?? 10),
 })
 const keyFormat = secretPattern(process.env.API_KEY_BRAND ?? 'svc')
-const PREFIX = '/api/public/v1/'
-const FILTERS = ['status', 'customerId', 'staffId', 'startDate', 'endDate'] as const
 
 /** Sends `body`, written as JSON unless it is JSON text already. */
 function send(response: ServerResponse, status: number, body: unknown): void {
@@ -38,25 +35,6 @@ function send(response: ServerResponse, status: number, body: unknown): void {
     'content-length': Buffer.byteLength(text),
   })
   response.end(text)
-}
-
-function parseRequest(url: string): ListRequest | undefined {
-  const at = url.indexOf('?')
-  const path = at < 0 ? url : url.slice(0, at)
-  const resource = path.slice(PREFIX.length)
-  if (!path.startsWith(PREFIX) || (resource !== 'customers' && resource !== 'appointments')) return undefined
-  const query = new URLSearchParams(at < 0 ? '' : url.slice(at + 1))
-  const limit = Number(query.get('limit') ?? 50)
-  const offset = Number(query.get('offset') ?? 0)
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100 || !Number.isInteger(offset) || offset < 0) {
-    return undefined
-  }
-  const filters: Record<string, string> = {}
-  for (const name of FILTERS) {
-    const value = query.get(name)
-    if (value !== null) filters[name] = value
-  }
-  return { resource: resource as Resource, page: { limit, offset }, filters: filters as AppointmentFilters }
 }
 
 const names = new Map<string, string>()
@@ -145,7 +123,7 @@ async function handle(secret: string, request: ListRequest): Promise<{ status: n
 const server = createServer((request, response) => {
   const secret = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')?.[1]
   if (secret === undefined || !keyFormat.test(secret)) return send(response, 401, { error: 'Unauthorized' })
-  const parsed = parseRequest(request.url ?? '')
+  const parsed = parseListRequest(request.url ?? '')
   if (!parsed) return send(response, 400, { error: 'Invalid query parameters' })
   handle(secret, parsed).then(
     ({ status, body }) => send(response, status, body),

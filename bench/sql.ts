@@ -33,6 +33,32 @@ export function listPage(sql: Sql, tenant: Tenant, request: ListRequest): Promis
     : listAppointments(POSTGRES_PAGES, sql, tenant, request.page, request.filters)
 }
 
+const PREFIX = '/api/public/v1/'
+const FILTERS = ['status', 'customerId', 'staffId', 'startDate', 'endDate'] as const
+
+/**
+ * A list request from its URL with the essential checks only (the minimal handlers': no framework,
+ * no validation beyond a page's bounds); undefined for any other path or a page out of bounds.
+ */
+export function parseListRequest(url: string): ListRequest | undefined {
+  const at = url.indexOf('?')
+  const path = at < 0 ? url : url.slice(0, at)
+  const resource = path.slice(PREFIX.length)
+  if (!path.startsWith(PREFIX) || (resource !== 'customers' && resource !== 'appointments')) return undefined
+  const query = new URLSearchParams(at < 0 ? '' : url.slice(at + 1))
+  const limit = Number(query.get('limit') ?? 50)
+  const offset = Number(query.get('offset') ?? 0)
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100 || !Number.isInteger(offset) || offset < 0) {
+    return undefined
+  }
+  const filters: Record<string, string> = {}
+  for (const name of FILTERS) {
+    const value = query.get(name)
+    if (value !== null) filters[name] = value
+  }
+  return { resource: resource as Resource, page: { limit, offset }, filters: filters as AppointmentFilters }
+}
+
 /** A connection that records statements instead of running them; every query returns no rows. */
 function recorder(): { sql: Sql; statements: Statement[] } {
   const statements: Statement[] = []

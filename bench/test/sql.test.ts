@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { pickOrganizations } from '../data.js'
-import { inline, OPEN_TRANSACTION, pgbenchScript } from '../sql.js'
+import { inline, OPEN_TRANSACTION, parseListRequest, pgbenchScript } from '../sql.js'
 
 describe('inline', () => {
   it('writes parameters in as literals, quotes doubled', () => {
@@ -60,5 +60,33 @@ describe('pickOrganizations', () => {
 
   it('needs three organizations with API access', () => {
     expect(() => pickOrganizations([org('a', 10), org('b', 20, 'free')])).toThrow(/three organizations/)
+  })
+})
+
+describe('parseListRequest', () => {
+  it('reads the list, the page and the filters the URL names', () => {
+    expect(parseListRequest('/api/public/v1/customers')).toEqual({
+      resource: 'customers',
+      page: { limit: 50, offset: 0 },
+      filters: {},
+    })
+    expect(
+      parseListRequest(
+        '/api/public/v1/appointments?status=completed&startDate=2026-01-01T00:00:00Z&limit=20&offset=40&other=1',
+      ),
+    ).toEqual({
+      resource: 'appointments',
+      page: { limit: 20, offset: 40 },
+      filters: { status: 'completed', startDate: '2026-01-01T00:00:00Z' },
+    })
+  })
+
+  it('refuses another path and a page out of bounds', () => {
+    expect(parseListRequest('/api/public/v1/staff')).toBeUndefined()
+    expect(parseListRequest('/openapi.json')).toBeUndefined()
+    expect(parseListRequest('/api/public/v1/customers?limit=101')).toBeUndefined()
+    expect(parseListRequest('/api/public/v1/customers?limit=0')).toBeUndefined()
+    expect(parseListRequest('/api/public/v1/customers?offset=-1')).toBeUndefined()
+    expect(parseListRequest('/api/public/v1/customers?offset=1.5')).toBeUndefined()
   })
 })
