@@ -6,7 +6,7 @@ import { type AppointmentFilters, appointmentsPage } from '../../src/queries/app
 import { customersPage } from '../../src/queries/customers.js'
 import { type PageStatement, SEEK_FROM } from '../../src/queries/page.js'
 import { DEMO_ORG_ID, seedDemoIfEmpty } from '../../src/seed/demo.js'
-import { planOrganizations } from '../../src/seed/synthetic.js'
+import { PAST_STATUSES, planOrganizations } from '../../src/seed/synthetic.js'
 import type { Store } from '../../src/store/types.js'
 import { createTestStore, postgresAvailable, type TestStore } from '../helpers/stores.js'
 
@@ -53,21 +53,6 @@ interface OrgSize {
   readonly customers: number
   readonly appointments: number
 }
-
-/** As the synthetic seed: completed most often, no_show rare. */
-const STATUS_WHEEL = [
-  'completed',
-  'completed',
-  'completed',
-  'completed',
-  'completed',
-  'completed',
-  'cancelled',
-  'no_show',
-  'scheduled',
-  'confirmed',
-  'checked_in',
-]
 
 /** Rows whose ids, times and flags come from md5 of the organization and the row's number. */
 async function importOrganizations(store: Store, orgs: readonly OrgSize[]): Promise<void> {
@@ -119,7 +104,7 @@ async function importOrganizations(store: Store, orgs: readonly OrgSize[]): Prom
        SELECT o.id, 'apt_' || left(m.m, 16),
          CASE WHEN o.customers > 0 AND h.c % 33 <> 0 THEN ${customerId('1 + h.a % greatest(o.customers, 1)')} END,
          'stf_' || (1 + g % o.staff), 'srv_1', s.start_at, s.start_at + interval '45 minutes',
-         ('{${STATUS_WHEEL.join(',')}}'::text[])[1 + h.b % ${STATUS_WHEEL.length}], 'in_person', 4500, 'EUR',
+         ('{${PAST_STATUSES.join(',')}}'::text[])[1 + h.b % ${PAST_STATUSES.length}], 'in_person', 4500, 'EUR',
          'unpaid', false, to_char(s.start_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), h.c % 31 <> 0,
          s.start_at - interval '7 days', s.start_at - interval '7 days'
        FROM ${each} CROSS JOIN generate_series(1, o.appointments) g ${hash("o.id || ':' || g")}
