@@ -127,6 +127,26 @@ describeEachStore('authentication on %s', (testStore) => {
     expect((await get(bearer(testKey))).statusCode).toBe(200)
     await store.admin((sql) => sql.query("UPDATE organizations SET plan = 'professional' WHERE id = 'org_a'"))
   })
+
+  it('enforces no rate limit: more requests at once than the plan catalog allows a minute are all answered, without rate-limit headers', async () => {
+    // The contract's catalog lists 1,000 requests a minute for professional (org_a's plan) as
+    // reference only: no 429, no X-RateLimit-* and no Retry-After on the list routes.
+    const CATALOG_RPM_PROFESSIONAL = 1000
+    const statuses = new Map<number, number>()
+    for (let sent = 0; sent <= CATALOG_RPM_PROFESSIONAL; sent += 50) {
+      const responses = await Promise.all(
+        Array.from({ length: 50 }, () => get(bearer(testKey), '/api/public/v1/customers?limit=1')),
+      )
+      for (const response of responses) {
+        statuses.set(response.statusCode, (statuses.get(response.statusCode) ?? 0) + 1)
+        const limitHeaders = Object.keys(response.headers).filter((name) =>
+          /ratelimit|retry-after/i.test(name),
+        )
+        expect(limitHeaders).toEqual([])
+      }
+    }
+    expect([...statuses]).toEqual([[200, 1050]])
+  })
 })
 
 describeEachStore('last-used tracking on %s', (testStore) => {
