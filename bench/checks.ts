@@ -70,8 +70,14 @@ export interface BenchReport {
 export interface Check {
   readonly target: string
   readonly met: boolean
+  /** False where the run gave the target nothing to hold on (never met then either). */
+  readonly measurable?: boolean
   readonly figures: string
 }
+
+/** A check's verdict as the table shows it. */
+export const verdict = (check: Check) =>
+  check.measurable === false ? 'not measurable' : check.met ? 'yes' : '**no**'
 
 export const int = (value: number) => Math.round(value).toLocaleString('en-US')
 export const ms = (value: number | null | undefined) =>
@@ -218,6 +224,7 @@ function p99Check(report: BenchReport): Check {
     target: 'p99 ≤ 10 ms at half load wherever the minimal handler reaches it',
     // Where the minimal handler reaches it nowhere, the machine decided, and openbook proved nothing.
     met: where.length > 0 && over.length === 0,
+    measurable: where.length > 0,
     figures:
       `the minimal handler reaches it on ${where.length} of ${all} mixes` +
       (where.length === 0 ? ' (not measurable in this run)' : '; openbook ') +

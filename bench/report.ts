@@ -18,6 +18,7 @@ import {
   type ScaleReport,
   sideBySideRatio,
   speedup,
+  verdict,
 } from './checks.js'
 import type { SeedInfo } from './data.js'
 import type { EmbeddedMix } from './embedded.js'
@@ -188,7 +189,7 @@ function checkTable(rows: readonly Check[]): string[] {
   return [
     '| Target | Met | Figures |',
     '|---|---|---|',
-    ...rows.map((check) => `| ${check.target} | ${check.met ? 'yes' : '**no**'} | ${check.figures} |`),
+    ...rows.map((check) => `| ${check.target} | ${verdict(check)} | ${check.figures} |`),
   ]
 }
 

@@ -7,6 +7,7 @@ import {
   type MixResult,
   microsPerRequest,
   type ScaleReport,
+  verdict,
 } from '../checks.js'
 import type { TargetResult } from '../measure.js'
 import { SCALES } from '../options.js'
@@ -164,12 +165,18 @@ describe('checks', () => {
       openbook: target(500, 50, 2, 14),
     })
     const fast = mix('cus-m-middle', 'medium', {})
-    expect(find(report([both, fast]), 'p99')?.met).toBe(true)
-    // Nowhere within reach of the minimal handler: nothing was shown, so not met.
-    expect(find(report([both]), 'p99')?.met).toBe(false)
-    expect(find(report([both]), 'p99')?.figures).toContain('not measurable')
+    const held = find(report([both, fast]), 'p99')
+    expect(held?.met).toBe(true)
+    expect(held && verdict(held)).toBe('yes')
+    // Nowhere within reach of the minimal handler: nothing was shown, so not met, and not missed.
+    const vacuous = find(report([both]), 'p99')
+    expect(vacuous?.met).toBe(false)
+    expect(vacuous?.figures).toContain('not measurable')
+    expect(vacuous && verdict(vacuous)).toBe('not measurable')
     const onlyMinimal = mix('cus-s-first', 'small', { openbook: target(500, 50, 2, 14) })
-    expect(find(report([onlyMinimal]), 'p99')?.met).toBe(false)
+    const missed = find(report([onlyMinimal]), 'p99')
+    expect(missed?.met).toBe(false)
+    expect(missed && verdict(missed)).toBe('**no**')
   })
 
   it('hold the embedded store to 300 MB and 400 req/s', () => {
