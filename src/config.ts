@@ -50,6 +50,7 @@ export const environmentSchema = z.object({
   OPS_PORT: port('9464'),
   OPS_HOST: z.string().min(1).default('127.0.0.1'),
   SHUTDOWN_DELAY_MS: milliseconds(600_000, '0'),
+  READY_OUTAGE_GRACE_MS: milliseconds(600_000, '10000'),
 })
 
 export interface Config {
@@ -70,6 +71,8 @@ export interface Config {
   readonly opsHost: string
   /** After SIGTERM, /readyz answers 503 this long before the public listener closes. */
   readonly shutdownDelayMs: number
+  /** /readyz stays 200 through an outage of the store (shared by every instance) this long. */
+  readonly readyOutageGraceMs: number
 }
 
 export class ConfigError extends Error {}
@@ -106,5 +109,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     opsPort: value.OPS_PORT,
     opsHost: value.OPS_HOST,
     shutdownDelayMs: value.SHUTDOWN_DELAY_MS,
+    readyOutageGraceMs: value.READY_OUTAGE_GRACE_MS,
   }
 }

@@ -12,11 +12,15 @@ import { CONTRACT_VERSION } from './openapi/document.js'
 import { errorLine } from './operator/errors.js'
 import { serveOperatorSocket } from './operator/server.js'
 import { Metrics } from './ops/metrics.js'
-import { buildOpsApp, type Readiness } from './ops/ops-app.js'
+import { buildOpsApp } from './ops/ops-app.js'
+import { storeReadiness } from './ops/readiness.js'
 import { seedDemoIfEmpty } from './seed/demo.js'
 import { DataDirBusyError } from './store/data-dir-lock.js'
-import { assertSchemaCurrent, refreshStatistics, SchemaNotCurrentError } from './store/migrate.js'
+import { refreshStatistics } from './store/migrate.js'
 import { connectingRole, describeStoreError, openStore } from './store/open.js'
+import { ReaderPrivilegeError } from './store/reader-privileges.js'
+import { SchemaNotCurrentError, SchemaTooNewError } from './store/schema-version.js'
+import { assertCanServe } from './store/serving.js'
 import type { Store } from './store/types.js'
 
 /** Exits at once with one line on stderr: bad settings, an old schema, a store that cannot be opened. */
@@ -53,7 +57,7 @@ async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics):
           `connect as a dedicated member (README, Database roles), or make it one: GRANT openbook_reader TO ${role.name}`,
       )
     }
-    await assertSchemaCurrent(store)
+    await assertCanServe(store)
     if (role.privileged) {
       log.warn(
         'DATABASE_URL connects as a privileged role; requests run under SET LOCAL ROLE openbook_reader. ' +
@@ -84,6 +88,8 @@ async function openStoreOrFail(config: Config, log: pino.Logger, metrics: Metric
     if (
       error instanceof StartError ||
       error instanceof SchemaNotCurrentError ||
+      error instanceof SchemaTooNewError ||
+      error instanceof ReaderPrivilegeError ||
       error instanceof DataDirBusyError
     )
       fail(error.message)
@@ -102,17 +108,6 @@ async function prepareEmbedded(store: Store, config: Config): Promise<void> {
       `\nSeeded a demo organization into ${config.dataDir}. Its test key (shown once):\n  ${demoKey}\n` +
         `Try:\n  curl -H "Authorization: Bearer ${demoKey}" "${base}/api/public/v1/customers?limit=2"\n\n`,
     )
-  }
-}
-
-function readinessOf(store: Store): Readiness {
-  return {
-    draining: false,
-    async check() {
-      await store.read((sql) => sql.query('SELECT 1'))
-      // The embedded store is migrated when it opens; PostgreSQL's schema may be changed under us.
-      if (store.kind === 'postgres') await assertSchemaCurrent(store)
-    },
   }
 }
 
@@ -153,7 +148,7 @@ async function main(): Promise<void> {
   const opened = store
   if (store.kind === 'embedded') await prepareEmbedded(store, config)
 
-  const readiness = readinessOf(store)
+  const readiness = storeReadiness(store, config.readyOutageGraceMs)
   const app = await buildApp({
     store,
     config,

@@ -1,7 +1,7 @@
 import type { Config } from '../config.js'
 import { cancellable } from '../operator/cancellable.js'
 import { OperatorError } from '../operator/errors.js'
-import { assertSchemaCurrent } from '../store/migrate.js'
+import { assertSchemaServable } from '../store/migrate.js'
 import { assertOperatorAccess, openStore } from '../store/open.js'
 import type { CliContext } from './context.js'
 import { openInput } from './input.js'
@@ -43,7 +43,7 @@ export function localContext(config: Config, argv: readonly string[]): CliContex
       try {
         if (!options?.migrating) {
           await assertOperatorAccess(store)
-          await assertSchemaCurrent(store)
+          await assertSchemaServable(store)
         }
         return await work(cancellable(store, signal))
       } finally {

@@ -1,49 +1,21 @@
-import { readdirSync, readFileSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
+import { readFileSync } from 'node:fs'
 import { READER_ROLE } from '../queries/sql.js'
+import {
+  assertServable,
+  compatibleFromAt,
+  LATEST_VERSION,
+  MIGRATIONS_DIR,
+  MigrateTooOldError,
+  readMigrations,
+  readSchemaState,
+  SchemaNotCurrentError,
+} from './schema-version.js'
 import type { Sql, Store } from './types.js'
 
-const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url))
-const NUMBERED = /^(\d{3})_[a-z0-9_]+\.sql$/
+export { LATEST_VERSION, SchemaNotCurrentError }
+
 // Any constant serialises concurrent `openbook migrate` runs on one database.
 const MIGRATION_LOCK = 7_340_112
-
-interface Migration {
-  readonly version: number
-  readonly name: string
-  readonly sql: string
-}
-
-function migrations(): Migration[] {
-  return readdirSync(MIGRATIONS_DIR)
-    .filter((file) => NUMBERED.test(file))
-    .sort()
-    .map((file) => ({
-      version: Number(file.slice(0, 3)),
-      name: file,
-      sql: readFileSync(MIGRATIONS_DIR + file, 'utf8'),
-    }))
-}
-
-export const LATEST_VERSION = Math.max(...migrations().map((m) => m.version))
-
-/**
- * The applied schema version. The owner (in `migrate`) reads the migrations table; anyone else
- * asks openbook_schema_version(), which a member of openbook_reader may call (publishVersion).
- */
-async function appliedVersion(sql: Sql, reader: 'owner' | 'anyone' = 'anyone'): Promise<number> {
-  const [row] = await sql.query<{ table: boolean; published: boolean }>(
-    `SELECT to_regclass('public.openbook_schema_migrations') IS NOT NULL AS table,
-            to_regprocedure('public.openbook_schema_version()') IS NOT NULL AS published`,
-  )
-  if (!row?.table) return 0
-  const [current] = await sql.query<{ version: number | null }>(
-    row.published && reader === 'anyone'
-      ? 'SELECT public.openbook_schema_version() AS version'
-      : 'SELECT max(version) AS version FROM openbook_schema_migrations',
-  )
-  return current?.version ?? 0
-}
 
 const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`
 
@@ -92,14 +64,25 @@ async function ensureReaderRole(sql: Sql, owner: string): Promise<void> {
 }
 
 /**
- * The server checks at start that the schema is current, and may log in as a member of
- * openbook_reader, which reads no table but the request path's. So the version is also published
- * as a function that returns it as a constant: it reads nothing, and runs with the caller's rights.
+ * The server checks at start that it may serve the schema, and may log in as a member of
+ * openbook_reader, which reads no table but the request path's. So the version, and the oldest
+ * release that serves it, are also published as a function that returns them as constants: it
+ * reads nothing, and runs with the caller's rights. Its result changed from one integer (up to
+ * cda75ce) to this pair: a release from before the version rules then fails its own `migrate`
+ * (`CREATE OR REPLACE` may not change a function's result type), and rolls back what it did,
+ * instead of rewriting a newer schema's grants.
  */
-async function publishVersion(sql: Sql): Promise<void> {
-  const version = Math.trunc(await appliedVersion(sql, 'owner'))
-  await sql.exec(`CREATE OR REPLACE FUNCTION openbook_schema_version() RETURNS integer
-      LANGUAGE sql IMMUTABLE SECURITY INVOKER AS $$ SELECT ${version} $$;
+async function publishVersion(sql: Sql, version: number): Promise<void> {
+  const compatibleFrom = compatibleFromAt(version)
+  const published = await readSchemaState(sql, 'anyone')
+  const form = await sql.query<{ pair: boolean }>(
+    `SELECT p.proargnames IS NOT NULL AS pair FROM pg_proc p
+     WHERE p.oid = to_regprocedure('public.openbook_schema_version()')`,
+  )
+  if (published.version === version && published.compatibleFrom === compatibleFrom && form[0]?.pair) return
+  await sql.exec(`DROP FUNCTION IF EXISTS openbook_schema_version();
+    CREATE FUNCTION openbook_schema_version(OUT version smallint, OUT compatible_from smallint)
+      LANGUAGE sql IMMUTABLE SECURITY INVOKER AS $$ SELECT ${Math.trunc(version)}::smallint, ${Math.trunc(compatibleFrom)}::smallint $$;
     REVOKE ALL ON FUNCTION openbook_schema_version() FROM PUBLIC;
     GRANT EXECUTE ON FUNCTION openbook_schema_version() TO ${READER_ROLE}`)
 }
@@ -112,12 +95,14 @@ export interface MigrateResult {
   readonly version: number
 }
 
-/** Applies pending migrations and (re)grants the reader role, all in one transaction. */
+/**
+ * Applies pending migrations and (re)grants the reader role, all in one transaction. On a schema
+ * newer than this release knows it refuses before it writes anything (MigrateTooOldError).
+ */
 export async function migrate(store: Store): Promise<MigrateResult> {
   return store.admin(async (sql) => {
     await sql.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
     const owner = await schemaOwner(sql)
-    await ensureReaderRole(sql, owner)
     const [may] = await sql.query<{ ok: boolean }>(
       "SELECT current_user = $1 OR pg_has_role(current_user, $1, 'MEMBER') AS ok",
       [owner],
@@ -125,49 +110,47 @@ export async function migrate(store: Store): Promise<MigrateResult> {
     if (!may?.ok) {
       throw new MigrationError(`the schema belongs to ${owner}: run \`openbook migrate\` as ${owner}`)
     }
+    const from = (await readSchemaState(sql, 'owner')).version
+    if (from > LATEST_VERSION) throw new MigrateTooOldError(from)
+    await ensureReaderRole(sql, owner)
     await sql.exec(`SET LOCAL ROLE ${quoteIdent(owner)}`)
     await sql.exec(`CREATE TABLE IF NOT EXISTS openbook_schema_migrations (
-      version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-    const from = await appliedVersion(sql, 'owner')
+      version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+    ALTER TABLE openbook_schema_migrations ADD COLUMN IF NOT EXISTS compatible_from integer`)
     const applied: string[] = []
-    for (const migration of migrations().filter((m) => m.version > from)) {
+    for (const migration of readMigrations().filter((m) => m.version > from)) {
       await sql.exec(migration.sql)
-      await sql.query('INSERT INTO openbook_schema_migrations (version, name) VALUES ($1, $2)', [
-        migration.version,
-        migration.name,
-      ])
+      await sql.query(
+        'INSERT INTO openbook_schema_migrations (version, name, compatible_from) VALUES ($1, $2, $3)',
+        [migration.version, migration.name, migration.compatibleFrom],
+      )
       applied.push(migration.name)
     }
     await sql.exec(readFileSync(`${MIGRATIONS_DIR}reader-role.sql`, 'utf8'))
-    await publishVersion(sql)
+    await publishVersion(sql, LATEST_VERSION)
     return { applied, version: LATEST_VERSION }
   })
 }
 
-export async function schemaVersion(store: Store): Promise<number> {
-  return store.admin(appliedVersion)
+/** The schema's state as this connection's role reads it. */
+export async function schemaState(store: Store) {
+  return store.admin((sql) => readSchemaState(sql))
 }
 
-export class SchemaNotCurrentError extends Error {
-  constructor(found: number | 'unreadable') {
-    super(
-      found === 'unreadable'
-        ? `the database schema is older than this openbook (its version is not readable by this role): run \`openbook migrate\` as the owner`
-        : `database schema is at version ${found}, expected ${LATEST_VERSION}: run \`openbook migrate\``,
-    )
-  }
-}
-
-export async function assertSchemaCurrent(store: Store): Promise<void> {
-  let found: number
+/**
+ * Throws unless this release may serve the schema: SchemaNotCurrentError (run migrate) or
+ * SchemaTooNewError (upgrade openbook). `where` names the store in the message.
+ */
+export async function assertSchemaServable(store: Store, where?: string): Promise<void> {
+  let state: Awaited<ReturnType<typeof schemaState>>
   try {
-    found = await schemaVersion(store)
+    state = await schemaState(store)
   } catch (error) {
     // A schema from before openbook_schema_version(): a member of openbook_reader may not read it.
     if ((error as { code?: string }).code === '42501') throw new SchemaNotCurrentError('unreadable')
     throw error
   }
-  if (found !== LATEST_VERSION) throw new SchemaNotCurrentError(found)
+  assertServable(state, where)
 }
 
 /**

@@ -1,7 +1,8 @@
 import type { Config } from '../config.js'
 import { createEmbeddedStore } from './embedded.js'
-import { migrate } from './migrate.js'
+import { migrate, schemaState } from './migrate.js'
 import { createPostgresStore, type ReplicaEvents } from './postgres.js'
+import { MigrateTooOldError, SchemaTooNewError, servability } from './schema-version.js'
 import type { Store } from './types.js'
 
 export interface OpenStoreOptions {
@@ -41,12 +42,28 @@ export async function openStore(
     ...(options.shortLived ? { shortLived: true } : {}),
   })
   try {
-    await migrate(store)
+    await migrateEmbedded(store, config.dataDir)
   } catch (error) {
     await store.close()
     throw error
   }
   return store
+}
+
+/**
+ * The embedded store follows the version rules of PostgreSQL's (README, Upgrading), with
+ * `migrate` run at every open: a DATA_DIR written by a newer release is served as it is when its
+ * schema declares that this release serves it, and refused, changed in nothing, otherwise.
+ */
+async function migrateEmbedded(store: Store, dataDir: string): Promise<void> {
+  try {
+    await migrate(store)
+  } catch (error) {
+    if (!(error instanceof MigrateTooOldError)) throw error
+    const state = await schemaState(store)
+    if (servability(state) !== 'newer-compatible')
+      throw new SchemaTooNewError(state, `DATA_DIR ${dataDir} was written by a newer openbook: its schema`)
+  }
 }
 
 export interface ConnectingRole {

@@ -475,6 +475,12 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
   }
 }
 
+/** The database (or its pooler) cannot be reached just now: a refused or lost connection, a server starting or full. */
+export function isStoreUnreachable(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code
+  return isConnectRefused(error) || isConnectionLost(error) || code === '57P03' || code === '53300'
+}
+
 function isConnectRefused(error: unknown): boolean {
   const code = (error as { code?: unknown }).code
   return (

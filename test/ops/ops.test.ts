@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { CONTRACT_VERSION } from '../../src/openapi/document.js'
 import { Metrics } from '../../src/ops/metrics.js'
-import { buildOpsApp, type Readiness } from '../../src/ops/ops-app.js'
+import { buildOpsApp } from '../../src/ops/ops-app.js'
+import { Readiness } from '../../src/ops/readiness.js'
 import { StoreBusyError } from '../../src/store/busy.js'
 import type { Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
@@ -25,13 +26,10 @@ describeEachStore('the operations listener on %s', (testStore) => {
   let metrics: Metrics
   let key: string
   let failing: Error | undefined
-  const readiness: Readiness = {
-    draining: false,
-    async check() {
-      if (failing) throw failing
-      await testStore.store.read((sql) => sql.query('SELECT 1'))
-    },
-  }
+  const readiness = new Readiness(async () => {
+    if (failing) throw failing
+    await testStore.store.read((sql) => sql.query('SELECT 1'))
+  }, 10_000)
 
   beforeAll(async () => {
     const org = await createOrg(testStore.store, 'org_ops_secret_id')
