@@ -1,4 +1,6 @@
 // tsc compiles TypeScript only; the numbered SQL migrations ship beside the compiled store code.
-import { cpSync } from 'node:fs'
+// The folder is replaced whole, so that a file removed from the sources is not left behind.
+import { cpSync, rmSync } from 'node:fs'
 
+rmSync('dist/store/migrations', { recursive: true, force: true })
 cpSync('src/store/migrations', 'dist/store/migrations', { recursive: true })

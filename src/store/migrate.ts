@@ -1,10 +1,8 @@
-import { readFileSync } from 'node:fs'
 import { READER_ROLE } from '../queries/sql.js'
 import {
   assertServable,
   compatibleFromAt,
   LATEST_VERSION,
-  MIGRATIONS_DIR,
   MigrateTooOldError,
   readMigrations,
   readSchemaState,
@@ -87,6 +85,19 @@ async function publishVersion(sql: Sql, version: number): Promise<void> {
     GRANT EXECUTE ON FUNCTION openbook_schema_version() TO ${READER_ROLE}`)
 }
 
+/**
+ * Checked at every run, changing nothing: the reader's grants live in the migrations (008 on),
+ * and no run of `migrate` rewrites them.
+ */
+async function assertReaderUnprivileged(sql: Sql): Promise<void> {
+  const [row] = await sql.query<{ privileged: boolean }>(
+    'SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1 AND (rolsuper OR rolbypassrls)) AS privileged',
+    [READER_ROLE],
+  )
+  if (row?.privileged)
+    throw new MigrationError(`role ${READER_ROLE} must not be a superuser or bypass row-level security`)
+}
+
 /** A migration that cannot run as this role; the message says what to do. */
 export class MigrationError extends Error {}
 
@@ -96,7 +107,7 @@ export interface MigrateResult {
 }
 
 /**
- * Applies pending migrations and (re)grants the reader role, all in one transaction. On a schema
+ * Applies pending migrations (which hold the reader's grants), all in one transaction. On a schema
  * newer than this release knows it refuses before it writes anything (MigrateTooOldError).
  */
 export async function migrate(store: Store): Promise<MigrateResult> {
@@ -126,7 +137,7 @@ export async function migrate(store: Store): Promise<MigrateResult> {
       )
       applied.push(migration.name)
     }
-    await sql.exec(readFileSync(`${MIGRATIONS_DIR}reader-role.sql`, 'utf8'))
+    await assertReaderUnprivileged(sql)
     await publishVersion(sql, LATEST_VERSION)
     return { applied, version: LATEST_VERSION }
   })

@@ -119,7 +119,7 @@ export async function assertOperatorAccess(store: Store): Promise<void> {
   if (row?.owner && !row.sees) {
     throw new AccessError(
       `role ${row.name} cannot see openbook's rows (row-level security admits the schema owner ${row.owner ?? '?'}): ` +
-        `run this command as ${row.owner ?? 'the owner'}, or run \`openbook migrate\` as the owner to restore its access`,
+        `run this command as ${row.owner ?? 'the owner'}, or make it a member: GRANT ${row.owner ?? 'the owner'} TO ${row.name}`,
     )
   }
 }

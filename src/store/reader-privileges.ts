@@ -89,6 +89,6 @@ export async function assertReaderPrivileges(store: Store): Promise<void> {
   const more = missing.length > 1 ? ` (and ${missing.length - 1} more)` : ''
   throw new ReaderPrivilegeError(
     `${READER_ROLE} lacks ${first.privilege} on ${first.kind} ${first.object}${more}, which every request needs: ` +
-      `run \`openbook migrate\` as the owner, or \`${grantStatement(first)}\``,
+      `as the schema owner, run \`${grantStatement(first)}\``,
   )
 }

@@ -10,6 +10,7 @@ import { fetchPage, type PageStatement } from '../../src/queries/page.js'
 import { tenantCondition } from '../../src/queries/sql.js'
 import { isPrivileged } from '../../src/store/open.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
+import { READER_PRIVILEGES } from '../../src/store/reader-privileges.js'
 import type { Sql, Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import {
@@ -500,15 +501,13 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
   })
 
   /** The reader's table privileges, as information_schema and has_table_privilege both must list them. */
-  const READER_TABLE_GRANTS = [
-    { t: 'api_keys', p: 'SELECT' },
-    { t: 'appointment_counts', p: 'SELECT' },
-    { t: 'appointment_day_counts', p: 'SELECT' },
-    { t: 'appointments', p: 'SELECT' },
-    { t: 'customer_counts', p: 'SELECT' },
-    { t: 'customer_day_counts', p: 'SELECT' },
-    { t: 'customers', p: 'SELECT' },
-  ]
+  const READER_TABLE_GRANTS = READER_PRIVILEGES.filter((p) => p.kind === 'table')
+    .map((p) => ({ t: p.object, p: p.privilege }))
+    .sort((x, y) => (x.t === y.t ? x.p.localeCompare(y.p) : x.t < y.t ? -1 : 1))
+  const READER_COLUMN_GRANTS = READER_PRIVILEGES.filter((p) => p.kind === 'column').map((p) => {
+    const [t = '', c = ''] = p.object.split('.')
+    return { t, c, p: p.privilege }
+  })
 
   it('has exactly SELECT on customers, appointments, their counts, api_keys and UPDATE(last_used_at) on api_keys', async () => {
     const grants = await store.admin((sql) =>
@@ -527,7 +526,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
         [READER],
       ),
     )
-    expect(columns).toEqual([{ t: 'api_keys', c: 'last_used_at', p: 'UPDATE' }])
+    expect(columns).toEqual(READER_COLUMN_GRANTS)
     // The same from the privilege functions, over every table and every privilege.
     const effective = await store.admin((sql) =>
       sql.query<{ t: string; p: string }>(
@@ -553,7 +552,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
         [READER],
       ),
     )
-    expect(writableColumns).toEqual([{ t: 'api_keys', c: 'last_used_at' }])
+    expect(writableColumns).toEqual(READER_COLUMN_GRANTS.map(({ t, c }) => ({ t, c })))
   })
 
   it('may call exactly the key lookup, the schema version and openbook_prepare of the functions in public', async () => {
@@ -568,6 +567,10 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
         [READER],
       ),
     )
+    expect(callable.map((row) => row.f)).toEqual(
+      READER_PRIVILEGES.filter((p) => p.kind === 'function').map((p) => p.object),
+    )
+    // The list the server checks holds what the request path needs, named here too.
     expect(callable.map((row) => row.f)).toEqual([
       'openbook_authenticate(text)',
       'openbook_prepare(text,text,boolean)',
