@@ -7,15 +7,16 @@ export interface CliResult {
   readonly stderr: string
 }
 
-/** Runs the real `openbook` binary in a subprocess. */
+/** Runs the real `openbook` binary in a subprocess (of this checkout, or of `root`'s). */
 export function openbook(
   args: readonly string[],
   env: Record<string, string | undefined>,
   input?: string,
+  root: string = ROOT,
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn('node', ['bin/openbook.js', ...args], {
-      cwd: ROOT,
+      cwd: root,
       env: cleanEnv(env),
       stdio: ['pipe', 'pipe', 'pipe'],
     })

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LATEST_VERSION } from '../../src/store/schema-version.js'
 import { type CliResult, json, openbook } from '../cli/run.js'
 import { freePort, ROOT } from '../helpers/process.js'
 import { type Expected, type LoadReport, runLoad } from './load.js'
@@ -13,6 +14,7 @@ import {
   urlOf,
   waitForReplay,
 } from './postgres.js'
+import { buildPreviousRelease, PREVIOUS_RELEASE, type PreviousRelease } from './previous-release.js'
 import { ms, n, Summary, say, type Verdict } from './report.js'
 import { RunDir, reapStaleRuns } from './run-dir.js'
 import { API_PASSWORD, HAProxy, Instance, PgBouncer, until } from './services.js'
@@ -52,11 +54,30 @@ let lb: HAProxy
 let instances: Instance[] = []
 let expected: Expected[] = []
 let ownerUrl = ''
+let previous: PreviousRelease | undefined
 
-async function cli(args: readonly string[]): Promise<CliResult> {
-  const result = await openbook(args, { DATABASE_URL: ownerUrl })
+/** `openbook` of this checkout, or of `release`'s (the previous release's worktree); fails on an exit other than 0. */
+async function cli(args: readonly string[], release: string = ROOT): Promise<CliResult> {
+  const result = await openbook(args, { DATABASE_URL: ownerUrl }, undefined, release)
   if (result.code !== 0) throw new Error(`openbook ${args.join(' ')}: exit ${result.code}: ${result.stderr}`)
   return result
+}
+
+/** What any run of `migrate` could change for the reader: its grants, the policies, the published version. */
+async function readerGrants(url: string): Promise<string> {
+  const rows = await query(
+    url,
+    `SELECT 'table' AS kind, table_name || ' ' || privilege_type AS what FROM information_schema.role_table_grants
+       WHERE grantee = 'openbook_reader'
+     UNION ALL SELECT 'column', table_name || '.' || column_name || ' ' || privilege_type
+       FROM information_schema.column_privileges WHERE grantee = 'openbook_reader'
+     UNION ALL SELECT 'function', p.oid::regprocedure::text || ' ' || coalesce(p.proacl::text, '')
+       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'
+     UNION ALL SELECT 'policy', tablename || '.' || policyname || ' ' || roles::text FROM pg_policies
+     UNION ALL SELECT 'version', v::text FROM openbook_schema_version() v
+     ORDER BY 1, 2`,
+  )
+  return JSON.stringify(rows)
 }
 
 /** Distinct free loopback ports. */
@@ -250,6 +271,14 @@ describe('the production topology on loopback', () => {
       ...number[],
     ]
 
+    // The rolling upgrade (the first phase) starts from the previous release: it builds while the
+    // primary starts, migrates the schema to its own version, and is what the instances run.
+    const building = performance.now()
+    previous = buildPreviousRelease(run.path)
+    const release = previous.root
+    say(
+      `topology: previous release ${previous.commit.slice(0, 7)} built in ${ms(performance.now() - building)}`,
+    )
     primary = await createPrimary(run, primaryPort)
     // The README's production roles: an owner that migrates (and may read pg_stat_replication, so
     // that keys revoke can wait for the standby), and a dedicated login role for the instances.
@@ -257,26 +286,22 @@ describe('the production topology on loopback', () => {
     await query(primary.url(), 'GRANT pg_read_all_stats TO openbook_owner')
     await query(primary.url(), 'CREATE DATABASE openbook OWNER openbook_owner')
     ownerUrl = urlOf(primaryPort, 'openbook_owner', 'openbook')
-    await cli(['migrate'])
+    await cli(['migrate'], release)
     await query(primary.url('openbook'), 'CREATE EXTENSION pg_stat_statements')
     await query(ownerUrl, `CREATE ROLE openbook_api LOGIN PASSWORD '${API_PASSWORD}' IN ROLE openbook_reader`)
-    await cli([
-      'seed',
-      '--orgs',
-      '4',
-      '--customers',
-      '20000',
-      '--appointments',
-      '40000',
-      '--seed',
-      String(SEED),
-    ])
+    await cli(
+      ['seed', '--orgs', '4', '--customers', '20000', '--appointments', '40000', '--seed', String(SEED)],
+      release,
+    )
     // Seeded plans are random; every organization may have keys here.
     await query(primary.url('openbook'), "UPDATE organizations SET plan = 'enterprise'")
-    await cli([
-      ...['orgs', 'create', '--name', 'Topology', '--plan', 'enterprise', '--id', 'org_topology'],
-      ...['--owner-email', 'ops@topology.example'],
-    ])
+    await cli(
+      [
+        ...['orgs', 'create', '--name', 'Topology', '--plan', 'enterprise', '--id', 'org_topology'],
+        ...['--owner-email', 'ops@topology.example'],
+      ],
+      release,
+    )
     const owners = await query<{ org: string; email: string }>(
       primary.url('openbook'),
       `SELECT m.org_id AS org, u.email FROM memberships m JOIN users u ON u.id = m.user_id
@@ -285,7 +310,10 @@ describe('the production topology on loopback', () => {
     const keys: { org: string; key: string }[] = []
     for (const owner of owners) {
       const created = json<{ key: string }>(
-        await cli(['keys', 'create', '--org', owner.org, '--as', owner.email, '--env', 'test', '--json']),
+        await cli(
+          ['keys', 'create', '--org', owner.org, '--as', owner.email, '--env', 'test', '--json'],
+          release,
+        ),
       )
       keys.push({ org: owner.org, key: created.key })
     }
@@ -303,6 +331,7 @@ describe('the production topology on loopback', () => {
           appPorts[2 * index] ?? 0,
           appPorts[2 * index + 1] ?? 0,
           {
+            release,
             databaseUrl: bouncer.url('openbook'),
             readUrl: replicaReads ? bouncer.url('openbook_replica') : undefined,
             shutdownDelayMs: SHUTDOWN_DELAY_MS,
@@ -332,8 +361,80 @@ describe('the production topology on loopback', () => {
     const dir = run?.path
     const keep = process.env.TOPOLOGY_KEEP_LOGS
     await run?.close(5_000, keep)
+    previous?.remove()
     if (dir) say(`topology: stopped every process and removed ${dir}${keep ? ` (logs kept in ${keep})` : ''}`)
   }, 60_000)
+
+  it('a rolling upgrade from the previous release, a rollback and the old migrate on the new schema fail no request', async () => {
+    const old = (previous as PreviousRelease).root
+    const steps: string[] = []
+    let oldMigrate: CliResult | undefined
+    let grantsBefore = ''
+    let grantsAfter = ''
+    let applied: string[] = []
+    let rolledBack = 0
+    const load = await runLoad({
+      name: 'rolling upgrade',
+      url: lbUrl(),
+      expected,
+      seconds: 40,
+      rate: RATE,
+      connections: CONNECTIONS,
+      async during(elapsed) {
+        await sleep(2_000)
+        // 1. The new release's migrate, while the previous release serves.
+        applied = json<{ applied: string[] }>(await cli(['migrate', '--json'])).applied
+        steps.push(`migrate ${applied.join(', ')} at +${ms(elapsed())}`)
+        await sleep(1_500)
+        // 2. The instances replaced one by one: SIGTERM, drain, the new release on the same ports.
+        for (const instance of instances) {
+          const t = performance.now()
+          await instance.replaceWith(ROOT)
+          await lbWait(instance.name, (status) => status === 'UP', t)
+          steps.push(`${instance.name} new at +${ms(elapsed())}`)
+        }
+        // 3. The previous release's migrate, as a rollback's deploy step would run it.
+        grantsBefore = await readerGrants(primary.url('openbook'))
+        oldMigrate = await openbook(['migrate'], { DATABASE_URL: ownerUrl }, undefined, old)
+        grantsAfter = await readerGrants(primary.url('openbook'))
+        // 4. A rollback of one instance: the previous release serves the new schema, then forward again.
+        const back = instances[0] as Instance
+        let t = performance.now()
+        await back.replaceWith(old)
+        await lbWait(back.name, (status) => status === 'UP', t)
+        rolledBack = await directStatus(back, expected[0]?.key ?? '')
+        steps.push(`${back.name} rolled back at +${ms(elapsed())} (direct request: ${rolledBack})`)
+        t = performance.now()
+        await back.replaceWith(ROOT)
+        await lbWait(back.name, (status) => status === 'UP', t)
+        steps.push(`${back.name} new again at +${ms(elapsed())}`)
+      },
+    })
+    const refusal = `openbook: the schema is at version ${LATEST_VERSION}; this openbook knows up to ${(previous as PreviousRelease).latestVersion}: upgrade openbook\n`
+    const ok =
+      load.failures.length === 0 &&
+      load.wrong === 0 &&
+      applied.length > 0 &&
+      oldMigrate?.code === 1 &&
+      oldMigrate.stderr === refusal &&
+      grantsAfter === grantsBefore &&
+      rolledBack === 200 &&
+      instances.every((instance) => instance.release === ROOT)
+    summary.add(
+      `rolling upgrade from ${PREVIOUS_RELEASE.slice(0, 7)} (${RATE}/s, 40 s)`,
+      `${loadFigures(load)}; ${steps.join('; ')}; old migrate exit ${oldMigrate?.code}: ${oldMigrate?.stderr.trim()}; ` +
+        `reader's grants ${grantsAfter === grantsBefore ? 'unchanged' : 'CHANGED'}${failureList(load)}` +
+        (load.firstWrong ? `; first wrong: ${load.firstWrong}` : ''),
+      verdict(ok),
+    )
+    expect(applied.length).toBeGreaterThan(0)
+    expect(load.failures).toEqual([])
+    expect(load.wrong).toBe(0)
+    expect(oldMigrate?.code).toBe(1)
+    expect(oldMigrate?.stderr).toBe(refusal)
+    expect(grantsAfter).toBe(grantsBefore)
+    expect(rolledBack).toBe(200)
+  }, 150_000)
 
   it('serves a bounded read load through the load balancer: every response a correct 200, each page statement planned once per server connection', async () => {
     const servers = [primary, replica]

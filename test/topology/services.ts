@@ -152,6 +152,8 @@ export class PgBouncer {
 }
 
 export interface InstanceSettings {
+  /** The checkout whose dist/server.js runs (ROOT, or the previous release's worktree). */
+  release: string
   readonly databaseUrl: string
   readonly readUrl: string | undefined
   readonly shutdownDelayMs: number
@@ -193,7 +195,7 @@ export class Instance {
     })
     this.process = this.run.spawn(`${this.name}-${this.starts}`, process.execPath, ['dist/server.js'], {
       env,
-      cwd: ROOT,
+      cwd: this.settings.release,
     })
     await until(`${this.name} to be ready`, async () => (await this.ready()) === 200, 20_000, this.process)
   }
@@ -233,6 +235,25 @@ export class Instance {
 
   signal(signal: NodeJS.Signals): void {
     this.process?.child.kill(signal)
+  }
+
+  /** The release it runs (a checkout's root). */
+  get release(): string {
+    return this.settings.release
+  }
+
+  /**
+   * A rolling deploy's step: SIGTERM (readiness off, drain, exit), then `release` started on the
+   * same ports; resolves once the new process is ready.
+   */
+  async replaceWith(release: string): Promise<void> {
+    const running = this.process
+    running?.child.kill('SIGTERM')
+    const code = await running?.exited
+    if (code !== 0 && code !== undefined)
+      throw new Error(`${this.name} exited ${code} on SIGTERM:\n${running?.tail()}`)
+    this.settings.release = release
+    await this.start()
   }
 }
 
