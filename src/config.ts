@@ -51,6 +51,7 @@ export const environmentSchema = z.object({
   OPS_HOST: z.string().min(1).default('127.0.0.1'),
   SHUTDOWN_DELAY_MS: milliseconds(600_000, '0'),
   READY_OUTAGE_GRACE_MS: milliseconds(600_000, '10000'),
+  REQUEST_DEADLINE_MS: milliseconds(60_000, '8000'),
 })
 
 export interface Config {
@@ -73,6 +74,8 @@ export interface Config {
   readonly shutdownDelayMs: number
   /** /readyz stays 200 through an outage of the store (shared by every instance) this long. */
   readonly readyOutageGraceMs: number
+  /** How long a request waits out an unreachable store (retrying) before it is answered 503. */
+  readonly requestDeadlineMs: number
 }
 
 export class ConfigError extends Error {}
@@ -110,5 +113,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     opsHost: value.OPS_HOST,
     shutdownDelayMs: value.SHUTDOWN_DELAY_MS,
     readyOutageGraceMs: value.READY_OUTAGE_GRACE_MS,
+    requestDeadlineMs: value.REQUEST_DEADLINE_MS,
   }
 }

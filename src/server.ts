@@ -40,6 +40,12 @@ async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics):
   const store = await openStore(config, {
     command: 'an openbook server',
     onIdleError: (error) => log.warn({ err: error }, 'idle database connection failed'),
+    onPoolerDetected: (detail) =>
+      log.warn(
+        { detail },
+        'DATABASE_PREPARED_STATEMENTS=on met a pooler in transaction mode; switched to pooler for this process ' +
+          '(set DATABASE_PREPARED_STATEMENTS=pooler to start that way)',
+      ),
     replicaEvents: {
       stateChanged: (state, detail) =>
         state === 'ok'

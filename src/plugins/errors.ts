@@ -9,6 +9,7 @@ import {
   serviceUnavailable,
 } from '../errors.js'
 import { StoreBusyError } from '../store/busy.js'
+import { isStoreUnreachable } from '../store/postgres.js'
 
 /** Renders an error in the API's shape. Never cached: an error says nothing lasting about the resource. */
 export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
@@ -34,14 +35,20 @@ function fromFramework(error: FastifyError): ApiError | undefined {
  * cannot_connect_now, too_many_connections. The same request may succeed a moment later.
  */
 const TRANSIENT_SQLSTATES = new Set(['55P03', '57P01', '57P03', '53300'])
-/** The database (or its pooler) could not be reached for a moment, after the store's own retries. */
+/**
+ * The database (or its pooler) could not be reached for a moment, after the store's own retries
+ * until the request deadline (isStoreUnreachable: refused, lost, timed out).
+ */
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET'])
 
 /** A 503 for a store that cannot serve just now; undefined for any other error. */
 function fromBusyStore(error: FastifyError): ApiError | undefined {
   if (error instanceof StoreBusyError) return serviceUnavailable(error.message, error.retryAfterSeconds)
   const { code } = error as { code?: unknown }
-  if (typeof code === 'string' && (TRANSIENT_SQLSTATES.has(code) || UNREACHABLE.has(code)))
+  if (
+    (typeof code === 'string' && (TRANSIENT_SQLSTATES.has(code) || UNREACHABLE.has(code))) ||
+    isStoreUnreachable(error)
+  )
     return serviceUnavailable(STORE_BUSY_MESSAGE, 1)
   return undefined
 }

@@ -63,5 +63,13 @@ export function prepareOnServerText(name: string, text: string, recheck: boolean
 export const isPreparedStatementMissing = (error: unknown) =>
   error instanceof Error && (error as { code?: unknown }).code === '26000'
 
+/**
+ * What prepared statements `on` meets behind a pooler in transaction mode, which hands a client's
+ * transactions to any server connection: 42P05 (`PREPARE` where another client prepared it
+ * already) or 26000 (`EXECUTE` where nobody has). Same name, same text: never a wrong answer.
+ */
+export const isPoolerSymptom = (error: unknown) =>
+  error instanceof Error && ['42P05', '26000'].includes(String((error as { code?: unknown }).code))
+
 /** Whether a statement's parameters need the one-trip form: the key's organization stands among them. */
 export const namesKeyOrganization = (params: readonly unknown[]) => params.includes(KEY_ORGANIZATION)

@@ -7,6 +7,8 @@ import type { Store } from './types.js'
 
 export interface OpenStoreOptions {
   readonly onIdleError?: (error: Error) => void
+  /** Told once when prepared statements `on` met a pooler in transaction mode and became `pooler`. */
+  readonly onPoolerDetected?: (detail: string) => void
   readonly replicaEvents?: ReplicaEvents
   readonly maxConnections?: number
   /** What this process is, named to a second process that finds the embedded DATA_DIR held. */
@@ -21,7 +23,12 @@ export interface OpenStoreOptions {
  */
 export async function openStore(
   config: Pick<Config, 'databaseUrl' | 'dataDir'> &
-    Partial<Pick<Config, 'databaseReadUrl' | 'databaseReadMaxLagMs' | 'databasePreparedStatements'>>,
+    Partial<
+      Pick<
+        Config,
+        'databaseReadUrl' | 'databaseReadMaxLagMs' | 'databasePreparedStatements' | 'requestDeadlineMs'
+      >
+    >,
   options: OpenStoreOptions = {},
 ): Promise<Store> {
   if (config.databaseUrl) {
@@ -34,6 +41,8 @@ export async function openStore(
         : {}),
       ...(options.replicaEvents ? { replicaEvents: options.replicaEvents } : {}),
       ...(options.onIdleError ? { onIdleError: options.onIdleError } : {}),
+      ...(options.onPoolerDetected ? { onPoolerDetected: options.onPoolerDetected } : {}),
+      ...(config.requestDeadlineMs !== undefined ? { requestDeadlineMs: config.requestDeadlineMs } : {}),
       ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
     })
   }

@@ -7,6 +7,7 @@ import type { PreparedStatements } from '../config.js'
 import { copyStatement, readerPreamble } from '../queries/sql.js'
 import {
   executeText,
+  isPoolerSymptom,
   isPreparedStatementMissing,
   namesKeyOrganization,
   prepareOnServerText,
@@ -28,6 +29,17 @@ export interface PostgresStoreOptions {
    * (1.21's tracking is protocol-level only); `off`, never.
    */
   readonly preparedStatements?: PreparedStatements
+  /**
+   * Told once when prepared statements `on` met a pooler in transaction mode (isPoolerSymptom):
+   * the store has switched to `pooler` and run the request again.
+   */
+  readonly onPoolerDetected?: (detail: string) => void
+  /**
+   * How long a request may wait out a store that cannot be reached (a pooler or a server
+   * restarting): connections are tried again, and a read-only request whose connection was lost
+   * is run again, until then; then 503 with Retry-After.
+   */
+  readonly requestDeadlineMs?: number
   readonly statementTimeoutMs?: number
   /** Called for errors of idle pooled connections (a restarted server, a terminated backend). */
   readonly onIdleError?: (error: Error) => void
@@ -100,7 +112,12 @@ interface Database {
 const statementNames = { protocol: new Map<string, string>(), execute: new Map<string, string>() }
 /** Per connection, the statements it has prepared by `PREPARE` (`one-trip.ts`), by name. */
 const preparedBySql = new WeakMap<pg.PoolClient, Set<string>>()
-const CONNECT_RETRY_MS = 1_500
+export const REQUEST_DEADLINE_MS = 8_000
+/**
+ * A round trip to the replica that takes longer ends there and the read moves to the primary: a
+ * page takes milliseconds, and a replica that stopped leaves its reads queued in the pooler.
+ */
+const REPLICA_ROUND_TRIP_CAP_MS = 2_000
 
 /** On PostgreSQL the database is the busier side: pages come back as rows, Node writes the JSON. */
 const POSTGRES_ADAPTER: StoreAdapter = { pageForm: 'rows' }
@@ -119,6 +136,36 @@ function statementName(text: string, kind: keyof typeof statementNames = 'protoc
     names.set(text, name)
   }
   return name
+}
+
+/** A round trip cut off by its deadline: a lost connection (08006), but not a stale idle one to retry at once. */
+class RoundTripTimeout extends Error {
+  readonly code = '08006'
+  constructor() {
+    super('the database did not answer in time')
+  }
+}
+
+/** `work`, or a timeout error after `ms`; what `work` yields after that goes to `abandon`. */
+function within<T>(work: Promise<T>, ms: number, abandon: (value: T) => void): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  let late = false
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => {
+        late = true
+        reject(new RoundTripTimeout())
+      },
+      Math.max(1, ms),
+    )
+  })
+  work.then(
+    (value) => {
+      if (late) abandon(value)
+    },
+    () => undefined,
+  )
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer))
 }
 
 /** A statement held by `sendWithNext`, answered with the message it goes in. */
@@ -152,6 +199,8 @@ class TransactionConnection {
     /** `pooler`: the server connection's prepared statements checked in pg_prepared_statements. */
     private readonly recheck: boolean,
     private readonly onAnswer: () => void,
+    /** The request path: how long a round trip may still take (its deadline, or the replica's cap). */
+    private readonly roundTripLimitMs?: () => number,
   ) {
     this.owed = begin
     const query = this.query.bind(this)
@@ -194,10 +243,29 @@ class TransactionConnection {
   }
 
   private async roundTrip<R>(send: () => Promise<R>): Promise<R> {
-    const result = await send()
+    const result = await (this.roundTripLimitMs ? this.bounded(send(), this.roundTripLimitMs()) : send())
     this.answered = true
     this.onAnswer()
     return result
+  }
+
+  /**
+   * A round trip that has not come back within `ms` (a pooler holding the request while its server
+   * restarts: PgBouncer waits up to query_wait_timeout) ends the connection: its socket is closed,
+   * so the request fails as a lost connection does, and is run again or moved while time is left.
+   */
+  private async bounded<R>(work: Promise<R>, ms: number): Promise<R> {
+    try {
+      return await within(work, ms, () => undefined)
+    } catch (error) {
+      if (error instanceof RoundTripTimeout) {
+        this.broken = true
+        ;(
+          this.client as unknown as { connection?: { stream?: { destroy(): void } } }
+        ).connection?.stream?.destroy()
+      }
+      throw error
+    }
   }
 
   /**
@@ -282,13 +350,24 @@ class TransactionConnection {
   }
 }
 
-function openDatabase(
-  connectionString: string,
-  options: PostgresStoreOptions,
-  connectRetryMs = CONNECT_RETRY_MS,
-): Database {
+/**
+ * How long a request may wait on one database: `deadlineMs` in all, each round trip at most
+ * `roundTripCapMs`. The primary waits out a short outage (the request deadline); the replica gives
+ * up at once and within a cap, as the primary can serve instead.
+ */
+interface Patience {
+  /** How long refused and lost connections are tried again. */
+  readonly retryForMs: number
+  readonly roundTripCapMs: number
+  /** The cap holds for every transaction (the replica's lag probe too), not only the request path's. */
+  readonly capEveryTransaction: boolean
+}
+
+function openDatabase(connectionString: string, options: PostgresStoreOptions, patience: Patience): Database {
+  const { retryForMs, roundTripCapMs, capEveryTransaction } = patience
   const maxConnections = options.maxConnections ?? 10
-  const prepare = options.preparedStatements ?? 'on'
+  // `on` becomes `pooler` for good at the first sign of a pooler in transaction mode.
+  let prepare = options.preparedStatements ?? 'on'
   const pool = new pg.Pool({
     connectionString,
     max: maxConnections,
@@ -302,18 +381,22 @@ function openDatabase(
 
   /**
    * A connection from the pool. A refused connection (a pooler or server restarting: PgBouncer is
-   * gone for ~100 ms during a restart) is tried again for up to `connectRetryMs`, with backoff,
+   * gone for a second or more during a restart) is tried again until `deadline`, with backoff,
    * before the request is answered 503: nothing of the transaction has run yet.
    */
-  async function connect(): Promise<pg.PoolClient> {
-    const deadline = Date.now() + connectRetryMs
+  async function connect(deadline: number, answerBy: number | undefined): Promise<pg.PoolClient> {
     for (let delay = 25; ; delay = Math.min(delay * 2, 250)) {
       try {
-        return await pool.connect()
+        // A connection that hangs (a peer that stopped answering) counts against the deadline too.
+        return await (answerBy === undefined
+          ? pool.connect()
+          : within(pool.connect(), answerBy - Date.now(), (late) => late.release()))
       } catch (error) {
-        if (!(isConnectRefused(error) || isConnectionLost(error)) || Date.now() + delay > deadline)
-          throw error
-        await sleep(delay)
+        if (error instanceof RoundTripTimeout) throw error
+        const left = deadline - Date.now()
+        if (!(isConnectRefused(error) || isConnectionLost(error)) || left <= 0) throw error
+        // The last try at the deadline itself.
+        await sleep(Math.min(delay, left))
       }
     }
   }
@@ -332,12 +415,23 @@ function openDatabase(
     // setting still marks them prepared (a reset by DEALLOCATE ALL alone) answers "prepared statement
     // does not exist": the read-only request is run again once, its statements checked in
     // pg_prepared_statements (`recheck`).
+    // A read-only request whose connection is lost after it was answered (a pooler or server
+    // restarting under it) is run again on a new connection until the deadline: it wrote nothing.
     let recheck = false
+    const deadline = Date.now() + retryForMs
+    const answerBy = Date.now() + Math.max(retryForMs, roundTripCapMs)
     for (let attempt = 1; ; attempt++) {
-      const client = await connect()
+      const capped = mode.request || capEveryTransaction
+      const client = await connect(deadline, capped ? answerBy : undefined)
       const wasIdle = reused.has(client)
-      const connection = new TransactionConnection(client, mode, begin, prepare, recheck, () =>
-        reused.add(client),
+      const connection = new TransactionConnection(
+        client,
+        mode,
+        begin,
+        prepare,
+        recheck,
+        () => reused.add(client),
+        capped ? () => Math.min(roundTripCapMs, answerBy - Date.now()) : undefined,
       )
       // A backend that dies while the connection is checked out emits 'error' on the client, which the
       // pool listens for only while it is idle: unheard, it would crash the process. The query in flight
@@ -365,7 +459,13 @@ function openDatabase(
         }
         return result
       } catch (error) {
-        if (!connection.answered && wasIdle && attempt <= maxConnections && isConnectionLost(error)) {
+        if (
+          !connection.answered &&
+          wasIdle &&
+          attempt <= maxConnections &&
+          isConnectionLost(error) &&
+          !(error instanceof RoundTripTimeout)
+        ) {
           connection.broken = true
           continue
         }
@@ -384,6 +484,17 @@ function openDatabase(
           isPreparedStatementMissing(error)
         ) {
           recheck = true
+          continue
+        }
+        if (prepare === 'on' && mode.request && mode.readOnly && isPoolerSymptom(error)) {
+          prepare = 'pooler'
+          connection.broken = true
+          options.onPoolerDetected?.((error as Error).message.split('\n')[0] ?? '')
+          continue
+        }
+        if (mode.request && mode.readOnly && isConnectionLost(error) && Date.now() + 100 < deadline) {
+          connection.broken = true
+          await sleep(100)
           continue
         }
         throw error
@@ -408,9 +519,18 @@ const stats = (database: string, pool: pg.Pool) => ({
 
 export function createPostgresStore(options: PostgresStoreOptions): Store {
   const timeout = options.statementTimeoutMs ?? 5_000
-  const primary = openDatabase(options.connectionString, options)
+  const deadlineMs = options.requestDeadlineMs ?? REQUEST_DEADLINE_MS
+  const primary = openDatabase(options.connectionString, options, {
+    retryForMs: deadlineMs,
+    roundTripCapMs: deadlineMs,
+    capEveryTransaction: false,
+  })
   const replica = options.readConnectionString
-    ? openDatabase(options.readConnectionString, options)
+    ? openDatabase(options.readConnectionString, options, {
+        retryForMs: 0,
+        roundTripCapMs: Math.min(REPLICA_ROUND_TRIP_CAP_MS, deadlineMs),
+        capEveryTransaction: true,
+      })
     : undefined
   const monitor = replica
     ? new ReplicaMonitor(primary, replica, options.maxReplicaLagMs ?? 5_000, options.replicaEvents)
@@ -434,21 +554,11 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       options.replicaEvents?.fellBack(state)
       return primary.transaction(reading, work)
     }
-    // Answered: the replica has served part of this read, which can no longer move elsewhere.
-    let answered = false
+    // A read lost on the replica, even part-way, runs again on the primary: it wrote nothing.
     try {
-      return await replica.transaction(reading, (sql) =>
-        work({
-          ...sql,
-          query: async <Row extends object>(text: string, params?: readonly unknown[]) => {
-            const rows = await sql.query<Row>(text, params)
-            answered = true
-            return rows
-          },
-        }),
-      )
+      return await replica.transaction(reading, work)
     } catch (error) {
-      if (answered || !(isConnectionLost(error) || isConnectRefused(error))) throw error
+      if (!(isConnectionLost(error) || isConnectRefused(error))) throw error
       monitor.markDown(error)
       options.replicaEvents?.fellBack('down')
       return primary.transaction(reading, work)

@@ -16,6 +16,8 @@ describe('the environment, validated once at start', () => {
       opsPort: 9464,
       opsHost: '127.0.0.1',
       shutdownDelayMs: 0,
+      readyOutageGraceMs: 10_000,
+      requestDeadlineMs: 8_000,
     })
   })
 
@@ -28,6 +30,8 @@ describe('the environment, validated once at start', () => {
       DATABASE_READ_MAX_LAG_MS: '250',
       DATABASE_PREPARED_STATEMENTS: 'off',
       SHUTDOWN_DELAY_MS: '2000',
+      READY_OUTAGE_GRACE_MS: '3000',
+      REQUEST_DEADLINE_MS: '4500',
       HOST: '',
     })
     expect(config).toMatchObject({
@@ -38,6 +42,8 @@ describe('the environment, validated once at start', () => {
       databaseReadMaxLagMs: 250,
       databasePreparedStatements: 'off',
       shutdownDelayMs: 2000,
+      readyOutageGraceMs: 3000,
+      requestDeadlineMs: 4500,
     })
   })
 

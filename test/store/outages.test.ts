@@ -1,0 +1,133 @@
+import type { FastifyInstance } from 'fastify'
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { STORE_BUSY_MESSAGE } from '../../src/errors.js'
+import { storeReadiness } from '../../src/ops/readiness.js'
+import { createPostgresStore, type PostgresStoreOptions } from '../../src/store/postgres.js'
+import type { Store } from '../../src/store/types.js'
+import { bearer, buildTestApp } from '../helpers/app.js'
+import { addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
+import { createTestDatabase, postgresAvailable, type TestDatabase } from '../helpers/stores.js'
+import { TcpProxy } from '../helpers/tcp-proxy.js'
+
+/**
+ * A bad minute of the store, as an instance meets it: PostgreSQL (or its pooler) restarting for a
+ * second or more, a pooler that hands the request's transactions to any server connection. Real
+ * PostgreSQL behind a TCP proxy that the test takes down and brings back.
+ */
+describe.skipIf(!postgresAvailable())('the store through a short outage (PostgreSQL behind a proxy)', () => {
+  let database: TestDatabase
+  let proxy: TcpProxy
+  let store: Store | undefined
+  let app: FastifyInstance | undefined
+  let key = ''
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrated: true })
+    const setup = createPostgresStore({ connectionString: database.url, maxConnections: 1 })
+    const org = await createOrg(setup, 'org_outage')
+    await addCustomers(setup, org.id, [{ id: 'cus_1', createdAt: '2025-01-01T00:00:00.000Z' }])
+    ;({ key } = await createKey(setup, org))
+    await setup.close()
+    proxy = TcpProxy.forUrl(database.url)
+    await proxy.start()
+  })
+  afterEach(async () => {
+    await app?.close()
+    await store?.close()
+    app = undefined
+    store = undefined
+    await proxy.start().catch(() => undefined)
+  })
+  afterAll(async () => {
+    await proxy?.stop()
+    await database?.drop()
+  })
+
+  async function serve(options: Partial<PostgresStoreOptions> = {}): Promise<FastifyInstance> {
+    store = createPostgresStore({
+      connectionString: proxy.urlFor(database.url),
+      maxConnections: 4,
+      ...options,
+    })
+    ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
+    const warm = await app.inject({ url: '/api/public/v1/customers', headers: bearer(key) })
+    expect(warm.statusCode).toBe(200)
+    return app
+  }
+
+  it('requests that arrive during a 1.5 s outage wait it out and succeed; readiness stays 200', async () => {
+    const served = await serve()
+    await proxy.stop()
+    const started = performance.now()
+    const requests = Array.from({ length: 5 }, () =>
+      served.inject({ url: '/api/public/v1/customers?limit=1', headers: bearer(key) }),
+    )
+    const readiness = await storeReadiness(store as Store, 10_000).report()
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    await proxy.start()
+    const responses = await Promise.all(requests)
+    const waited = performance.now() - started
+    expect(responses.map((r) => r.statusCode)).toEqual([200, 200, 200, 200, 200])
+    expect(responses[0]?.json().data.map((c: { id: string }) => c.id)).toEqual(['cus_1'])
+    expect(waited).toBeGreaterThanOrEqual(1_400)
+    expect(readiness).toMatchObject({ statusCode: 200, body: { status: 'ready', store: 'unreachable' } })
+    expect((await storeReadiness(store as Store, 10_000).report()).body).toEqual({
+      status: 'ready',
+      store: 'ok',
+    })
+  })
+
+  it('a request whose deadline runs out is answered 503 with Retry-After, in words of its own', async () => {
+    const served = await serve({ requestDeadlineMs: 1_000 })
+    await proxy.stop()
+    const started = performance.now()
+    const response = await served.inject({ url: '/api/public/v1/customers', headers: bearer(key) })
+    const waited = performance.now() - started
+    expect(response.statusCode).toBe(503)
+    expect(response.headers['retry-after']).toBe('1')
+    expect(response.json()).toEqual({
+      error: 'Service Unavailable',
+      message: STORE_BUSY_MESSAGE,
+      code: 'service_unavailable',
+    })
+    expect(waited).toBeGreaterThanOrEqual(900)
+    expect(waited).toBeLessThan(5_000)
+    await proxy.start()
+    expect((await served.inject({ url: '/api/public/v1/customers', headers: bearer(key) })).statusCode).toBe(
+      200,
+    )
+  })
+
+  it('a database that stops answering mid-request is cut off at the deadline: 503, not a wait without end', async () => {
+    const served = await serve({ requestDeadlineMs: 1_500 })
+    proxy.freeze()
+    const started = performance.now()
+    const response = await served.inject({ url: '/api/public/v1/customers', headers: bearer(key) })
+    expect(response.statusCode).toBe(503)
+    expect(performance.now() - started).toBeLessThan(4_000)
+    await proxy.stop()
+  })
+
+  it('prepared statements on, where the server connection lost them (as behind a pooler): no request fails, the store switches to pooler once', async () => {
+    const detected = vi.fn()
+    store = createPostgresStore({
+      connectionString: database.url,
+      maxConnections: 1,
+      preparedStatements: 'on',
+      onPoolerDetected: detected,
+    })
+    ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
+    const get = () =>
+      (app as FastifyInstance).inject({ url: '/api/public/v1/customers', headers: bearer(key) })
+    expect((await get()).statusCode).toBe(200)
+    // The one connection forgets its statements behind the client's back, as a server connection
+    // that another client of the pooler used, or that the pooler reset, does.
+    await store.admin((sql) => sql.exec('DEALLOCATE ALL'))
+    expect((await get()).statusCode).toBe(200)
+    expect(detected).toHaveBeenCalledTimes(1)
+    await store.admin((sql) => sql.exec('DEALLOCATE ALL'))
+    const statuses = [(await get()).statusCode, (await get()).statusCode]
+    expect(statuses).toEqual([200, 200])
+    expect(detected).toHaveBeenCalledTimes(1)
+  })
+})
