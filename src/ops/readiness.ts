@@ -3,8 +3,12 @@ import { isStoreUnreachable } from '../store/postgres.js'
 import { assertCanServe } from '../store/serving.js'
 import type { Store } from '../store/types.js'
 
-/** How long a readiness probe waits for the store before it counts the store as unreachable. */
-const CHECK_TIMEOUT_MS = 2_000
+/**
+ * How long a readiness probe waits for the store before it counts the store as unreachable:
+ * well within a load balancer's own check time-out (2 s in docs/topology/haproxy.conf), so that
+ * the balancer hears the answer (200 through a short outage) rather than a time-out of its own.
+ */
+const CHECK_TIMEOUT_MS = 1_000
 
 class CheckTimeout extends Error {
   constructor() {

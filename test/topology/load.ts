@@ -59,6 +59,8 @@ export interface LoadReport {
   readonly firstWrong?: string
   /** Requests sent at or before `at` (+ `slack` ms) and answered after it. */
   inFlightAt(at: number, slack?: number): number
+  /** Every answered request: [sent, answered], ms since the load started. */
+  readonly spans: readonly (readonly [number, number])[]
 }
 
 /** Nearest-rank percentile of sorted values. */
@@ -176,5 +178,6 @@ export async function runLoad(options: {
     max: sorted.at(-1) ?? Number.NaN,
     ...(firstWrong ? { firstWrong } : {}),
     inFlightAt: (at, slack = 0) => spans.filter(([start, end]) => start <= at + slack && end > at).length,
+    spans,
   }
 }

@@ -335,6 +335,7 @@ describe('the production topology on loopback', () => {
             databaseUrl: bouncer.url('openbook'),
             readUrl: replicaReads ? bouncer.url('openbook_replica') : undefined,
             shutdownDelayMs: SHUTDOWN_DELAY_MS,
+            preparedStatements: 'pooler',
           },
         ),
     )
@@ -377,7 +378,7 @@ describe('the production topology on loopback', () => {
       name: 'rolling upgrade',
       url: lbUrl(),
       expected,
-      seconds: 40,
+      seconds: 32,
       rate: RATE,
       connections: CONNECTIONS,
       async during(elapsed) {
@@ -421,7 +422,7 @@ describe('the production topology on loopback', () => {
       rolledBack === 200 &&
       instances.every((instance) => instance.release === ROOT)
     summary.add(
-      `rolling upgrade from ${PREVIOUS_RELEASE.slice(0, 7)} (${RATE}/s, 40 s)`,
+      `rolling upgrade from ${PREVIOUS_RELEASE.slice(0, 7)} (${RATE}/s, 32 s)`,
       `${loadFigures(load)}; ${steps.join('; ')}; old migrate exit ${oldMigrate?.code}: ${oldMigrate?.stderr.trim()}; ` +
         `reader's grants ${grantsAfter === grantsBefore ? 'unchanged' : 'CHANGED'}${failureList(load)}` +
         (load.firstWrong ? `; first wrong: ${load.firstWrong}` : ''),
@@ -445,7 +446,7 @@ describe('the production topology on loopback', () => {
       name: 'steady',
       url: lbUrl(),
       expected,
-      seconds: 30,
+      seconds: 20,
       rate: RATE,
       connections: CONNECTIONS,
     })
@@ -469,13 +470,13 @@ describe('the production topology on loopback', () => {
     const ok =
       load.failures.length === 0 &&
       load.wrong === 0 &&
-      load.ok > RATE * 20 &&
+      load.ok > RATE * 15 &&
       perInstance.every((count) => count > 0) &&
       (!replicaReads || replicaTx >= load.ok) &&
       pages.calls >= load.ok &&
       pages.plans * 10 <= pages.calls
     summary.add(
-      `steady load (${RATE}/s, ${CONNECTIONS} conns, 30 s)`,
+      `steady load (${RATE}/s, ${CONNECTIONS} conns, 20 s)`,
       `${loadFigures(load)}; per instance ${perInstance.map(n).join(' / ')}; ` +
         `PgBouncer transactions: replica ${n(replicaTx)}, primary ${n(primaryTx)}; ` +
         `page statements run ${n(pages.calls)} times, planned ${n(pages.plans)} times${failureList(load)}` +
@@ -484,7 +485,7 @@ describe('the production topology on loopback', () => {
     )
     expect(load.failures).toEqual([])
     expect(load.wrong).toBe(0)
-    expect(load.ok).toBeGreaterThan(RATE * 20)
+    expect(load.ok).toBeGreaterThan(RATE * 15)
     for (const count of perInstance) expect(count).toBeGreaterThan(0)
     if (replicaReads) expect(replicaTx).toBeGreaterThanOrEqual(load.ok)
     // DATABASE_PREPARED_STATEMENTS=pooler: each server connection plans a page's statement once
@@ -505,7 +506,7 @@ describe('the production topology on loopback', () => {
       name: 'sigkill',
       url: lbUrl(),
       expected,
-      seconds: 14,
+      seconds: 11,
       rate: RATE,
       connections: CONNECTIONS,
       async during(elapsed) {
@@ -550,7 +551,7 @@ describe('the production topology on loopback', () => {
       name: 'sigterm',
       url: lbUrl(),
       expected,
-      seconds: 14,
+      seconds: 11,
       rate: RATE,
       connections: CONNECTIONS,
       async during() {
@@ -802,54 +803,226 @@ describe('the production topology on loopback', () => {
     expect(samePids).toBe(true)
   }, 60_000)
 
-  it('restarting PgBouncer costs at most the requests in flight; everything recovers without restarting an instance', async () => {
+  it('PgBouncer down for 0.1 s, 1.5 s and 5 s: requests wait it out; failures at most those in flight, each a 503 from an instance; recovery within 1 s', async () => {
     const pids = instances.map((instance) => instance.pid)
-    let held = 0
-    let stoppedAt = 0
-    let downMs = Number.NaN
-    let readyMs = Number.NaN
+    const events: { downFor: number; at: number; back: number; readyDuring: number[] }[] = []
     const load = await runLoad({
-      name: 'pgbouncer',
+      name: 'pgbouncer outages',
       url: lbUrl(),
       expected,
-      seconds: 14,
+      seconds: 22,
       rate: RATE,
       connections: CONNECTIONS,
       async during(elapsed) {
-        await sleep(3_000)
-        held = await whenBusy(instances)
-        const t = performance.now()
-        stoppedAt = elapsed()
-        await bouncer.stop()
-        await bouncer.start()
-        downMs = performance.now() - t
-        await until(
-          'every instance to be ready',
-          async () => (await Promise.all(instances.map((i) => i.ready()))).every((status) => status === 200),
-          10_000,
-        )
-        readyMs = performance.now() - t
+        for (const [wait, downFor] of [
+          [2_000, 100],
+          [2_500, 1_500],
+          [2_500, 5_000],
+        ] as const) {
+          await sleep(wait)
+          await whenBusy(instances)
+          const at = elapsed()
+          await bouncer.stop()
+          // Every instance's readiness while the shared pooler is gone (5 s): 200, so HAProxy keeps them.
+          let readyDuring: number[] = []
+          if (downFor >= 5_000) {
+            await sleep(1_500)
+            readyDuring = await Promise.all(instances.map((i) => i.ready()))
+          }
+          const left = at + downFor - elapsed()
+          if (left > 0) await sleep(left)
+          await bouncer.start()
+          events.push({ downFor, at, back: elapsed(), readyDuring })
+        }
       },
     })
-    const lastFailure = load.failures.at(-1)
-    const recoveredMs = lastFailure ? lastFailure.end - stoppedAt : 0
+    const rows = events.map((event) => {
+      const failures = load.failures.filter(
+        (f) => f.end >= event.at - SLACK_MS && f.start <= event.back + 1_000,
+      )
+      const inFlight = load.inFlightAt(event.at, SLACK_MS)
+      // Requests waiting when the pooler came back: how long after its return the last of them ended.
+      const waiting = load.spans.filter(([start, end]) => start <= event.back && end > event.back)
+      const recovery = Math.max(0, ...waiting.map(([, end]) => end - event.back))
+      const instance503 = failures.every(
+        (f) => f.what.startsWith('503 ') && f.what.includes('service_unavailable'),
+      )
+      return { ...event, failures: failures.length, inFlight, recovery, instance503, waiting: waiting.length }
+    })
     const samePids = instances.every((instance, index) => instance.pid === pids[index])
-    const statuses = await Promise.all(
-      instances.map((instance) => directStatus(instance, expected[0]?.key ?? '')),
-    )
-    const cost = eventCost(load, stoppedAt)
-    const ok = cost.ok && load.wrong === 0 && samePids && statuses.every((s) => s === 200)
+    const serverErrors = load.failures.filter((f) => f.what.startsWith('500')).length
+    const ok =
+      load.wrong === 0 &&
+      serverErrors === 0 &&
+      samePids &&
+      rows.every(
+        (row) =>
+          row.failures <= row.inFlight &&
+          row.instance503 &&
+          row.recovery <= 1_000 &&
+          row.readyDuring.every((status) => status === 200),
+      )
     summary.add(
-      'PgBouncer hard restart mid-load',
-      `${loadFigures(load)}; PgBouncer stopped (SIGTERM, immediate shutdown) while the instances held ${held}: ${cost.text}; ` +
-        `listening again after ${ms(downMs)}; every /readyz 200 after ${ms(readyMs)}; last failure ${ms(recoveredMs)} ` +
-        `after the stop; instances not restarted: ${samePids}; direct requests after: ${statuses.join(' / ')}${failureList(load)}`,
+      'PgBouncer down 0.1 s / 1.5 s / 5 s',
+      `${loadFigures(load)}; ` +
+        rows
+          .map(
+            (row) =>
+              `down ${ms(row.downFor)} at +${ms(row.at)}: ${row.failures} failed of ${row.inFlight} in flight, ` +
+              `${row.waiting} waiting when it came back, all answered ${ms(row.recovery)} after` +
+              (row.readyDuring.length ? `, /readyz during it ${row.readyDuring.join('/')}` : ''),
+          )
+          .join('; ') +
+        `; 500s ${serverErrors}; instances not restarted: ${samePids}${failureList(load)}`,
       verdict(ok),
     )
-    expect(samePids).toBe(true)
-    expect(statuses).toEqual([200, 200, 200])
     expect(load.wrong).toBe(0)
+    expect(serverErrors).toBe(0)
+    expect(samePids).toBe(true)
+    for (const row of rows) {
+      expect(row.failures, `down ${row.downFor} ms`).toBeLessThanOrEqual(row.inFlight)
+      expect(row.instance503, `down ${row.downFor} ms: failures from the instances`).toBe(true)
+      expect(row.recovery, `down ${row.downFor} ms: recovery`).toBeLessThanOrEqual(1_000)
+      for (const status of row.readyDuring) expect(status).toBe(200)
+    }
+  }, 90_000)
+
+  it('the primary restarted (fast shutdown, start): at most the requests in flight fail, none after', async () => {
+    let at = 0
+    let downMs = Number.NaN
+    const load = await runLoad({
+      name: 'primary restart',
+      url: lbUrl(),
+      expected,
+      seconds: 10,
+      rate: RATE,
+      connections: CONNECTIONS,
+      async during(elapsed) {
+        await sleep(2_500)
+        await whenBusy(instances)
+        at = elapsed()
+        const t = performance.now()
+        await primary.stop()
+        await primary.start()
+        downMs = performance.now() - t
+      },
+    })
+    const cost = eventCost(load, at)
+    const serverErrors = load.failures.filter((f) => f.what.startsWith('500')).length
+    const ok = cost.ok && load.wrong === 0 && serverErrors === 0
+    summary.add(
+      'primary restarted (pg_ctl restart -m fast)',
+      `${loadFigures(load)}; down ${ms(downMs)}: ${cost.text}; 500s ${serverErrors}${failureList(load)}`,
+      verdict(ok),
+    )
     expect(cost.after).toBe(0)
     expect(load.failures.length).toBeLessThanOrEqual(cost.inFlight)
+    expect(serverErrors).toBe(0)
+    expect(load.wrong).toBe(0)
   }, 60_000)
+
+  it('the default DATABASE_PREPARED_STATEMENTS behind PgBouncer: instances switch to pooler with one warning, no request fails', async () => {
+    const steps: string[] = []
+    const load = await runLoad({
+      name: 'default prepared statements',
+      url: lbUrl(),
+      expected,
+      seconds: 22,
+      rate: RATE,
+      connections: CONNECTIONS,
+      async during(elapsed) {
+        await sleep(1_000)
+        for (const instance of instances) {
+          const t = performance.now()
+          await instance.replaceWith(ROOT, 'default')
+          await lbWait(instance.name, (status) => status === 'UP', t)
+          steps.push(`${instance.name} at +${ms(elapsed())}`)
+        }
+      },
+    })
+    const warnings = instances.map(
+      (instance) =>
+        readFileSync(instance.process?.log ?? '', 'utf8')
+          .split('\n')
+          .filter((line) => line.includes('met a pooler in transaction mode')).length,
+    )
+    const serverErrors = load.failures.filter((f) => f.what.startsWith('500')).length
+    const ok = load.failures.length === 0 && load.wrong === 0 && warnings.every((count) => count === 1)
+    summary.add(
+      'default prepared statements behind PgBouncer',
+      `${loadFigures(load)}; restarted with the default: ${steps.join(', ')}; warnings per instance ${warnings.join('/')}; ` +
+        `500s ${serverErrors}${failureList(load)}`,
+      verdict(ok),
+    )
+    expect(load.failures).toEqual([])
+    expect(load.wrong).toBe(0)
+    expect(warnings).toEqual([1, 1, 1])
+  }, 90_000)
+
+  it('failover: the primary stops, the replica is promoted and PgBouncer pointed at it; at most the requests in flight fail; revocation and last-used resume without restarting an instance', async () => {
+    const pids = instances.map((instance) => instance.pid)
+    let at = 0
+    let switchedMs = Number.NaN
+    const load = await runLoad({
+      name: 'failover',
+      url: lbUrl(),
+      expected,
+      seconds: 12,
+      rate: RATE,
+      connections: CONNECTIONS,
+      async during(elapsed) {
+        await sleep(2_500)
+        await whenBusy(instances)
+        at = elapsed()
+        const t = performance.now()
+        // The operator's runbook (docs/scaling.md, Failover), step by step.
+        await primary.stop()
+        await query(replica.url(), 'SELECT pg_promote(true, 30)')
+        await bouncer.repoint(replica.port)
+        switchedMs = performance.now() - t
+      },
+    })
+    const cost = eventCost(load, at)
+    const serverErrors = load.failures.filter((f) => f.what.startsWith('500')).length
+    // The new primary takes the operator's commands: a key revoked there is refused everywhere.
+    ownerUrl = urlOf(replica.port, 'openbook_owner', 'openbook')
+    const victim = expected[0]?.key ?? ''
+    const [keyRow] = await query<{ id: string }>(
+      replica.url('openbook'),
+      `SELECT id FROM api_keys WHERE key_hash = encode(sha256(convert_to($1, 'UTF8')), 'hex')`,
+      [victim],
+    )
+    await cli(['keys', 'revoke', keyRow?.id ?? 'missing'])
+    const afterRevoke = await Promise.all(instances.map((instance) => directStatus(instance, victim)))
+    const other = expected.find((e) => e.key !== victim)?.key ?? ''
+    const stillServing = await Promise.all(instances.map((instance) => directStatus(instance, other)))
+    // Last-used writes go to the new primary again: the flush's failures stop growing.
+    const failuresBefore = await sumMetric('openbook_last_used_flush_failures_total')
+    await sleep(2_500)
+    const failuresAfter = await sumMetric('openbook_last_used_flush_failures_total')
+    const samePids = instances.every((instance, index) => instance.pid === pids[index])
+    const ok =
+      cost.ok &&
+      load.wrong === 0 &&
+      serverErrors === 0 &&
+      afterRevoke.every((status) => status === 401) &&
+      stillServing.every((status) => status === 200) &&
+      failuresAfter === failuresBefore &&
+      samePids
+    summary.add(
+      'failover to the promoted replica (default prepared statements)',
+      `${loadFigures(load)}; primary stopped, replica promoted, PgBouncer reloaded in ${ms(switchedMs)}: ${cost.text}; ` +
+        `500s ${serverErrors}; keys revoke on the new primary, then ${afterRevoke.join('/')}; other keys ${stillServing.join('/')}; ` +
+        `last-used flush failures ${failuresBefore} -> ${failuresAfter} over 2.5 s; instances not restarted: ${samePids}${failureList(load)}`,
+      verdict(ok),
+    )
+    expect(cost.after).toBe(0)
+    expect(load.failures.length).toBeLessThanOrEqual(cost.inFlight)
+    expect(serverErrors).toBe(0)
+    expect(load.wrong).toBe(0)
+    expect(afterRevoke).toEqual([401, 401, 401])
+    expect(stillServing).toEqual([200, 200, 200])
+    expect(failuresAfter).toBe(failuresBefore)
+    expect(samePids).toBe(true)
+  }, 90_000)
 })

@@ -102,6 +102,19 @@ export class PgBouncer {
     await until('PgBouncer to listen', () => accepts(this.port), 10_000, this.process)
   }
 
+  /**
+   * Failover: the `openbook` database now on `primaryPort` (the promoted replica), the reference
+   * configuration rendered again and loaded with RELOAD, as an operator does.
+   */
+  async repoint(primaryPort: number): Promise<void> {
+    const text = readFileSync(this.config, 'utf8').replace(
+      /^openbook = host=(\S+) port=\d+/m,
+      (_, host: string) => `openbook = host=${host} port=${primaryPort}`,
+    )
+    writeFileSync(this.config, text)
+    await this.admin('RELOAD')
+  }
+
   /** SIGTERM: PgBouncer 1.18's immediate shutdown (every client and server connection is closed). */
   async stop(): Promise<void> {
     const running = this.process
@@ -157,6 +170,8 @@ export interface InstanceSettings {
   readonly databaseUrl: string
   readonly readUrl: string | undefined
   readonly shutdownDelayMs: number
+  /** DATABASE_PREPARED_STATEMENTS, or `default`: left unset (on). */
+  preparedStatements: 'pooler' | 'default'
 }
 
 /** One `node dist/server.js`, on ports that stay its own across restarts (the LB names them). */
@@ -179,7 +194,13 @@ export class Instance {
   async start(): Promise<void> {
     this.starts++
     const env: NodeJS.ProcessEnv = { ...process.env }
-    for (const name of ['DATA_DIR', 'API_KEY_BRAND', 'DATABASE_READ_URL', 'DATABASE_READ_MAX_LAG_MS'])
+    for (const name of [
+      'DATA_DIR',
+      'API_KEY_BRAND',
+      'DATABASE_READ_URL',
+      'DATABASE_READ_MAX_LAG_MS',
+      'DATABASE_PREPARED_STATEMENTS',
+    ])
       delete env[name]
     Object.assign(env, {
       PORT: String(this.port),
@@ -190,7 +211,9 @@ export class Instance {
       SHUTDOWN_DELAY_MS: String(this.settings.shutdownDelayMs),
       LOG_LEVEL: 'warn',
       // PgBouncer in transaction mode: a client's transactions land on any server connection.
-      DATABASE_PREPARED_STATEMENTS: 'pooler',
+      ...(this.settings.preparedStatements
+        ? { DATABASE_PREPARED_STATEMENTS: this.settings.preparedStatements }
+        : {}),
       ...(this.settings.readUrl ? { DATABASE_READ_URL: this.settings.readUrl } : {}),
     })
     this.process = this.run.spawn(`${this.name}-${this.starts}`, process.execPath, ['dist/server.js'], {
@@ -246,7 +269,8 @@ export class Instance {
    * A rolling deploy's step: SIGTERM (readiness off, drain, exit), then `release` started on the
    * same ports; resolves once the new process is ready.
    */
-  async replaceWith(release: string): Promise<void> {
+  async replaceWith(release: string, preparedStatements = this.settings.preparedStatements): Promise<void> {
+    this.settings.preparedStatements = preparedStatements
     const running = this.process
     running?.child.kill('SIGTERM')
     const code = await running?.exited
