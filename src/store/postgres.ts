@@ -421,6 +421,7 @@ function openDatabase(connectionString: string, options: PostgresStoreOptions, p
     const deadline = Date.now() + retryForMs
     const answerBy = Date.now() + Math.max(retryForMs, roundTripCapMs)
     for (let attempt = 1; ; attempt++) {
+      const attemptPrepare = prepare
       const capped = mode.request || capEveryTransaction
       const client = await connect(deadline, capped ? answerBy : undefined)
       const wasIdle = reused.has(client)
@@ -428,7 +429,7 @@ function openDatabase(connectionString: string, options: PostgresStoreOptions, p
         client,
         mode,
         begin,
-        prepare,
+        attemptPrepare,
         recheck,
         () => reused.add(client),
         capped ? () => Math.min(roundTripCapMs, answerBy - Date.now()) : undefined,
@@ -477,7 +478,7 @@ function openDatabase(connectionString: string, options: PostgresStoreOptions, p
           }
         }
         if (
-          prepare === 'pooler' &&
+          attemptPrepare === 'pooler' &&
           mode.request &&
           mode.readOnly &&
           !recheck &&
@@ -486,10 +487,14 @@ function openDatabase(connectionString: string, options: PostgresStoreOptions, p
           recheck = true
           continue
         }
-        if (prepare === 'on' && mode.request && mode.readOnly && isPoolerSymptom(error)) {
-          prepare = 'pooler'
+        // Judged by the form this attempt ran in: a request begun before another one switched the
+        // process is run again too.
+        if (attemptPrepare === 'on' && mode.request && mode.readOnly && isPoolerSymptom(error)) {
           connection.broken = true
-          options.onPoolerDetected?.((error as Error).message.split('\n')[0] ?? '')
+          if (prepare === 'on') {
+            prepare = 'pooler'
+            options.onPoolerDetected?.((error as Error).message.split('\n')[0] ?? '')
+          }
           continue
         }
         if (mode.request && mode.readOnly && isConnectionLost(error) && Date.now() + 100 < deadline) {

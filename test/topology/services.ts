@@ -211,9 +211,9 @@ export class Instance {
       SHUTDOWN_DELAY_MS: String(this.settings.shutdownDelayMs),
       LOG_LEVEL: 'warn',
       // PgBouncer in transaction mode: a client's transactions land on any server connection.
-      ...(this.settings.preparedStatements
-        ? { DATABASE_PREPARED_STATEMENTS: this.settings.preparedStatements }
-        : {}),
+      ...(this.settings.preparedStatements === 'default'
+        ? {}
+        : { DATABASE_PREPARED_STATEMENTS: this.settings.preparedStatements }),
       ...(this.settings.readUrl ? { DATABASE_READ_URL: this.settings.readUrl } : {}),
     })
     this.process = this.run.spawn(`${this.name}-${this.starts}`, process.execPath, ['dist/server.js'], {
