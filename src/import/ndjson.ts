@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream'
+import type { PlanRevocation } from '../domain/api-keys.js'
 import type { RecordType } from '../store/bulk.js'
 import type { Store } from '../store/types.js'
 import { inputLines } from './lines.js'
@@ -25,6 +26,11 @@ export interface ImportSummary {
   readonly counts: Partial<Record<RecordType, number>>
   /** Tables loaded on the first-load path (indexes and foreign keys rebuilt at the end). */
   readonly firstLoad: string[]
+  /**
+   * Active keys revoked in the import's transaction: their organization's plan, as the file left
+   * it, has no API access (free, starter). Empty when none.
+   */
+  readonly revokedKeys: PlanRevocation[]
 }
 
 /**
@@ -40,7 +46,7 @@ export async function importNdjson(
 ): Promise<ImportSummary> {
   const counts: Partial<Record<RecordType, number>> = {}
   let lines = 0
-  const { firstLoad } = await bulkLoad(
+  const { firstLoad, revokedKeys } = await bulkLoad(
     store,
     { chunkRows: chunkLines, onChunk: (chunk) => onProgress(chunk.lastLine) },
     async (add) => {
@@ -55,5 +61,5 @@ export async function importNdjson(
       }
     },
   )
-  return { lines, counts, firstLoad }
+  return { lines, counts, firstLoad, revokedKeys }
 }
