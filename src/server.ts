@@ -13,6 +13,7 @@ import { errorLine } from './operator/errors.js'
 import { serveOperatorSocket } from './operator/server.js'
 import { Metrics } from './ops/metrics.js'
 import { buildOpsApp, type Readiness } from './ops/ops-app.js'
+import { listenFailure, PortError, type PortPlan, planPorts } from './ports.js'
 import { seedDemoIfEmpty } from './seed/demo.js'
 import { DataDirBusyError } from './store/data-dir-lock.js'
 import { assertSchemaCurrent, refreshStatistics, SchemaNotCurrentError } from './store/migrate.js'
@@ -116,31 +117,54 @@ function readinessOf(store: Store): Readiness {
   }
 }
 
-/** Opens the API's and the operations' listeners, or exits with one line. */
+/** The ports, checked before any set-up; or an exit with the one line that names the variable. */
+async function planPortsOrFail(config: Config): Promise<PortPlan> {
+  try {
+    return await planPorts(config)
+  } catch (error) {
+    if (error instanceof PortError) fail(error.message)
+    throw error
+  }
+}
+
+/** Opens the API's and the operations' listeners, or exits with one line that names the variable. */
 async function listen(
   app: FastifyInstance,
   ops: FastifyInstance,
   store: Store,
   config: Config,
+  ports: PortPlan,
+  log: pino.Logger,
 ): Promise<void> {
-  for (const [listener, port, host] of [
-    [app, config.port, config.host],
-    [ops, config.opsPort, config.opsHost],
+  for (const [listener, variable, port, host] of [
+    [app, 'PORT', config.port, config.host],
+    [ops, 'OPS_PORT', ports.opsPort, config.opsHost],
   ] as const) {
     try {
       await listener.listen({ port, host })
     } catch (error) {
       await app.close()
       await store.close()
-      fail(`cannot listen on ${host}:${port}: ${(error as { code?: string }).code ?? 'error'}`)
+      fail(listenFailure(variable, host, port, (error as { code?: string }).code ?? 'error'))
     }
   }
+  const address = ops.server.address()
+  const opsPort = typeof address === 'object' && address ? address.port : ports.opsPort
+  if (ports.moved) {
+    log.warn(
+      { opsPort },
+      `${ports.moved}: the operations listener (healthz, readyz, metrics) is on ${config.opsHost}:${opsPort} instead; set OPS_PORT to choose its port`,
+    )
+  }
+  log.info({ opsPort }, 'operations listener (healthz, readyz, metrics) ready')
 }
 
 async function main(): Promise<void> {
   tuneGarbageCollector()
   const config = readConfig()
   const log = pino({ level: config.logLevel, serializers: LOG_SERIALIZERS })
+  // Before any set-up: a server that cannot listen stops at once, not after seeding its store.
+  const ports = await planPortsOrFail(config)
 
   let store: Store | undefined
   const metrics = new Metrics({
@@ -179,12 +203,7 @@ async function main(): Promise<void> {
     await opened.close()
   })
 
-  await listen(app, ops, store, config)
-  const opsAddress = ops.server.address()
-  log.info(
-    { opsPort: typeof opsAddress === 'object' && opsAddress ? opsAddress.port : config.opsPort },
-    'operations listener (healthz, readyz, metrics) ready',
-  )
+  await listen(app, ops, store, config, ports, log)
 }
 
 await main()
