@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
@@ -15,6 +16,7 @@ import { Metrics } from './ops/metrics.js'
 import { buildOpsApp, type Readiness } from './ops/ops-app.js'
 import { listenFailure, PortError, type PortPlan, planPorts } from './ports.js'
 import { seedDemoIfEmpty } from './seed/demo.js'
+import { guardSetUp } from './set-up.js'
 import { DataDirBusyError } from './store/data-dir-lock.js'
 import { assertSchemaCurrent, refreshStatistics, SchemaNotCurrentError } from './store/migrate.js'
 import { connectingRole, describeStoreError, openStore } from './store/open.js'
@@ -173,9 +175,23 @@ async function main(): Promise<void> {
     pools: () => store?.pools() ?? [],
     ...(config.databaseReadUrl ? { replicaLagSeconds: () => store?.replicaLagSeconds?.() } : {}),
   })
+  const setUp = guardSetUp(log)
+  const firstStart = !config.databaseUrl && !existsSync(join(config.dataDir, 'PG_VERSION'))
+  setUp.phase(
+    config.databaseUrl
+      ? 'connecting to the database'
+      : firstStart
+        ? `creating the embedded store in DATA_DIR (${config.dataDir})`
+        : `opening the embedded store in DATA_DIR (${config.dataDir})`,
+    // The first start's set-up takes 10 to 30 s: said, so that the wait is not silent.
+    firstStart,
+  )
   store = await openStoreOrFail(config, log, metrics)
   const opened = store
-  if (store.kind === 'embedded') await prepareEmbedded(store, config)
+  if (store.kind === 'embedded') {
+    setUp.phase('preparing the store (the demo organization on an empty store, statistics)', firstStart)
+    await prepareEmbedded(store, config)
+  }
 
   const readiness = readinessOf(store)
   const app = await buildApp({
@@ -190,6 +206,7 @@ async function main(): Promise<void> {
       ? await serveOperatorSocket(config.dataDir, inServerRunner(store, config))
       : undefined
 
+  setUp.done()
   closeWithGrace({ delay: 10_000 + config.shutdownDelayMs, logger: log }, async ({ signal, err }) => {
     if (err) log.error({ err }, 'shutting down after an unexpected error')
     else log.info({ signal }, 'shutting down: draining requests in flight')
