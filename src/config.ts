@@ -69,6 +69,8 @@ export interface Config {
   readonly logLevel: (typeof LOG_LEVELS)[number]
   /** The operations listener (health, readiness, metrics); never the public port. */
   readonly opsPort: number
+  /** OPS_PORT was set: a taken port then stops the server; unset, a taken default moves the listener. */
+  readonly opsPortFromEnv: boolean
   readonly opsHost: string
   /** After SIGTERM, /readyz answers 503 this long before the public listener closes. */
   readonly shutdownDelayMs: number
@@ -110,6 +112,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apiKeyBrand: value.API_KEY_BRAND,
     logLevel: value.LOG_LEVEL,
     opsPort: value.OPS_PORT,
+    opsPortFromEnv: 'OPS_PORT' in present,
     opsHost: value.OPS_HOST,
     shutdownDelayMs: value.SHUTDOWN_DELAY_MS,
     readyOutageGraceMs: value.READY_OUTAGE_GRACE_MS,

@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
@@ -14,7 +15,9 @@ import { serveOperatorSocket } from './operator/server.js'
 import { Metrics } from './ops/metrics.js'
 import { buildOpsApp } from './ops/ops-app.js'
 import { storeReadiness } from './ops/readiness.js'
+import { listenFailure, PortError, type PortPlan, planPorts } from './ports.js'
 import { seedDemoIfEmpty } from './seed/demo.js'
+import { guardSetUp } from './set-up.js'
 import { DataDirBusyError } from './store/data-dir-lock.js'
 import { refreshStatistics } from './store/migrate.js'
 import { connectingRole, describeStoreError, openStore } from './store/open.js'
@@ -117,31 +120,54 @@ async function prepareEmbedded(store: Store, config: Config): Promise<void> {
   }
 }
 
-/** Opens the API's and the operations' listeners, or exits with one line. */
+/** The ports, checked before any set-up; or an exit with the one line that names the variable. */
+async function planPortsOrFail(config: Config): Promise<PortPlan> {
+  try {
+    return await planPorts(config)
+  } catch (error) {
+    if (error instanceof PortError) fail(error.message)
+    throw error
+  }
+}
+
+/** Opens the API's and the operations' listeners, or exits with one line that names the variable. */
 async function listen(
   app: FastifyInstance,
   ops: FastifyInstance,
   store: Store,
   config: Config,
+  ports: PortPlan,
+  log: pino.Logger,
 ): Promise<void> {
-  for (const [listener, port, host] of [
-    [app, config.port, config.host],
-    [ops, config.opsPort, config.opsHost],
+  for (const [listener, variable, port, host] of [
+    [app, 'PORT', config.port, config.host],
+    [ops, 'OPS_PORT', ports.opsPort, config.opsHost],
   ] as const) {
     try {
       await listener.listen({ port, host })
     } catch (error) {
       await app.close()
       await store.close()
-      fail(`cannot listen on ${host}:${port}: ${(error as { code?: string }).code ?? 'error'}`)
+      fail(listenFailure(variable, host, port, (error as { code?: string }).code ?? 'error'))
     }
   }
+  const address = ops.server.address()
+  const opsPort = typeof address === 'object' && address ? address.port : ports.opsPort
+  if (ports.moved) {
+    log.warn(
+      { opsPort },
+      `${ports.moved}: the operations listener (healthz, readyz, metrics) is on ${config.opsHost}:${opsPort} instead; set OPS_PORT to choose its port`,
+    )
+  }
+  log.info({ opsPort }, 'operations listener (healthz, readyz, metrics) ready')
 }
 
 async function main(): Promise<void> {
   tuneGarbageCollector()
   const config = readConfig()
   const log = pino({ level: config.logLevel, serializers: LOG_SERIALIZERS })
+  // Before any set-up: a server that cannot listen stops at once, not after seeding its store.
+  const ports = await planPortsOrFail(config)
 
   let store: Store | undefined
   const metrics = new Metrics({
@@ -150,9 +176,23 @@ async function main(): Promise<void> {
     pools: () => store?.pools() ?? [],
     ...(config.databaseReadUrl ? { replicaLagSeconds: () => store?.replicaLagSeconds?.() } : {}),
   })
+  const setUp = guardSetUp(log)
+  const firstStart = !config.databaseUrl && !existsSync(join(config.dataDir, 'PG_VERSION'))
+  setUp.phase(
+    config.databaseUrl
+      ? 'connecting to the database'
+      : firstStart
+        ? `creating the embedded store in DATA_DIR (${config.dataDir})`
+        : `opening the embedded store in DATA_DIR (${config.dataDir})`,
+    // The first start's set-up takes 10 to 30 s: said, so that the wait is not silent.
+    firstStart,
+  )
   store = await openStoreOrFail(config, log, metrics)
   const opened = store
-  if (store.kind === 'embedded') await prepareEmbedded(store, config)
+  if (store.kind === 'embedded') {
+    setUp.phase('preparing the store (the demo organization on an empty store, statistics)', firstStart)
+    await prepareEmbedded(store, config)
+  }
 
   const readiness = storeReadiness(store, config.readyOutageGraceMs)
   const app = await buildApp({
@@ -167,6 +207,7 @@ async function main(): Promise<void> {
       ? await serveOperatorSocket(config.dataDir, inServerRunner(store, config))
       : undefined
 
+  setUp.done()
   closeWithGrace({ delay: 10_000 + config.shutdownDelayMs, logger: log }, async ({ signal, err }) => {
     if (err) log.error({ err }, 'shutting down after an unexpected error')
     else log.info({ signal }, 'shutting down: draining requests in flight')
@@ -180,12 +221,7 @@ async function main(): Promise<void> {
     await opened.close()
   })
 
-  await listen(app, ops, store, config)
-  const opsAddress = ops.server.address()
-  log.info(
-    { opsPort: typeof opsAddress === 'object' && opsAddress ? opsAddress.port : config.opsPort },
-    'operations listener (healthz, readyz, metrics) ready',
-  )
+  await listen(app, ops, store, config, ports, log)
 }
 
 await main()

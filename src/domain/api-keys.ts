@@ -3,7 +3,7 @@ import { OperatorError } from '../operator/errors.js'
 import { iso } from '../queries/sql.js'
 import type { Sql } from '../store/types.js'
 import { generateSecret, type KeyEnv } from './api-key-secret.js'
-import { KEY_MANAGER_ROLES, MAX_ACTIVE_KEYS, type Plan, type Role } from './plans.js'
+import { KEY_MANAGER_ROLES, MAX_ACTIVE_KEYS, PLANS, type Plan, type Role } from './plans.js'
 
 /** The furthest a key's expiry may lie ahead: 100 years (of 365.25 days). Further is a typo, or "never". */
 export const MAX_KEY_LIFETIME_MS = 36_525 * 86_400_000
@@ -162,4 +162,36 @@ export async function revokeApiKey(
   )
   if (!row) throw new OperatorError(`unknown API key: ${keyId}`)
   return row
+}
+
+/** Keys revoked because their organization's plan no longer grants API access. */
+export interface PlanRevocation {
+  readonly orgId: string
+  readonly plan: Plan
+  /** How many active keys were revoked. */
+  readonly keys: number
+}
+
+/** The plans without API access (no key allowed), as a SQL list of literals. */
+const NO_ACCESS_PLANS = PLANS.filter((plan) => MAX_ACTIVE_KEYS[plan] === 0)
+  .map((plan) => `'${plan}'`)
+  .join(', ')
+
+/**
+ * Revokes, in the caller's transaction, every active key of the organizations that `orgIds` (a SQL
+ * query of organization ids) names and whose plan now has no API access: a downgrade takes API
+ * access away in the same transaction that writes it. The request path never checks the plan (the
+ * contract), so the keys themselves must go. Returns what was revoked, by organization.
+ */
+export async function revokeKeysWithoutApiAccess(sql: Sql, orgIds: string): Promise<PlanRevocation[]> {
+  const rows = await sql.query<{ orgId: string; plan: Plan; keys: number }>(
+    `WITH revoked AS (
+       UPDATE api_keys k SET revoked_at = now()
+       FROM organizations o
+       WHERE o.id = k.org_id AND o.plan IN (${NO_ACCESS_PLANS})
+         AND k.org_id IN (${orgIds}) AND ${activeKey('k')}
+       RETURNING k.org_id, o.plan)
+     SELECT org_id AS "orgId", plan, count(*)::int AS keys FROM revoked GROUP BY org_id, plan ORDER BY org_id`,
+  )
+  return rows.map((row) => ({ orgId: row.orgId, plan: row.plan, keys: Number(row.keys) }))
 }

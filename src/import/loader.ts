@@ -1,10 +1,11 @@
+import { type PlanRevocation, revokeKeysWithoutApiAccess } from '../domain/api-keys.js'
 import type { AdminSql, Store } from '../store/types.js'
 import { checkStaged } from './checks.js'
 import type { Chunk } from './chunk.js'
 import { type Dropped, FIRST_LOAD_MIN_ROWS, prepareFirstLoad, rebuildDropped } from './first-load.js'
 import { mergeStaged } from './merge.js'
 import { type AddRow, type PipelineOptions, pipeChunks } from './pipeline.js'
-import { clearStaging, copyToStaging, createStagingSql, logParentKeys } from './staging.js'
+import { clearStaging, copyToStaging, createStagingSql, keyLog, logParentKeys } from './staging.js'
 
 export { Chunk } from './chunk.js'
 export { ImportError } from './errors.js'
@@ -62,12 +63,24 @@ class BulkLoader {
     await clearStaging(this.sql, types)
   }
 
-  /** Rebuilds what the first-load path dropped and names those tables. Call once, after the last chunk. */
-  async finish(): Promise<{ firstLoad: string[] }> {
+  /**
+   * Rebuilds what the first-load path dropped and names those tables; revokes the active keys of
+   * the file's organizations whose plan (as the file left it) has no API access. Call once, after
+   * the last chunk.
+   */
+  async finish(): Promise<BulkLoadResult> {
     const rebuilt = this.dropped.splice(0)
     await rebuildDropped(this.sql, rebuilt)
-    return { firstLoad: rebuilt.map((d) => d.table) }
+    const revokedKeys = await revokeKeysWithoutApiAccess(this.sql, `SELECT id FROM ${keyLog('organization')}`)
+    return { firstLoad: rebuilt.map((d) => d.table), revokedKeys }
   }
+}
+
+export interface BulkLoadResult {
+  /** Tables loaded on the first-load path. */
+  readonly firstLoad: string[]
+  /** Keys revoked because the load moved their organization to a plan without API access. */
+  readonly revokedKeys: PlanRevocation[]
 }
 
 /**
@@ -78,7 +91,7 @@ export async function bulkLoad(
   store: Store,
   options: PipelineOptions,
   produce: (add: AddRow) => Promise<void>,
-): Promise<{ firstLoad: string[] }> {
+): Promise<BulkLoadResult> {
   return store.admin(async (sql) => {
     // A table-wide exclusive lock would stall every organization's reads where they run beside us.
     const loader = await BulkLoader.begin(sql, !store.concurrentReads)

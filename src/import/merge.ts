@@ -39,6 +39,9 @@ export async function mergeStaged(
       await mergeType(sql, type, firstLoadTables.has(TABLES[type].table))
     } catch (error) {
       const { constraint, code } = error as { constraint?: string; code?: string }
+      // Only the data can be rejected (data exceptions, constraints): a full disk, a lost
+      // connection or a cancel is the database's condition, said in its own words (failureReason).
+      if (!code?.startsWith('22') && !code?.startsWith('23')) throw error
       throw new ImportError(
         `lines up to ${lastLine}: ${type} rejected by the database (${constraint ?? code ?? 'constraint'})`,
       )

@@ -1,6 +1,8 @@
 import type { Readable } from 'node:stream'
+import type { PlanRevocation } from '../domain/api-keys.js'
 import type { RecordType } from '../store/bulk.js'
 import type { Store } from '../store/types.js'
+import { ImportError } from './errors.js'
 import { inputLines } from './lines.js'
 import { bulkLoad } from './loader.js'
 import { parseLine } from './parse-line.js'
@@ -18,6 +20,33 @@ export interface ImportOptions {
   readonly onProgress?: (lines: number) => void
   /** Lines per chunk (tests use small chunks to cross chunk boundaries). */
   readonly chunkLines?: number
+  /**
+   * The longest wait for the input's next bytes (0: none): a producer that stays open without
+   * writing (`(cat f; sleep 100) | openbook import -`) would hold the store, and on the embedded
+   * store every request, for as long. Only the waits on the input count, not the database's work.
+   */
+  readonly idleMs?: number
+}
+
+/** The import stopped because its input sent nothing for `idleMs`; the transaction rolls back. */
+export class InputIdleError extends ImportError {}
+
+/** `source` as it yields, failing with `idle()` when a chunk takes longer than `ms` to come. */
+async function* idleLimited<T>(source: AsyncIterator<T>, ms: number, idle: () => Error): AsyncGenerator<T> {
+  for (;;) {
+    let timer: NodeJS.Timeout | undefined
+    const silence = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(idle()), ms)
+    })
+    let next: IteratorResult<T>
+    try {
+      next = await Promise.race([source.next(), silence])
+    } finally {
+      clearTimeout(timer)
+    }
+    if (next.done) return
+    yield next.value
+  }
 }
 
 export interface ImportSummary {
@@ -25,6 +54,11 @@ export interface ImportSummary {
   readonly counts: Partial<Record<RecordType, number>>
   /** Tables loaded on the first-load path (indexes and foreign keys rebuilt at the end). */
   readonly firstLoad: string[]
+  /**
+   * Active keys revoked in the import's transaction: their organization's plan, as the file left
+   * it, has no API access (free, starter). Empty when none.
+   */
+  readonly revokedKeys: PlanRevocation[]
 }
 
 /**
@@ -36,16 +70,32 @@ export interface ImportSummary {
 export async function importNdjson(
   store: Store,
   input: Readable,
-  { onProgress = () => {}, chunkLines = CHUNK_LINES }: ImportOptions = {},
+  { onProgress = () => {}, chunkLines = CHUNK_LINES, idleMs = 0 }: ImportOptions = {},
 ): Promise<ImportSummary> {
+  const chunks: AsyncIterator<Buffer | string> = input.iterator({ destroyOnReturn: false })
+  const source: AsyncIterable<Buffer | string> =
+    idleMs > 0
+      ? {
+          [Symbol.asyncIterator]: () =>
+            idleLimited(
+              chunks,
+              idleMs,
+              () =>
+                new InputIdleError(
+                  `no input for ${idleMs / 1000} s, and the input is still open: the import was rolled back and nothing of it was written ` +
+                    '(close the input when it is complete, or raise --idle-timeout)',
+                ),
+            ),
+        }
+      : { [Symbol.asyncIterator]: () => chunks }
   const counts: Partial<Record<RecordType, number>> = {}
   let lines = 0
-  const { firstLoad } = await bulkLoad(
+  const { firstLoad, revokedKeys } = await bulkLoad(
     store,
     { chunkRows: chunkLines, onChunk: (chunk) => onProgress(chunk.lastLine) },
     async (add) => {
       // Left open on a failure, as readline did: the caller owns the input.
-      for await (const { bytes, number } of inputLines(input.iterator({ destroyOnReturn: false }))) {
+      for await (const { bytes, number } of inputLines(source)) {
         lines = number
         const line = decodeLine(bytes, number)
         if (line.trim() === '') continue
@@ -55,5 +105,5 @@ export async function importNdjson(
       }
     },
   )
-  return { lines, counts, firstLoad }
+  return { lines, counts, firstLoad, revokedKeys }
 }

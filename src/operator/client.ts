@@ -83,7 +83,7 @@ export function forwardCommand(
       resolveExit(exit ?? 1)
     })
     socket.on('error', () => undefined)
-    socket.write(messageLine({ argv, input: input !== undefined }))
+    socket.write(messageLine({ argv, input: input !== undefined, pid: process.pid }))
     if (input) sendInput(socket, input, io)
   })
 }

@@ -17,5 +17,8 @@ export function failureReason(error: unknown): string {
   const { code, message } = error as { code?: string; message?: string }
   if (code === 'ECONNREFUSED' || code === 'ENOTFOUND') return `cannot reach the database (${code})`
   if (code === '42P01') return 'the database schema is missing: run `openbook migrate`'
+  if (code === '53100') {
+    return 'the database is out of disk space (53100); nothing of this command was written: free space on its disk (DATA_DIR, for the embedded store) and run it again'
+  }
   return (message ?? String(error)).split('\n')[0] ?? 'failed'
 }

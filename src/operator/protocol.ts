@@ -24,6 +24,8 @@ export interface Request {
   readonly argv: readonly string[]
   /** Framed input follows the line. */
   readonly input: boolean
+  /** The client's process id: named to another command that waits for this one. */
+  readonly pid?: number
 }
 
 /** One line of the server's answer: output, error output, or the exit status (the last line). */
@@ -47,6 +49,8 @@ export interface ForwardedIo {
   readonly stdin: Readable
   /** Aborted when the client goes away or the server stops: the command must roll back. */
   readonly signal: AbortSignal
+  /** The client's process id, when it said. */
+  readonly clientPid?: number
 }
 
 export type CommandRunner = (argv: string[], io: ForwardedIo) => Promise<number>

@@ -44,7 +44,12 @@ function parseRequest(header: string): Request | undefined {
   try {
     const parsed = JSON.parse(header) as { argv?: unknown; input?: unknown }
     if (!Array.isArray(parsed.argv) || !parsed.argv.every((a) => typeof a === 'string')) return undefined
-    return { argv: parsed.argv, input: parsed.input === true }
+    const pid = (parsed as { pid?: unknown }).pid
+    return {
+      argv: parsed.argv,
+      input: parsed.input === true,
+      ...(Number.isSafeInteger(pid) && (pid as number) > 0 ? { pid: pid as number } : {}),
+    }
   } catch {
     return undefined
   }
@@ -97,6 +102,7 @@ function serveClient(socket: Socket, run: CommandRunner, running: Set<Running>):
       stderr: { write: (text) => send({ e: text }) },
       stdin: commandInput(socket, rest, request.input),
       signal: controller.signal,
+      ...(request.pid ? { clientPid: request.pid } : {}),
     })
       .catch(() => 1)
       .then(finish)

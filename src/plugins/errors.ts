@@ -37,9 +37,11 @@ function fromFramework(error: FastifyError): ApiError | undefined {
 const TRANSIENT_SQLSTATES = new Set(['55P03', '57P01', '57P03', '53300'])
 /**
  * The database (or its pooler) could not be reached for a moment, after the store's own retries
- * until the request deadline (isStoreUnreachable: refused, lost, timed out).
+ * until the request deadline (isStoreUnreachable: refused, lost, timed out); or it refused our
+ * connection: invalid_authorization_specification (a role without LOGIN, or pg_hba.conf),
+ * invalid_password. For the client alike: the store cannot serve, not its request.
  */
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET'])
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', '28000', '28P01'])
 
 /** A 503 for a store that cannot serve just now; undefined for any other error. */
 function fromBusyStore(error: FastifyError): ApiError | undefined {

@@ -18,6 +18,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { Worker } from 'node:worker_threads'
 import { PGlite, type PGliteOptions } from '@electric-sql/pglite'
 
 const [dataDir, optionsJson] = process.argv.slice(2)
@@ -25,6 +26,17 @@ if (!dataDir || !optionsJson) throw new Error('usage: embedded-create.js <DATA_D
 
 // The database thread's process ended (its end of standard input closed): stop, DATA_DIR is not ours.
 process.stdin.on('end', () => process.exit(1)).resume()
+
+// PGlite's initdb runs in long synchronous stretches, during which this thread reads no input: a
+// thread of its own watches the parent meanwhile (killed, or gone after a SIGHUP), and ends this
+// process at once when it is gone. What was written of DATA_DIR lacks PG_VERSION: it is created
+// again at the next start.
+const parent = process.ppid
+new Worker(
+  `const { workerData } = require('node:worker_threads')
+   setInterval(() => { if (process.ppid !== workerData) process.kill(process.pid, 'SIGKILL') }, 200)`,
+  { eval: true, workerData: parent },
+).unref()
 
 const db = await PGlite.create('memory://', JSON.parse(optionsJson) as PGliteOptions)
 const { FS } = db.Module

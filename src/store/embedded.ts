@@ -10,6 +10,7 @@ import {
   deserializeError,
   type WorkerData,
 } from './embedded-protocol.js'
+import { explainOpenFailure, freeBytes } from './open-failure.js'
 import type { AdminSql, Store, StoreAdapter } from './types.js'
 
 /**
@@ -196,7 +197,10 @@ async function openThread(
   } catch (error) {
     await thread.terminate()
     await lock?.release()
-    throw error
+    // A full disk, or files PGlite cannot start on, said in words with what to do.
+    throw dataDir.startsWith('memory://')
+      ? error
+      : explainOpenFailure(dataDir, error, await freeBytes(dataDir))
   }
   return { thread, lock }
 }

@@ -151,6 +151,7 @@ const STORE_ERROR_HINTS: Readonly<Record<string, string>> = {
   '28000': 'the role may not log in to this database (pg_hba.conf, or a role without LOGIN)',
   '28P01': 'check the user and password in DATABASE_URL',
   '42501': 'the role lacks a privilege openbook needs; see README, Database roles',
+  '53100': 'the database is out of disk space: free space on its disk',
   ECONNREFUSED: 'is PostgreSQL running, and on that host and port?',
   ENOTFOUND: 'the host in DATABASE_URL is not known',
 }

@@ -426,6 +426,7 @@ describeEachStoreKind(
           appointment: 4,
         },
         firstLoad: [],
+        revokedKeys: [],
       })
       const human = await cli('import', file)
       expect(human.stdout).toMatch(/^imported 20 lines: .*customer 6.*appointment 4/)
@@ -451,6 +452,53 @@ describeEachStoreKind(
       expect(
         (appointments.body.data as { id: string; priceCents: number }[]).map((a) => [a.id, a.priceCents]),
       ).toEqual([['apt_org_imp_a_1', 4_500]])
+    })
+
+    it('an import that moves an organization to a plan without API access revokes its active keys, says how many (--json too), and the keys stop working', async () => {
+      const owners = { org_down_a: 'a@down.test', org_down_b: 'b@down.test' } as const
+      const keys: Record<string, { id: string; key: string }[]> = {}
+      for (const [orgId, email] of Object.entries(owners)) {
+        json(await createOrgWithOwner(`Studio ${orgId}`, 'enterprise', orgId, email))
+        const create = () => cli('keys', 'create', '--org', orgId, '--as', email, '--env', 'live', '--json')
+        keys[orgId] = [json(await create()), json(await create()), json(await create())]
+      }
+      // Already revoked: not counted again, and its revocation time stays.
+      const [gone, ...active] = keys.org_down_a ?? []
+      expect((await cli('keys', 'revoke', String(gone?.id))).code).toBe(0)
+      const revokedAt = json<{ id: string; revokedAt: string }[]>(
+        await cli('keys', 'list', '--org', 'org_down_a', '--json'),
+      ).find((k) => k.id === gone?.id)?.revokedAt
+      expect((await get('customers?limit=1', String(active[0]?.key))).status).toBe(200)
+
+      const downgrade = (orgId: string, plan: string) =>
+        ndjson([{ type: 'organization', id: orgId, name: `Studio ${orgId}`, plan }])
+      const human = await cliWithInput(downgrade('org_down_a', 'starter'), 'import', '-')
+      expect(human.code, human.stderr).toBe(0)
+      expect(human.stdout).toBe(
+        'imported 1 lines: organization 1\n' +
+          'revoked 2 active API keys of org_down_a: its starter plan has no API access\n',
+      )
+      const listed = json<{ id: string; status: string; revokedAt: string }[]>(
+        await cli('keys', 'list', '--org', 'org_down_a', '--json'),
+      )
+      expect(listed.map((k) => k.status)).toEqual(['revoked', 'revoked', 'revoked'])
+      expect(listed.find((k) => k.id === gone?.id)?.revokedAt).toBe(revokedAt)
+      for (const key of active) expect((await get('customers?limit=1', key.key)).status).toBe(401)
+      expect(
+        json<OrgRow[]>(await cli('orgs', 'list', '--json')).find((o) => o.id === 'org_down_a'),
+      ).toMatchObject({ plan: 'starter', activeKeys: 0 })
+
+      // --json: the count by organization; org_down_a, starter already, has nothing left to revoke.
+      const file = join(tempDir(), 'downgrade.ndjson')
+      writeFileSync(file, downgrade('org_down_a', 'starter') + downgrade('org_down_b', 'free'))
+      expect(json(await cli('import', file, '--json'))).toMatchObject({
+        lines: 2,
+        revokedKeys: [{ orgId: 'org_down_b', plan: 'free', keys: 3 }],
+      })
+      for (const key of keys.org_down_b ?? [])
+        expect((await get('customers?limit=1', key.key)).status).toBe(401)
+      // The same file again changes nothing.
+      expect(json(await cli('import', file, '--json'))).toMatchObject({ revokedKeys: [] })
     })
 
     it('import is all or nothing: one bad line rejects the file, named by line and field', async () => {

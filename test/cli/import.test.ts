@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { Readable } from 'node:stream'
 import { afterEach, expect, it } from 'vitest'
 import { syntheticLines } from '../../bench/synthetic-lines.js'
@@ -108,6 +109,61 @@ describeEachStoreKind('bulk import on %s', (kind) => {
     expect(await catalog(store)).toEqual(before)
     expect(await contents(store)).toMatchObject({ customers: 0, appointments: 0 })
   }, 180_000)
+
+  it('keys of an organization that the file leaves on a plan without API access are revoked in its transaction; a later line that restores access keeps them', async () => {
+    const store = await open()
+    await importNdjson(
+      store,
+      input(
+        ndjson([...organizationLines('org_kd', 'o@kd.test'), ...organizationLines('org_ku', 'o@ku.test')]),
+      ),
+    )
+    const keyIds: string[] = []
+    for (const orgId of ['org_kd', 'org_ku']) {
+      for (const n of [1, 2]) {
+        const id = `key_${orgId}_${n}`
+        keyIds.push(id)
+        await store.admin((sql) =>
+          sql.query(
+            `INSERT INTO api_keys (org_id, id, env, key_hash, hint) VALUES ($1, $2, 'test', $3, 'svc_test_…0000')`,
+            [orgId, id, createHash('sha256').update(id).digest('hex')],
+          ),
+        )
+      }
+    }
+    const plan = (orgId: string, p: string) => ({ type: 'organization', id: orgId, name: orgId, plan: p })
+    // org_kd ends on free; org_ku goes to starter and back to professional in a later chunk.
+    const lines = [
+      plan('org_kd', 'starter'),
+      plan('org_ku', 'starter'),
+      plan('org_kd', 'free'),
+      plan('org_ku', 'professional'),
+    ]
+    const summary = await importNdjson(store, input(ndjson(lines)), { chunkLines: 2 })
+    expect(summary.revokedKeys).toEqual([{ orgId: 'org_kd', plan: 'free', keys: 2 }])
+    const statuses = await store.admin((sql) =>
+      sql.query<{ id: string; revoked: boolean }>(
+        'SELECT id, revoked_at IS NOT NULL AS revoked FROM api_keys ORDER BY id',
+      ),
+    )
+    expect(statuses).toEqual(keyIds.sort().map((id) => ({ id, revoked: id.startsWith('key_org_kd') })))
+
+    // A failed import revokes nothing: the same transaction.
+    await store.admin((sql) =>
+      sql.query("UPDATE organizations SET plan = 'professional' WHERE id = 'org_kd'"),
+    )
+    await store.admin((sql) => sql.query("UPDATE api_keys SET revoked_at = NULL WHERE org_id = 'org_kd'"))
+    const message = await failure(
+      importNdjson(store, input(ndjson([plan('org_kd', 'starter'), { type: 'user' }]))),
+    )
+    expect(message).toMatch(/^line 2: user\.id/)
+    const active = await store.admin((sql) =>
+      sql.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM api_keys WHERE org_id = 'org_kd' AND revoked_at IS NULL",
+      ),
+    )
+    expect(active[0]?.n).toBe(2)
+  })
 
   it('a reference to a record further down the file is refused, naming the line and field', async () => {
     const org = organizationLines('org_fwd', 'o@fwd.test')

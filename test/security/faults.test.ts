@@ -7,7 +7,13 @@ import type { Sql, Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
 import { cleanEnv, freePort, start } from '../helpers/process.js'
-import { createTestStore, describeEachStore, postgresAvailable, type TestStore } from '../helpers/stores.js'
+import {
+  createTestRole,
+  createTestStore,
+  describeEachStore,
+  postgresAvailable,
+  type TestStore,
+} from '../helpers/stores.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 
 /** Words that would show a driver, SQL or a stack in a response body. */
@@ -119,6 +125,52 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
     } finally {
       await app.close()
       await down.close()
+    }
+  })
+
+  it('a login role that may not log in (NOLOGIN) or whose password is refused: 503 with Retry-After, as when unreachable, never 500', async () => {
+    const role = await createTestRole('openbook_reader')
+    const roleUrl = new URL(url)
+    roleUrl.username = role.name
+    const refused = createPostgresStore({ connectionString: roleUrl.toString(), maxConnections: 1 })
+    const { app, logs } = await buildTestApp(refused, { logLevel: 'info' })
+    const customers = () =>
+      app.inject({ method: 'GET', url: '/api/public/v1/customers?limit=5', headers: bearer(key) })
+    const admin = await adminClient(url)
+    try {
+      expect((await customers()).statusCode).toBe(200)
+      await admin.query(`ALTER ROLE ${role.name} NOLOGIN`)
+      await admin.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '${role.name}'`,
+      )
+      let response = await customers()
+      // A pooled connection found dead on the way may cost one attempt; a new one is refused.
+      for (let i = 0; i < 3 && response.statusCode !== 503; i++) response = await customers()
+      expectUnavailable(response)
+      expect(logs.join('')).toMatch(/not permitted to log in/)
+      expect(logs.join('')).not.toContain(key)
+
+      // pg_hba.conf here trusts every role, so a wrong password cannot be refused for real: the driver's error as it comes.
+      const wrongPassword = Object.assign(
+        new Error(`password authentication failed for user "${role.name}"`),
+        {
+          code: '28P01',
+        },
+      )
+      const withPassword: Store = { ...store, read: () => Promise.reject(wrongPassword) }
+      const second = await buildTestApp(withPassword, { logLevel: 'silent' })
+      try {
+        expectUnavailable(
+          await second.app.inject({ method: 'GET', url: '/api/public/v1/customers', headers: bearer(key) }),
+        )
+      } finally {
+        await second.app.close()
+      }
+    } finally {
+      await admin.end()
+      await app.close()
+      await refused.close()
+      await role.drop()
     }
   })
 

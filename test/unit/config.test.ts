@@ -14,6 +14,7 @@ describe('the environment, validated once at start', () => {
       apiKeyBrand: 'svc',
       logLevel: 'info',
       opsPort: 9464,
+      opsPortFromEnv: false,
       opsHost: '127.0.0.1',
       shutdownDelayMs: 0,
       readyOutageGraceMs: 10_000,
@@ -37,6 +38,7 @@ describe('the environment, validated once at start', () => {
     expect(config).toMatchObject({
       port: 8080,
       opsPort: 0,
+      opsPortFromEnv: true,
       host: '127.0.0.1',
       databaseReadUrl: 'postgresql://a@replica/x',
       databaseReadMaxLagMs: 250,
