@@ -16,13 +16,17 @@ Options:
   --key-env NAME      read the API key from the environment variable NAME
   --base-url URL      the API's address, e.g. http://127.0.0.1:3000
   --out FILE          .ndjson (or .jsonl) or .csv; appended to, pass after pass
-  --pg URL            postgres://… : upsert on id into a table it creates (needs the pg package):
-                      id text primary key, data jsonb, synced_at, deleted_at, sync_pass
-  --table NAME        with --pg: the table (default openbook_customers / openbook_appointments)
+  --pg URL            postgres://… : upsert into a table it creates (needs the pg package):
+                      org_id, id (the primary key), data jsonb, synced_at, deleted_at, sync_pass
+  --table NAME        with --pg: the table (default openbook_customers_ORG /
+                      openbook_appointments_ORG, ORG the key's organization)
+  --org ID            the key's organization, needed only when it has no active appointment
+                      (the API names the organization in appointments only); else checked
   --since ISO         appointments: start time at or after (inclusive)
   --until ISO         appointments: start time at or before (inclusive)
   --state FILE        the state file (default: FILE.state.json next to --out;
-                      with --pg, openbook-sync.DATABASE.TABLE.state.json here)
+                      with --pg, openbook-sync.DATABASE.TABLE.state.json here);
+                      it records the organization: another organization's key is refused
   --page-size N       rows per request, 1 to 99 (default 50)
   --timeout-ms N      time-out of one request (default 30000)
   --json              print a JSON summary on standard output
@@ -108,6 +112,7 @@ async function main(): Promise<void> {
         out: { type: 'string' },
         pg: { type: 'string' },
         table: { type: 'string' },
+        org: { type: 'string' },
         since: { type: 'string' },
         until: { type: 'string' },
         state: { type: 'string' },
@@ -145,6 +150,7 @@ async function main(): Promise<void> {
       resource: resource as SyncResource,
       apiKey,
       baseUrl: values['base-url'],
+      org: values.org,
       since: values.since,
       until: values.until,
       statePath: values.state,

@@ -1,12 +1,16 @@
+import { OpenbookError } from '../errors.js'
 import type { Cursor } from '../paginate.js'
 import {
+  checkOrganization,
   identityOf,
+  openState,
+  organizationOf,
+  orgTag,
   readPass,
-  readState,
   type SyncOptions,
-  type SyncState,
   type SyncSummary,
   SyncUsageError,
+  syncClient,
   writeState,
 } from './sync.js'
 
@@ -22,13 +26,22 @@ type PgClientConstructor = new (config: { connectionString: string; application_
 export interface PgSyncOptions extends Omit<SyncOptions, 'out'> {
   /** A postgres:// connection string. It is never printed (it may hold a password). */
   readonly pg: string
-  /** Default: `openbook_<resource>`. A plain name or `schema.name`. */
+  /** Default: `openbook_<resource>_<organization>`. A plain name or `schema.name`. */
   readonly table?: string | undefined
 }
 
 /** Raised when the database itself refuses us (authentication, unknown database): a usage error. */
-export class PgTargetError extends Error {
-  override readonly name = 'PgTargetError'
+export class PgTargetError extends OpenbookError {
+  override readonly name: string = 'PgTargetError'
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super({
+      error: 'PostgreSQL refused',
+      message,
+      code: 'pg_refused',
+      retryable: false,
+      cause: options.cause,
+    })
+  }
 }
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
@@ -61,6 +74,28 @@ async function loadPg(): Promise<PgClientConstructor> {
   return Client as PgClientConstructor
 }
 
+/**
+ * A table is one organization's: one made by an earlier openbook-sync (keyed on `id` alone, with
+ * no `org_id`) or holding another organization's rows is refused, in one line.
+ */
+async function checkTable(db: PgClient, table: string, tableName: string, orgId: string): Promise<void> {
+  let rows: Record<string, unknown>[]
+  try {
+    ;({ rows } = await db.query(`select org_id from ${table} where org_id <> $1 limit 1`, [orgId]))
+  } catch (error) {
+    if ((error as { code?: unknown }).code === '42703')
+      throw new SyncUsageError(
+        `table ${tableName} has no org_id column (an earlier openbook-sync keyed it on id alone, for any organization): rename or drop it, or give another --table`,
+      )
+    throw error
+  }
+  const other = rows[0]?.org_id
+  if (other !== undefined)
+    throw new SyncUsageError(
+      `table ${tableName} holds organization ${String(other)}'s rows, and this key is organization ${orgId}'s: give another --table`,
+    )
+}
+
 /** SQLSTATEs that a rerun will not cure: bad password, no such database or role, no privilege. */
 const REFUSALS = /^(28|3D|42501)/
 
@@ -75,8 +110,7 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
   const started = Date.now()
   if (options.resource === 'customers' && (options.since || options.until))
     throw new SyncUsageError('--since and --until apply to appointments only')
-  const tableName = options.table ?? `openbook_${options.resource}`
-  const table = quoteTable(tableName)
+  if (options.table !== undefined) quoteTable(options.table)
   let databaseName: string
   try {
     const url = new URL(options.pg)
@@ -87,16 +121,20 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
   }
   if (!/^[A-Za-z0-9_.-]+$/.test(databaseName))
     throw new SyncUsageError('--pg: name the database with letters, digits, _ . or -')
+  const Client = await loadPg()
+  const { client, retries } = syncClient(options)
+  const orgId = await organizationOf(client, options.org, options.signal)
+  const tableName = options.table ?? `openbook_${options.resource}_${orgTag(orgId)}`
+  const table = quoteTable(tableName)
   const statePath = options.statePath ?? `openbook-sync.${databaseName}.${tableName}.state.json`
   // The database and the table, not the host: the same database may be reached another way.
-  const identity = identityOf(options, `pg:${databaseName}/${tableName}`)
-  let state: SyncState = readState(statePath) ?? { version: 1, identity, completePass: 0, current: null }
-  if (state.identity !== identity)
-    throw new SyncUsageError(
-      `${statePath} belongs to another sync (the resource, the window, the database or the table differ): use another --state`,
-    )
+  const identity = identityOf(options, orgId, `pg:${databaseName}/${tableName}`)
+  let state = openState(
+    statePath,
+    { version: 2, orgId, identity, completePass: 0, current: null },
+    '--table (or --state)',
+  )
 
-  const Client = await loadPg()
   const db = new Client({ connectionString: options.pg, application_name: 'openbook-sync' })
   db.on('error', () => {}) // a dropped connection fails the next query, which is reported
   try {
@@ -110,18 +148,24 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
   try {
     await db.query(
       `create table if not exists ${table} (
-         id text primary key,
+         org_id text not null,
+         id text not null,
          data jsonb not null,
          synced_at timestamptz not null,
          deleted_at timestamptz,
-         sync_pass integer not null
+         sync_pass integer not null,
+         primary key (org_id, id)
        )`,
     )
+    await checkTable(db, table, tableName, orgId)
     const resumed = state.current !== null
     let current = state.current
     if (current === null) {
       // Pass numbers only grow, even if the state file was lost: older rows keep lower ones.
-      const { rows } = await db.query(`select coalesce(max(sync_pass), 0)::int as pass from ${table}`)
+      const { rows } = await db.query(
+        `select coalesce(max(sync_pass), 0)::int as pass from ${table} where org_id = $1`,
+        [orgId],
+      )
       const pass = Math.max(state.completePass, Number(rows[0]?.pass ?? 0)) + 1
       current = { pass, cursor: undefined, outBytes: 0, idsBytes: 0, rows: 0 }
       state = { ...state, current }
@@ -129,20 +173,21 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
     }
     const pass = current.pass
 
-    const { paginator, retries } = readPass(options, current.cursor)
+    const paginator = readPass(options, client, current.cursor)
     let rows = current.rows
     let pages = 0
     let cursor: Cursor | undefined = current.cursor
     for await (const page of paginator.pages()) {
+      checkOrganization(page.data, orgId)
       await db.query('begin')
       try {
         await db.query(
-          `insert into ${table} (id, data, synced_at, deleted_at, sync_pass)
-           select e->>'id', e, now(), null, $2 from jsonb_array_elements($1::jsonb) as e
-           on conflict (id) do update
+          `insert into ${table} (org_id, id, data, synced_at, deleted_at, sync_pass)
+           select $3, e->>'id', e, now(), null, $2 from jsonb_array_elements($1::jsonb) as e
+           on conflict (org_id, id) do update
              set data = excluded.data, synced_at = excluded.synced_at, deleted_at = null,
                  sync_pass = excluded.sync_pass`,
-          [JSON.stringify(page.data), pass],
+          [JSON.stringify(page.data), pass, orgId],
         )
         await db.query('commit')
       } catch (error) {
@@ -160,6 +205,7 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
 
     const summary = {
       resource: options.resource,
+      orgId,
       out: tableName,
       format: 'pg' as const,
       pass,
@@ -174,11 +220,15 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
     // Complete: rows this pass did not see are gone. Counted from the table, so a page re-read
     // after a crash between its commit and the state file is not counted twice.
     const marked = await db.query(
-      `update ${table} set deleted_at = now() where sync_pass < $1 and deleted_at is null returning id`,
-      [pass],
+      `update ${table} set deleted_at = now()
+       where org_id = $2 and sync_pass < $1 and deleted_at is null returning id`,
+      [pass, orgId],
     )
-    const seen = await db.query(`select count(*)::int as n from ${table} where sync_pass = $1`, [pass])
-    writeState(statePath, { version: 1, identity, completePass: pass, current: null })
+    const seen = await db.query(
+      `select count(*)::int as n from ${table} where org_id = $2 and sync_pass = $1`,
+      [pass, orgId],
+    )
+    writeState(statePath, { version: 2, orgId, identity, completePass: pass, current: null })
     return {
       ...summary,
       rows: Number(seen.rows[0]?.n ?? rows),

@@ -3,6 +3,7 @@ import {
   closeSync,
   existsSync,
   fsyncSync,
+  mkdirSync,
   openSync,
   readFileSync,
   renameSync,
@@ -11,7 +12,9 @@ import {
   truncateSync,
   writeSync,
 } from 'node:fs'
+import { dirname } from 'node:path'
 import { type Appointment, type AutoPaginator, type Customer, Openbook } from '../client.js'
+import { OpenbookError } from '../errors.js'
 import type { Cursor } from '../paginate.js'
 import { APPOINTMENT_COLUMNS, CUSTOMER_COLUMNS, csvLine } from './fields.js'
 
@@ -23,6 +26,11 @@ export interface SyncOptions {
   readonly apiKey: string
   readonly baseUrl: string
   readonly out: string
+  /**
+   * The key's organization, when it cannot be read from the API (an organization without any
+   * active appointment). When the API shows it, it must be this one.
+   */
+  readonly org?: string | undefined
   /** Appointments only: the window on the start time, inclusive. */
   readonly since?: string | undefined
   readonly until?: string | undefined
@@ -45,6 +53,8 @@ export interface SyncProgress {
 
 export interface SyncSummary {
   readonly resource: SyncResource
+  /** The key's organization: the sync's state, table and rows are this organization's. */
+  readonly orgId: string
   /** The file, or for `--pg` the table. */
   readonly out: string
   readonly format: OutputFormat | 'pg'
@@ -69,8 +79,10 @@ export interface SyncSummary {
  * from its cursor, so no row is written twice and none is skipped.
  */
 export interface SyncState {
-  readonly version: 1
-  /** The resource and window: another of them is another sync. */
+  readonly version: 2
+  /** The organization whose rows this sync copies: a key of another one is refused. */
+  readonly orgId: string
+  /** The organization, resource, window (and table): another of them is another sync. */
   readonly identity: string
   /** The last pass that finished, whose ids are in `<state>.pass-N.ids`; 0 for none. */
   readonly completePass: number
@@ -84,8 +96,15 @@ export interface SyncState {
   } | null
 }
 
-export class SyncUsageError extends Error {
-  override readonly name = 'SyncUsageError'
+/**
+ * The command or its files are wrong, and a rerun of the same command will fail the same way:
+ * a bad option, a state or table of another sync or organization.
+ */
+export class SyncUsageError extends OpenbookError {
+  override readonly name: string = 'SyncUsageError'
+  constructor(message: string, code = 'sync_usage') {
+    super({ error: 'Usage error', message, code, retryable: false })
+  }
 }
 
 export function formatOf(out: string): OutputFormat {
@@ -96,19 +115,56 @@ export function formatOf(out: string): OutputFormat {
 
 export function identityOf(
   options: Pick<SyncOptions, 'resource' | 'since' | 'until'>,
+  orgId: string,
   target?: string,
 ): string {
   // Not the base URL: the same API may be reached another way (a proxy, another host name).
-  const parts: unknown[] = [options.resource, options.since ?? null, options.until ?? null]
+  // Not the key either: a new key of the same organization goes on with the same sync.
+  const parts: unknown[] = [orgId, options.resource, options.since ?? null, options.until ?? null]
   if (target !== undefined) parts.push(target)
   const what = JSON.stringify(parts)
   return createHash('sha256').update(what).digest('hex').slice(0, 16)
 }
 
+/**
+ * An organization id as a part of a table or file name: itself when it is made of lowercase
+ * letters, digits and underscores (at most 30), else a cleaned prefix and a hash of it, so that
+ * two organizations never share a name.
+ */
+export function orgTag(orgId: string): string {
+  if (/^[a-z0-9_]{1,30}$/.test(orgId)) return orgId
+  const clean = orgId
+    .toLowerCase()
+    .replace(/[^a-z0-9_]+/g, '_')
+    .slice(0, 20)
+  return `${clean}_${createHash('sha256').update(orgId).digest('hex').slice(0, 8)}`
+}
+
 export function readState(path: string): SyncState | undefined {
   if (!existsSync(path)) return undefined
-  const state = JSON.parse(readFileSync(path, 'utf8')) as SyncState
-  if (state.version !== 1) throw new SyncUsageError(`${path} is not a state file this version knows`)
+  const state = JSON.parse(readFileSync(path, 'utf8')) as SyncState | { version: number }
+  if (state.version === 1)
+    throw new SyncUsageError(
+      `${path} was written by an earlier openbook-sync that did not record the organization: move it (and what it synced) away to start over`,
+    )
+  if (state.version !== 2) throw new SyncUsageError(`${path} is not a state file this version knows`)
+  return state as SyncState
+}
+
+/**
+ * The state at `path`, or `fresh` when there is none; refused, in one line, when it is another
+ * organization's or another sync's.
+ */
+export function openState(path: string, fresh: SyncState, what: string): SyncState {
+  const state = readState(path) ?? fresh
+  if (state.orgId !== fresh.orgId)
+    throw new SyncUsageError(
+      `${path} is the state of organization ${state.orgId}'s sync, and this key is organization ${fresh.orgId}'s: use another ${what}`,
+    )
+  if (state.identity !== fresh.identity)
+    throw new SyncUsageError(
+      `${path} belongs to another sync (the resource, the window${what.includes('table') ? ', the database or the table' : ''} differ): use another ${what}`,
+    )
   return state
 }
 
@@ -147,15 +203,8 @@ function readIds(path: string): Set<string> {
   )
 }
 
-/**
- * The pages of one pass, from `resumeFrom` on, as both targets (files and `--pg`) read them: one
- * request at a time, retried, with the window of `--since` and `--until`. `retries()` counts the
- * retries made so far.
- */
-export function readPass(
-  options: Omit<SyncOptions, 'out'>,
-  resumeFrom: Cursor | undefined,
-): { paginator: AutoPaginator<Customer> | AutoPaginator<Appointment>; retries: () => number } {
+/** The client a sync reads with; `retries()` counts the retries made so far. */
+export function syncClient(options: Omit<SyncOptions, 'out'>): { client: Openbook; retries: () => number } {
   let retries = 0
   const client = new Openbook({
     apiKey: options.apiKey,
@@ -167,6 +216,57 @@ export function readPass(
       if (event.type === 'retry') retries++
     },
   })
+  return { client, retries: () => retries }
+}
+
+/**
+ * The key's organization. The API names it in no response but in the appointments' `orgId`, so
+ * it is read from the first appointment (one request of one row); `expected` (`--org`) is needed
+ * only when the organization has no active appointment, and is refused when the API shows another.
+ */
+export async function organizationOf(
+  client: Openbook,
+  expected: string | undefined,
+  signal?: AbortSignal,
+): Promise<string> {
+  if (expected !== undefined && (expected === '' || expected.length > 128))
+    throw new SyncUsageError('--org must be an organization id (1 to 128 characters)')
+  const page = await client.appointments.list({ limit: 1 }, { signal })
+  const shown = page.data[0]?.orgId
+  if (shown !== undefined && expected !== undefined && shown !== expected)
+    throw new SyncUsageError(`the key is organization ${shown}'s, not --org ${expected}'s`)
+  const orgId = shown ?? expected
+  if (orgId === undefined)
+    throw new SyncUsageError(
+      "the key's organization cannot be read from the API (it has no active appointment): give it with --org",
+    )
+  return orgId
+}
+
+/**
+ * Every row of an appointments page must be of the sync's organization (the API names it in
+ * each); a row of another one stops the sync before it is written anywhere.
+ */
+export function checkOrganization(rows: readonly object[], orgId: string): void {
+  for (const row of rows) {
+    const other = (row as { orgId?: unknown }).orgId
+    if (other !== undefined && other !== orgId)
+      throw new SyncUsageError(
+        `the API sent a row of organization ${String(other)} to a sync of organization ${orgId}: nothing of it was written`,
+        'organization_mismatch',
+      )
+  }
+}
+
+/**
+ * The pages of one pass, from `resumeFrom` on, as both targets (files and `--pg`) read them: one
+ * request at a time, retried, with the window of `--since` and `--until`.
+ */
+export function readPass(
+  options: Omit<SyncOptions, 'out'>,
+  client: Openbook,
+  resumeFrom: Cursor | undefined,
+): AutoPaginator<Customer> | AutoPaginator<Appointment> {
   const common = { pageSize: options.pageSize ?? 50, resumeFrom, signal: options.signal }
   const paginator =
     options.resource === 'customers'
@@ -178,7 +278,7 @@ export function readPass(
           },
           common,
         )
-  return { paginator, retries: () => retries }
+  return paginator
 }
 
 /**
@@ -192,13 +292,17 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
   if (options.resource === 'customers' && (options.since || options.until))
     throw new SyncUsageError('--since and --until apply to appointments only')
   const statePath = options.statePath ?? `${options.out}.state.json`
+  mkdirSync(dirname(options.out), { recursive: true })
+  mkdirSync(dirname(statePath), { recursive: true })
   const idsPath = (pass: number) => `${statePath}.pass-${pass}.ids`
-  const identity = identityOf(options)
-  let state: SyncState = readState(statePath) ?? { version: 1, identity, completePass: 0, current: null }
-  if (state.identity !== identity)
-    throw new SyncUsageError(
-      `${statePath} belongs to another sync (the resource or the window differ): use another --state or --out`,
-    )
+  const { client, retries } = syncClient(options)
+  const orgId = await organizationOf(client, options.org, options.signal)
+  const identity = identityOf(options, orgId)
+  let state = openState(
+    statePath,
+    { version: 2, orgId, identity, completePass: 0, current: null },
+    '--out (or --state)',
+  )
   const resumed = state.current !== null
   const current = state.current ?? {
     pass: state.completePass + 1,
@@ -218,11 +322,12 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
     format === 'ndjson' ? `${JSON.stringify(row)}\n` : csvLine(columns, row)
   if (format === 'csv' && size(options.out) === 0) append(options.out, `${columns.join(',')}\r\n`)
 
-  const { paginator, retries } = readPass(options, current.cursor)
+  const paginator = readPass(options, client, current.cursor)
   let rows = current.rows
   let pages = 0
   let cursor: Cursor | undefined = current.cursor
   for await (const page of paginator.pages()) {
+    checkOrganization(page.data, orgId)
     append(options.out, page.data.map((row) => render(row as Record<string, unknown>)).join(''))
     append(idsPath(current.pass), page.data.map((row) => `${row.id}\n`).join(''))
     rows += page.data.length
@@ -244,6 +349,7 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
 
   const summary = {
     resource: options.resource,
+    orgId,
     out: options.out,
     format,
     pass: current.pass,
@@ -267,7 +373,7 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
     append(options.out, lines.join(''))
   }
   const previous = state.completePass
-  writeState(statePath, { version: 1, identity, completePass: current.pass, current: null })
+  writeState(statePath, { version: 2, orgId, identity, completePass: current.pass, current: null })
   if (previous > 0) rmSync(idsPath(previous), { force: true })
   return { ...summary, complete: true, tombstones, durationMs: Date.now() - started }
 }
