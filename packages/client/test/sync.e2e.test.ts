@@ -170,7 +170,7 @@ describe('openbook-sync', () => {
     ).toEqual([...gone].sort())
   }, 120_000)
 
-  it('exits 2 on usage and key errors, 1 when the server stays unreachable', async () => {
+  it('exits 2 on usage errors, 3 on key errors, 1 when the server stays unreachable', async () => {
     const out = join(directory, 'x.ndjson')
     expect((await sync(['customers', '--base-url', server.baseUrl, '--out', out]).done).code).toBe(2)
     expect(
@@ -191,7 +191,7 @@ describe('openbook-sync', () => {
       '--out',
       out,
     ]).done
-    expect(refused.code).toBe(2)
+    expect(refused.code).toBe(3)
     expect(refused.stderr).toContain('Invalid or expired API key')
     expect(refused.stderr).not.toContain('0'.repeat(64))
     const closed = await closedPort()
@@ -205,6 +205,8 @@ describe('openbook-sync', () => {
       join(directory, 'down.ndjson'),
       '--timeout-ms',
       '200',
+      '--max-elapsed',
+      '1s',
     ]).done
     expect(down.code).toBe(1)
     expect(down.stderr).toMatch(/ECONNREFUSED.*rerun to resume/)

@@ -4,6 +4,7 @@ import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Openbook } from '../src/index.js'
 import { createDatabase, hasPostgres, type TestDatabase } from './helpers/postgres.js'
+import { customerId, customerLine, type Salon, SHARED, setUpSalon } from './helpers/salons.js'
 import { type ServerProcess, startPostgresServer } from './helpers/server.js'
 import { faultyProxy, integratorProject, killAfterRows, sync } from './helpers/sync.js'
 
@@ -13,19 +14,10 @@ import { faultyProxy, integratorProject, killAfterRows, sync } from './helpers/s
  * them is killed mid-pass. A real server on PostgreSQL, each salon with its own key.
  */
 
-interface Salon {
-  readonly org: string
-  readonly customers: number
-  readonly appointments: number
-  key: string
-}
-
 const A: Salon = { org: 'org_salon_a', customers: 260, appointments: 90, key: '' }
 const B: Salon = { org: 'org_salon_b', customers: 190, appointments: 70, key: '' }
 /** A salon with customers and no appointment: its organization cannot be read from the API. */
 const C: Salon = { org: 'org_salon_c', customers: 30, appointments: 0, key: '' }
-/** Ids that A and B both use (ids are unique per organization only). */
-const SHARED = 25
 
 let source: TestDatabase
 let target: TestDatabase
@@ -33,72 +25,12 @@ let server: ServerProcess
 let db: pg.Client
 let directory: string
 
-const customerId = (salon: Salon, n: number) => (n < SHARED ? `cus_shared_${n}` : `cus_${salon.org}_${n}`)
-const appointmentId = (salon: Salon, n: number) => (n < SHARED ? `apt_shared_${n}` : `apt_${salon.org}_${n}`)
-
-function customerLine(salon: Salon, n: number, active = true): object {
-  // Some customers share a creation time (ties in the list's order).
-  const createdAt = new Date(Date.UTC(2025, 0, 1) + Math.floor(n / 3) * 3_600_000).toISOString()
-  return {
-    type: 'customer',
-    id: customerId(salon, n),
-    orgId: salon.org,
-    firstName: `F${n}`,
-    lastName: salon.org.slice(-1).toUpperCase(),
-    displayName: `${salon.org} customer ${n}`,
-    isActive: active,
-    createdAt,
-    updatedAt: createdAt,
-  }
-}
-
-function appointmentLine(salon: Salon, n: number): object {
-  const start = new Date(Date.UTC(2026, 0, 1) + n * 5_400_000).toISOString()
-  return {
-    type: 'appointment',
-    id: appointmentId(salon, n),
-    orgId: salon.org,
-    customerId: customerId(salon, n % salon.customers),
-    start,
-    end: new Date(Date.parse(start) + 3_600_000).toISOString(),
-    status: 'confirmed',
-    priceCents: 1000 + n,
-    currency: 'EUR',
-    isActive: true,
-    createdAt: '2025-12-01T00:00:00.000Z',
-    updatedAt: '2025-12-01T00:00:00.000Z',
-  }
-}
-
-async function setUp(salon: Salon): Promise<void> {
-  const owner = `owner@${salon.org.replaceAll('_', '-')}.test`
-  await server.importLines([
-    { type: 'organization', id: salon.org, name: salon.org, plan: 'enterprise' },
-    { type: 'user', id: `usr_${salon.org}`, email: owner },
-    { type: 'membership', orgId: salon.org, userId: `usr_${salon.org}`, role: 'owner' },
-    ...Array.from({ length: salon.customers }, (_, n) => customerLine(salon, n)),
-    ...Array.from({ length: salon.appointments }, (_, n) => appointmentLine(salon, n)),
-  ])
-  const out = await server.cli([
-    'keys',
-    'create',
-    '--org',
-    salon.org,
-    '--as',
-    owner,
-    '--env',
-    'test',
-    '--json',
-  ])
-  salon.key = (JSON.parse(out) as { key: string }).key
-}
-
 beforeAll(async () => {
   if (!hasPostgres) return
   source = await createDatabase('openbook_salons')
   target = await createDatabase('openbook_salons_crm')
   server = await startPostgresServer(source.url)
-  for (const salon of [A, B, C]) await setUp(salon)
+  for (const salon of [A, B, C]) await setUpSalon(server, salon)
   db = new pg.Client({ connectionString: target.url })
   await db.connect()
   directory = integratorProject('openbook-sync-salons-')

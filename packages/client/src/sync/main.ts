@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { AuthenticationError, BadRequestError, OpenbookError } from '../errors.js'
+import { ApiError, AuthenticationError, BadRequestError, OpenbookError } from '../errors.js'
+import type { ClientEvent } from '../transport.js'
 import { runSync, type SyncProgress, type SyncResource, SyncUsageError } from './sync.js'
 
 const USAGE = `Usage: openbook-sync customers|appointments (--key-file FILE | --key-env NAME) --base-url URL (--out FILE.ndjson|FILE.csv | --pg postgres://…) [options]
@@ -28,15 +29,27 @@ Options:
                       with --pg, openbook-sync.DATABASE.TABLE.state.json here);
                       it records the organization: another organization's key is refused
   --page-size N       rows per request, 1 to 99 (default 50)
-  --timeout-ms N      time-out of one request (default 30000)
+  --timeout-ms N      time-out of one attempt of a request (default 30000)
+  --max-elapsed T     retry a failing request for up to T: 90s, 10m, 1h (default 5m; enough
+                      for a server restart), with backoff of up to 5 s between attempts
+  --max-attempts N    attempts of one request, the first included (default: no limit but
+                      --max-elapsed); 1 for no retry
   --json              print a JSON summary on standard output
   -h, --help          this text
 
 One request at a time (the contract asks for at most two). Progress goes to standard error: a
 bar with rate and ETA on a terminal, plain lines otherwise.
-Exit codes: 0 the pass completed; 1 it failed and a rerun resumes it; 2 a usage or key error.`
+Exit codes, for a scheduler:
+  0  the pass completed
+  1  temporary: the server or the network failed beyond the retries, PostgreSQL is unreachable,
+     or the run was interrupted; retry later, the rerun resumes where this one stopped
+  2  usage: a wrong option, file, table or --org; the same command fails again, fix it first
+  3  the key is refused (401: unknown, revoked or expired); fix the key first`
 
-function fail(code: 1 | 2, message: string): never {
+/** The exit codes (USAGE): 1 retry later, 2 fix the command, 3 fix the key. */
+const EXIT = { temporary: 1, usage: 2, key: 3 } as const
+
+function fail(code: 1 | 2 | 3, message: string): never {
   process.stderr.write(`openbook-sync: ${message}\n`)
   process.exit(code)
 }
@@ -62,6 +75,16 @@ function number(name: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined
   if (!/^\d{1,9}$/.test(text)) fail(2, `--${name} must be a whole number`)
   return Number(text)
+}
+
+const UNITS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 } as const
+
+/** `90s`, `10m`, `1h`, `500ms`: milliseconds. */
+function duration(name: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined
+  const match = /^(\d{1,7})(ms|s|m|h)$/.exec(text)
+  if (!match) fail(2, `--${name} must be a duration such as 90s, 10m or 1h`)
+  return Number(match[1]) * UNITS[match[2] as keyof typeof UNITS]
 }
 
 /** A bar with rate and ETA on a terminal; a line every few seconds otherwise. */
@@ -118,6 +141,8 @@ async function main(): Promise<void> {
         state: { type: 'string' },
         'page-size': { type: 'string' },
         'timeout-ms': { type: 'string' },
+        'max-elapsed': { type: 'string' },
+        'max-attempts': { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -141,6 +166,11 @@ async function main(): Promise<void> {
   if (!values.out && !values.pg) fail(2, '--out or --pg is required')
   if (values.table && !values.pg) fail(2, '--table applies to --pg only')
   const apiKey = readKey(values)
+  const maxElapsedMs = duration('max-elapsed', values['max-elapsed'])
+  const maxAttempts = number('max-attempts', values['max-attempts'])
+  if (maxAttempts === 0) fail(2, '--max-attempts must be at least 1')
+  /** The attempts of the last request, and when it was first tried: for the failure's line. */
+  const attempts = { count: 0, since: Date.now() }
   const progress = progressReporter(resource)
   const controller = new AbortController()
   process.once('SIGINT', () => controller.abort(new Error('interrupted')))
@@ -156,6 +186,13 @@ async function main(): Promise<void> {
       statePath: values.state,
       pageSize: number('page-size', values['page-size']),
       timeoutMs: number('timeout-ms', values['timeout-ms']),
+      maxElapsedMs,
+      maxAttempts,
+      onClientEvent: (event: ClientEvent) => {
+        if (event.type !== 'request') return
+        if (event.attempt === 1) attempts.since = Date.now()
+        attempts.count = event.attempt
+      },
       signal: controller.signal,
       onProgress: (p: SyncProgress) => progress.update(p),
     }
@@ -172,19 +209,29 @@ async function main(): Promise<void> {
       )
   } catch (error) {
     progress.end()
-    if (error instanceof Error && error.name === 'PgTargetError') fail(2, error.message)
-    if (error instanceof SyncUsageError || (error instanceof TypeError && !(error instanceof OpenbookError)))
-      fail(2, error.message)
-    if (error instanceof RangeError) fail(2, error.message)
-    if (error instanceof AuthenticationError || error instanceof BadRequestError)
+    const request = (e: OpenbookError) => (e.requestId ? `, request ${e.requestId}` : '')
+    if (error instanceof AuthenticationError)
+      fail(EXIT.key, `${error.message} (${error.code ?? error.status}${request(error)}): check the key`)
+    if (error instanceof BadRequestError)
+      fail(EXIT.usage, `${error.message} (${error.code ?? error.status}${request(error)})`)
+    if (error instanceof SyncUsageError) fail(EXIT.usage, error.message)
+    // 404, 405, 403 from a proxy …: the base URL is wrong, a rerun gets the same.
+    if (error instanceof ApiError && !error.retryable)
+      fail(EXIT.usage, `${error.message} (HTTP ${error.status}${request(error)}): check --base-url`)
+    if (error instanceof TypeError || error instanceof RangeError) fail(EXIT.usage, error.message)
+    if (error instanceof OpenbookError && error.retryable) {
+      const seconds = Math.round((Date.now() - attempts.since) / 1000)
       fail(
-        2,
-        `${error.message} (${error.code ?? error.status}${error.requestId ? `, request ${error.requestId}` : ''})`,
+        EXIT.temporary,
+        `${error.message} (after ${attempts.count} attempt${attempts.count === 1 ? '' : 's'} in ${seconds}s${request(error)}); rerun to resume`,
       )
+    }
     if (error instanceof OpenbookError)
-      fail(1, `${error.message}${error.requestId ? ` (request ${error.requestId})` : ''}; rerun to resume`)
-    if (controller.signal.aborted) fail(1, `${(error as Error).message}; rerun to resume`)
-    fail(1, `${(error as Error).message ?? String(error)}; rerun to resume`)
+      fail(
+        EXIT.temporary,
+        `${error.message}${error.requestId ? ` (request ${error.requestId})` : ''}; rerun to resume`,
+      )
+    fail(EXIT.temporary, `${(error as Error)?.message ?? String(error)}; rerun to resume`)
   }
 }
 

@@ -1,4 +1,3 @@
-import { OpenbookError } from '../errors.js'
 import type { Cursor } from '../paginate.js'
 import {
   checkOrganization,
@@ -31,16 +30,10 @@ export interface PgSyncOptions extends Omit<SyncOptions, 'out'> {
 }
 
 /** Raised when the database itself refuses us (authentication, unknown database): a usage error. */
-export class PgTargetError extends OpenbookError {
+export class PgTargetError extends SyncUsageError {
   override readonly name: string = 'PgTargetError'
-  constructor(message: string, options: { cause?: unknown } = {}) {
-    super({
-      error: 'PostgreSQL refused',
-      message,
-      code: 'pg_refused',
-      retryable: false,
-      cause: options.cause,
-    })
+  constructor(message: string) {
+    super(message, 'pg_refused')
   }
 }
 

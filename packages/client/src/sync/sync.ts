@@ -16,6 +16,7 @@ import { dirname } from 'node:path'
 import { type Appointment, type AutoPaginator, type Customer, Openbook } from '../client.js'
 import { OpenbookError } from '../errors.js'
 import type { Cursor } from '../paginate.js'
+import { BATCH_RETRY, type ClientEvent, type RetryOptions } from '../transport.js'
 import { APPOINTMENT_COLUMNS, CUSTOMER_COLUMNS, csvLine } from './fields.js'
 
 export type SyncResource = 'customers' | 'appointments'
@@ -38,7 +39,12 @@ export interface SyncOptions {
   readonly statePath?: string | undefined
   readonly pageSize?: number | undefined
   readonly timeoutMs?: number | undefined
+  /** Attempts of one request, the first included (default: no limit but `maxElapsedMs`). */
   readonly maxAttempts?: number | undefined
+  /** No retry of a request starts later than this after its first attempt (default 5 minutes). */
+  readonly maxElapsedMs?: number | undefined
+  /** Told about each request, response and retry (never the key or a payload). */
+  readonly onClientEvent?: ((event: ClientEvent) => void) | undefined
   readonly signal?: AbortSignal | undefined
   readonly onProgress?: (progress: SyncProgress) => void
   /** Test hook: stop after this many pages, as if killed (the state stays as it is). */
@@ -203,6 +209,9 @@ function readIds(path: string): Set<string> {
   )
 }
 
+/** openbook-sync's retries: `BATCH_RETRY`, for a batch job rather than an interactive call. */
+export const SYNC_RETRY: Required<RetryOptions> = BATCH_RETRY
+
 /** The client a sync reads with; `retries()` counts the retries made so far. */
 export function syncClient(options: Omit<SyncOptions, 'out'>): { client: Openbook; retries: () => number } {
   let retries = 0
@@ -210,10 +219,15 @@ export function syncClient(options: Omit<SyncOptions, 'out'>): { client: Openboo
     apiKey: options.apiKey,
     baseUrl: options.baseUrl,
     timeoutMs: options.timeoutMs ?? 30_000,
-    retry: { maxAttempts: options.maxAttempts ?? 6, maxElapsedMs: 120_000 },
+    retry: {
+      ...SYNC_RETRY,
+      maxAttempts: options.maxAttempts ?? SYNC_RETRY.maxAttempts,
+      maxElapsedMs: options.maxElapsedMs ?? SYNC_RETRY.maxElapsedMs,
+    },
     userAgent: 'openbook-sync',
     onEvent: (event) => {
       if (event.type === 'retry') retries++
+      options.onClientEvent?.(event)
     },
   })
   return { client, retries: () => retries }
