@@ -130,10 +130,49 @@ describe('openbook-sync', () => {
     }
   }, 120_000)
 
+  it('saves its state every N pages or seconds, not after every page', async () => {
+    const out = join(directory, 'checkpoints.ndjson')
+    const args = ['customers', '--key-file', keyFile, '--base-url', server.baseUrl, '--page-size', '10']
+    const defaults = await sync([...args, '--out', out, '--json']).done
+    expect(defaults.code, defaults.stderr).toBe(0)
+    const first = JSON.parse(defaults.stdout)
+    expect(first.requests).toBeGreaterThan(12)
+    // 100 pages or 5 s by default: far fewer saves than pages, whatever the machine's speed.
+    expect(first.checkpoints).toBeLessThanOrEqual(Math.ceil(first.durationMs / 5_000) + 1)
+    expect(first.checkpoints).toBeLessThan(first.requests / 4)
+    const every4 = await sync([
+      ...args,
+      '--out',
+      join(directory, 'checkpoints-4.ndjson'),
+      '--checkpoint-pages',
+      '4',
+      '--checkpoint-every',
+      '1h',
+      '--json',
+    ]).done
+    expect(every4.code, every4.stderr).toBe(0)
+    const second = JSON.parse(every4.stdout)
+    expect(second.checkpoints).toBe(Math.floor(second.requests / 4) + 1)
+    const zero = await sync([...args, '--out', join(directory, 'x.ndjson'), '--checkpoint-pages', '0']).done
+    expect(zero.code).toBe(2)
+  }, 60_000)
+
   it('resumes after kill -9 with no duplicate and no gap; tombstones only after a complete pass', async () => {
     const out = join(directory, 'resume.ndjson')
     const state = `${out}.state.json`
-    const args = ['customers', '--key-file', keyFile, '--out', out, '--page-size', '10', '--json']
+    // A checkpoint every 3 pages: the kill lands after some pages that no state names yet.
+    const args = [
+      'customers',
+      '--key-file',
+      keyFile,
+      '--out',
+      out,
+      '--page-size',
+      '10',
+      '--checkpoint-pages',
+      '3',
+      '--json',
+    ]
     // A first complete pass, the reference for deletions.
     expect((await sync([...args, '--base-url', server.baseUrl]).done).code).toBe(0)
     const firstPass = lines(out).length

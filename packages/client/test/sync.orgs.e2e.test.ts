@@ -129,7 +129,7 @@ describe.skipIf(!hasPostgres)('openbook-sync, several organizations', () => {
     const slow = await faultyProxy(server.baseUrl, ['ok'], 40)
     try {
       await killAfterRows(
-        run(B, [...pgArgs('customers'), '--page-size', '10'], slow.url),
+        run(B, [...pgArgs('customers'), '--page-size', '10', '--checkpoint-pages', '2'], slow.url),
         defaultState(B, 'customers'),
         40,
       )
@@ -194,7 +194,11 @@ describe.skipIf(!hasPostgres)('openbook-sync, several organizations', () => {
 
     const slow = await faultyProxy(server.baseUrl, ['ok'], 40)
     try {
-      await killAfterRows(run(B, [...fileArgs(B), '--page-size', '10'], slow.url), `${out(B)}.state.json`, 40)
+      await killAfterRows(
+        run(B, [...fileArgs(B), '--page-size', '10', '--checkpoint-pages', '2'], slow.url),
+        `${out(B)}.state.json`,
+        40,
+      )
     } finally {
       await slow.close()
     }

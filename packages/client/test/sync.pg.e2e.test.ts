@@ -150,7 +150,19 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
   it('resumes after kill -9 with no duplicate and no gap; deleted_at only after a complete pass', async () => {
     const name = 'resume_customers'
     const state = join(directory, 'resume.state.json')
-    const args = ['customers', '--key-file', keyFile, '--pg', database.url, '--table', name, '--state', state]
+    const args = [
+      'customers',
+      '--key-file',
+      keyFile,
+      '--pg',
+      database.url,
+      '--table',
+      name,
+      '--state',
+      state,
+      '--checkpoint-pages',
+      '3',
+    ]
     const first = await runSync([...args, '--base-url', server.baseUrl, '--json']).done
     expect(first.code, first.stderr).toBe(0)
 

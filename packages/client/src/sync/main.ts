@@ -28,7 +28,11 @@ Options:
   --state FILE        the state file (default: FILE.state.json next to --out;
                       with --pg, openbook-sync.DATABASE.TABLE.state.json here);
                       it records the organization: another organization's key is refused
-  --page-size N       rows per request, 1 to 99 (default 50)
+  --page-size N       rows per request (the API's limit), 2 to 100 (default 100); each request
+                      re-reads the previous one's last row, so N-1 are new
+  --checkpoint-every T  save the state every T (default 5s) ...
+  --checkpoint-pages N  ... or every N pages (default 100), whichever comes first; a crash
+                      re-reads what came after the last save (the output flushed to disk first)
   --timeout-ms N      time-out of one attempt of a request (default 30000)
   --max-elapsed T     retry a failing request for up to T: 90s, 10m, 1h (default 5m; enough
                       for a server restart), with backoff of up to 5 s between attempts
@@ -143,6 +147,8 @@ async function main(): Promise<void> {
         'timeout-ms': { type: 'string' },
         'max-elapsed': { type: 'string' },
         'max-attempts': { type: 'string' },
+        'checkpoint-every': { type: 'string' },
+        'checkpoint-pages': { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -188,6 +194,8 @@ async function main(): Promise<void> {
       timeoutMs: number('timeout-ms', values['timeout-ms']),
       maxElapsedMs,
       maxAttempts,
+      checkpointMs: duration('checkpoint-every', values['checkpoint-every']),
+      checkpointPages: number('checkpoint-pages', values['checkpoint-pages']),
       onClientEvent: (event: ClientEvent) => {
         if (event.type !== 'request') return
         if (event.attempt === 1) attempts.since = Date.now()

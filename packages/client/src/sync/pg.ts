@@ -1,5 +1,6 @@
 import type { Cursor } from '../paginate.js'
 import {
+  Checkpoints,
   checkOrganization,
   identityOf,
   openState,
@@ -167,33 +168,53 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
     const pass = current.pass
 
     const paginator = readPass(options, client, current.cursor)
+    const checkpoints = Checkpoints.of(options)
     let rows = current.rows
     let pages = 0
     let cursor: Cursor | undefined = current.cursor
-    for await (const page of paginator.pages()) {
-      checkOrganization(page.data, orgId)
-      await db.query('begin')
-      try {
-        await db.query(
-          `insert into ${table} (org_id, id, data, synced_at, deleted_at, sync_pass)
-           select $3, e->>'id', e, now(), null, $2 from jsonb_array_elements($1::jsonb) as e
-           on conflict (org_id, id) do update
-             set data = excluded.data, synced_at = excluded.synced_at, deleted_at = null,
-                 sync_pass = excluded.sync_pass`,
-          [JSON.stringify(page.data), pass, orgId],
-        )
-        await db.query('commit')
-      } catch (error) {
-        await db.query('rollback').catch(() => {})
-        throw error
-      }
-      rows += page.data.length
-      cursor = page.cursor
+    /** A transaction holds the pages since the last checkpoint; false when PostgreSQL failed. */
+    let open = false
+    let healthy = true
+    /** Commits the pages so far, then saves where the pass stands. */
+    const checkpoint = async () => {
+      if (open) await db.query('commit')
+      open = false
       state = { ...state, current: { pass, cursor, outBytes: 0, idsBytes: 0, rows } }
       writeState(statePath, state)
-      options.onProgress?.({ rows, total: page.pagination.total, pass })
-      if (options.stopAfterPages !== undefined && ++pages >= options.stopAfterPages && !page.cursor.done)
-        break
+      checkpoints.done()
+    }
+    try {
+      for await (const page of paginator.pages()) {
+        checkOrganization(page.data, orgId)
+        try {
+          if (!open) await db.query('begin')
+          open = true
+          await db.query(
+            `insert into ${table} (org_id, id, data, synced_at, deleted_at, sync_pass)
+             select $3, e->>'id', e, now(), null, $2 from jsonb_array_elements($1::jsonb) as e
+             on conflict (org_id, id) do update
+               set data = excluded.data, synced_at = excluded.synced_at, deleted_at = null,
+                   sync_pass = excluded.sync_pass`,
+            [JSON.stringify(page.data), pass, orgId],
+          )
+        } catch (error) {
+          healthy = false
+          throw error
+        }
+        rows += page.data.length
+        cursor = page.cursor
+        if (checkpoints.page()) await checkpoint()
+        options.onProgress?.({ rows, total: page.pagination.total, pass })
+        if (options.stopAfterPages !== undefined && ++pages >= options.stopAfterPages && !page.cursor.done)
+          break
+      }
+      await checkpoint()
+    } catch (error) {
+      // Reading failed (or was interrupted) after whole pages: commit and save them for the rerun.
+      // When PostgreSQL failed, the transaction is lost: the rerun reads it again.
+      if (healthy) await checkpoint().catch(() => {})
+      else if (open) await db.query('rollback').catch(() => {})
+      throw error
     }
 
     const summary = {
@@ -206,6 +227,7 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
       requests: paginator.stats.requests,
       rereads: paginator.stats.rereads,
       retries: retries(),
+      checkpoints: checkpoints.count,
     }
     if (!cursor?.done)
       return { ...summary, rows, complete: false, tombstones: 0, durationMs: Date.now() - started }

@@ -37,6 +37,7 @@ export interface SyncOptions {
   readonly until?: string | undefined
   /** Default: `<out>.state.json`. */
   readonly statePath?: string | undefined
+  /** Rows per request, the API's `limit`: 2 to 100 (default 100); each request re-reads one row. */
   readonly pageSize?: number | undefined
   readonly timeoutMs?: number | undefined
   /** Attempts of one request, the first included (default: no limit but `maxElapsedMs`). */
@@ -47,8 +48,46 @@ export interface SyncOptions {
   readonly onClientEvent?: ((event: ClientEvent) => void) | undefined
   readonly signal?: AbortSignal | undefined
   readonly onProgress?: (progress: SyncProgress) => void
-  /** Test hook: stop after this many pages, as if killed (the state stays as it is). */
+  /**
+   * The state is saved (the output flushed to disk first) every `checkpointPages` pages or
+   * `checkpointMs` milliseconds, whichever comes first (default 100 pages, 5 s), at the end, and
+   * when the run fails or is interrupted; a crash re-reads what came after the last one.
+   */
+  readonly checkpointPages?: number | undefined
+  readonly checkpointMs?: number | undefined
+  /** Stop after this many pages (saved), as an interruption would. */
   readonly stopAfterPages?: number | undefined
+}
+
+/** The default checkpoint interval of `SyncOptions`. */
+export const CHECKPOINT = { pages: 100, ms: 5_000 } as const
+
+/** Tells when a checkpoint is due: every `pages` pages or `ms` milliseconds. */
+export class Checkpoints {
+  #pages = 0
+  #since = Date.now()
+  /** Checkpoints made. */
+  count = 0
+  constructor(readonly every: { readonly pages: number; readonly ms: number }) {
+    if (!Number.isInteger(every.pages) || every.pages < 1 || !(every.ms >= 0))
+      throw new SyncUsageError('the checkpoint interval must be at least one page')
+  }
+  static of(options: Pick<SyncOptions, 'checkpointPages' | 'checkpointMs'>): Checkpoints {
+    return new Checkpoints({
+      pages: options.checkpointPages ?? CHECKPOINT.pages,
+      ms: options.checkpointMs ?? CHECKPOINT.ms,
+    })
+  }
+  /** One more page written: is a checkpoint due? */
+  page(): boolean {
+    return ++this.#pages >= this.every.pages || Date.now() - this.#since >= this.every.ms
+  }
+  /** A checkpoint was made. */
+  done(): void {
+    this.#pages = 0
+    this.#since = Date.now()
+    this.count++
+  }
 }
 
 export interface SyncProgress {
@@ -75,6 +114,8 @@ export interface SyncSummary {
   readonly requests: number
   readonly rereads: number
   readonly retries: number
+  /** State saves this run (each after the rows before it were on disk or committed). */
+  readonly checkpoints: number
   readonly durationMs: number
 }
 
@@ -188,12 +229,19 @@ export function writeState(path: string, state: SyncState): void {
 
 const size = (path: string) => (existsSync(path) ? statSync(path).size : 0)
 
+/** Writes all of `text`; returns its length in bytes. */
+function writeAll(fd: number, text: string): number {
+  const bytes = Buffer.from(text)
+  for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at)
+  return bytes.length
+}
+
 /** Appends and flushes to disk. */
 function append(path: string, text: string): void {
   if (!text) return
   const fd = openSync(path, 'a')
   try {
-    writeSync(fd, text)
+    writeAll(fd, text)
     fsyncSync(fd)
   } finally {
     closeSync(fd)
@@ -281,7 +329,11 @@ export function readPass(
   client: Openbook,
   resumeFrom: Cursor | undefined,
 ): AutoPaginator<Customer> | AutoPaginator<Appointment> {
-  const common = { pageSize: options.pageSize ?? 50, resumeFrom, signal: options.signal }
+  const limit = options.pageSize ?? 100
+  if (!Number.isInteger(limit) || limit < 2 || limit > 100)
+    throw new SyncUsageError(`--page-size must be from 2 to 100, got ${String(options.pageSize)}`)
+  // Each request overlaps the previous page by one row (the no-missed-row check): `limit - 1` new.
+  const common = { pageSize: limit - 1, resumeFrom, signal: options.signal }
   const paginator =
     options.resource === 'customers'
       ? client.customers.all(common)
@@ -337,28 +389,47 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
   if (format === 'csv' && size(options.out) === 0) append(options.out, `${columns.join(',')}\r\n`)
 
   const paginator = readPass(options, client, current.cursor)
+  const checkpoints = Checkpoints.of(options)
   let rows = current.rows
   let pages = 0
   let cursor: Cursor | undefined = current.cursor
-  for await (const page of paginator.pages()) {
-    checkOrganization(page.data, orgId)
-    append(options.out, page.data.map((row) => render(row as Record<string, unknown>)).join(''))
-    append(idsPath(current.pass), page.data.map((row) => `${row.id}\n`).join(''))
-    rows += page.data.length
-    cursor = page.cursor
-    state = {
-      ...state,
-      current: {
-        pass: current.pass,
-        cursor,
-        outBytes: size(options.out),
-        idsBytes: size(idsPath(current.pass)),
-        rows,
-      },
-    }
+  let outBytes = size(options.out)
+  let idsBytes = current.idsBytes
+  const outFd = openSync(options.out, 'a')
+  const idsFd = openSync(idsPath(current.pass), 'a')
+  /** Flushes both files, then saves where the pass stands: only whole pages are counted. */
+  const checkpoint = () => {
+    fsyncSync(outFd)
+    fsyncSync(idsFd)
+    state = { ...state, current: { pass: current.pass, cursor, outBytes, idsBytes, rows } }
     writeState(statePath, state)
-    options.onProgress?.({ rows, total: page.pagination.total, pass: current.pass })
-    if (options.stopAfterPages !== undefined && ++pages >= options.stopAfterPages && !page.cursor.done) break
+    checkpoints.done()
+  }
+  try {
+    for await (const page of paginator.pages()) {
+      checkOrganization(page.data, orgId)
+      const text = page.data.map((row) => render(row as Record<string, unknown>)).join('')
+      const ids = page.data.map((row) => `${row.id}\n`).join('')
+      const written = { out: writeAll(outFd, text), ids: writeAll(idsFd, ids) }
+      outBytes += written.out
+      idsBytes += written.ids
+      rows += page.data.length
+      cursor = page.cursor
+      if (checkpoints.page()) checkpoint()
+      options.onProgress?.({ rows, total: page.pagination.total, pass: current.pass })
+      if (options.stopAfterPages !== undefined && ++pages >= options.stopAfterPages && !page.cursor.done)
+        break
+    }
+    checkpoint()
+  } catch (error) {
+    // The pages written so far are whole: save them, so that the rerun goes on after them.
+    try {
+      checkpoint()
+    } catch {}
+    throw error
+  } finally {
+    closeSync(outFd)
+    closeSync(idsFd)
   }
 
   const summary = {
@@ -372,6 +443,7 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
     requests: paginator.stats.requests,
     rereads: paginator.stats.rereads,
     retries: retries(),
+    checkpoints: checkpoints.count,
   }
   if (!cursor?.done) return { ...summary, complete: false, tombstones: 0, durationMs: Date.now() - started }
 
