@@ -23,6 +23,7 @@ export {
   PaginationError,
   ServerError,
   TimeoutError,
+  UsageError,
   type ValidationIssue,
 } from './errors.js'
 export type { components, operations, paths } from './generated/api.js'

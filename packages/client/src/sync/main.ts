@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { ApiError, AuthenticationError, BadRequestError, OpenbookError } from '../errors.js'
+import { ApiError, AuthenticationError, BadRequestError, OpenbookError, UsageError } from '../errors.js'
 import type { ClientEvent } from '../transport.js'
-import { runSync, type SyncProgress, type SyncResource, SyncUsageError } from './sync.js'
+import { runSync, type SyncProgress, type SyncResource, SyncTargetError, SyncUsageError } from './sync.js'
 
 const USAGE = `Usage: openbook-sync customers|appointments (--key-file FILE | --key-env NAME) --base-url URL (--out FILE.ndjson|FILE.csv | --pg postgres://…) [options]
 
@@ -226,7 +226,8 @@ async function main(): Promise<void> {
     // 404, 405, 403 from a proxy …: the base URL is wrong, a rerun gets the same.
     if (error instanceof ApiError && !error.retryable)
       fail(EXIT.usage, `${error.message} (HTTP ${error.status}${request(error)}): check --base-url`)
-    if (error instanceof TypeError || error instanceof RangeError) fail(EXIT.usage, error.message)
+    if (error instanceof UsageError) fail(EXIT.usage, error.message)
+    if (error instanceof SyncTargetError) fail(EXIT.temporary, `${error.message}; rerun to resume`)
     if (error instanceof OpenbookError && error.retryable) {
       const seconds = Math.round((Date.now() - attempts.since) / 1000)
       fail(

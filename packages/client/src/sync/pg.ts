@@ -1,5 +1,6 @@
 import type { Cursor } from '../paginate.js'
 import {
+  asSyncError,
   Checkpoints,
   checkOrganization,
   identityOf,
@@ -100,7 +101,11 @@ const REFUSALS = /^(28|3D|42501)/
  * the pass completes, rows that an earlier pass saw and this one did not get `deleted_at`;
  * an incomplete pass marks none.
  */
-export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
+export function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
+  return asSyncError(options.signal, () => pgSync(options))
+}
+
+async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
   const started = Date.now()
   if (options.resource === 'customers' && (options.since || options.until))
     throw new SyncUsageError('--since and --until apply to appointments only')
@@ -108,7 +113,7 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
   let databaseName: string
   try {
     const url = new URL(options.pg)
-    if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new TypeError(url.protocol)
+    if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new SyncUsageError(url.protocol)
     databaseName = decodeURIComponent(url.pathname.slice(1)) || 'postgres'
   } catch {
     throw new SyncUsageError('--pg must be a postgres://… URL')

@@ -14,7 +14,7 @@ import {
 } from 'node:fs'
 import { dirname } from 'node:path'
 import { type Appointment, type AutoPaginator, type Customer, Openbook } from '../client.js'
-import { OpenbookError } from '../errors.js'
+import { OpenbookError, UsageError } from '../errors.js'
 import type { Cursor } from '../paginate.js'
 import { BATCH_RETRY, type ClientEvent, type RetryOptions } from '../transport.js'
 import { APPOINTMENT_COLUMNS, CUSTOMER_COLUMNS, csvLine } from './fields.js'
@@ -147,10 +147,42 @@ export interface SyncState {
  * The command or its files are wrong, and a rerun of the same command will fail the same way:
  * a bad option, a state or table of another sync or organization.
  */
-export class SyncUsageError extends OpenbookError {
+export class SyncUsageError extends UsageError {
   override readonly name: string = 'SyncUsageError'
   constructor(message: string, code = 'sync_usage') {
-    super({ error: 'Usage error', message, code, retryable: false })
+    super(message, code)
+  }
+}
+
+/**
+ * The output failed: a file that cannot be written (no space, no permission) or PostgreSQL failing
+ * during the sync (`code` is the errno or the SQLSTATE). The rows saved so far stay; a rerun
+ * resumes once the cause is gone.
+ */
+export class SyncTargetError extends OpenbookError {
+  override readonly name: string = 'SyncTargetError'
+  constructor(error: unknown) {
+    const code = (error as { code?: unknown } | undefined)?.code
+    super({
+      error: 'Output failed',
+      message: error instanceof Error ? error.message : String(error),
+      code: typeof code === 'string' ? code : 'target_failed',
+      retryable: true,
+      cause: error,
+    })
+  }
+}
+
+/**
+ * Runs `work`; a failure that is not an OpenbookError (the file system, PostgreSQL) becomes a
+ * SyncTargetError, except an abort, which is thrown as the signal's reason.
+ */
+export async function asSyncError<T>(signal: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work()
+  } catch (error) {
+    if (error instanceof OpenbookError || (signal?.aborted && error === signal.reason)) throw error
+    throw new SyncTargetError(error)
   }
 }
 
@@ -189,7 +221,12 @@ export function orgTag(orgId: string): string {
 
 export function readState(path: string): SyncState | undefined {
   if (!existsSync(path)) return undefined
-  const state = JSON.parse(readFileSync(path, 'utf8')) as SyncState | { version: number }
+  let state: SyncState | { version: number }
+  try {
+    state = JSON.parse(readFileSync(path, 'utf8')) as SyncState | { version: number }
+  } catch {
+    throw new SyncUsageError(`${path} is not a state file (not JSON)`)
+  }
   if (state.version === 1)
     throw new SyncUsageError(
       `${path} was written by an earlier openbook-sync that did not record the organization: move it (and what it synced) away to start over`,
@@ -352,7 +389,11 @@ export function readPass(
  * complete pass, writes a tombstone for each id the previous complete pass had and this one has
  * not. An incomplete pass never writes tombstones.
  */
-export async function runSync(options: SyncOptions): Promise<SyncSummary> {
+export function runSync(options: SyncOptions): Promise<SyncSummary> {
+  return asSyncError(options.signal, () => fileSync(options))
+}
+
+async function fileSync(options: SyncOptions): Promise<SyncSummary> {
   const started = Date.now()
   const format = formatOf(options.out)
   if (options.resource === 'customers' && (options.since || options.until))
