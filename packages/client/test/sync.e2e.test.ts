@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -59,6 +59,14 @@ describe('openbook-sync', () => {
     })
     expect(lines(out).map((row) => row.id)).toEqual(expected)
     expect(run.stderr).toMatch(/customers: \d+\/\d+ rows/)
+    // The key file is readable by others (writeFileSync's 0644): said, once, without the key.
+    expect(run.stderr).toContain(`${keyFile} can be read by other users (mode 0644): chmod 600 it`)
+    chmodSync(keyFile, 0o600)
+    const quiet = await sync(['customers', '--key-file', keyFile, '--base-url', server.baseUrl, '--out', out])
+      .done
+    expect(quiet.code, quiet.stderr).toBe(0)
+    expect(quiet.stderr).not.toContain('can be read by other users')
+    chmodSync(keyFile, 0o644)
     expect(run.stderr + run.stdout).not.toContain(server.key)
   }, 60_000)
 

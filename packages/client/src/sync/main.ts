@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { ApiError, AuthenticationError, BadRequestError, OpenbookError, UsageError } from '../errors.js'
 import type { ClientEvent } from '../transport.js'
@@ -62,6 +62,11 @@ function readKey(values: { 'key-file'?: string | undefined; 'key-env'?: string |
   if (values['key-file'] && values['key-env']) fail(2, 'give --key-file or --key-env, not both')
   if (values['key-file']) {
     try {
+      const mode = statSync(values['key-file']).mode & 0o777
+      if (mode & 0o077)
+        process.stderr.write(
+          `openbook-sync: warning: ${values['key-file']} can be read by other users (mode ${mode.toString(8).padStart(4, '0')}): chmod 600 it\n`,
+        )
       return readFileSync(values['key-file'], 'utf8').trim()
     } catch (error) {
       fail(2, `cannot read --key-file: ${(error as NodeJS.ErrnoException).code ?? 'error'}`)
