@@ -37,6 +37,11 @@ export interface AllOptions extends Pick<PerRequestOptions, 'signal'> {
   readonly pageSize?: number
   /** Go on from a page's `cursor`, saved by an earlier iteration over the same list. */
   readonly resumeFrom?: Cursor | undefined
+  /**
+   * With `resumeFrom`: the ids the iteration yielded before, so that a row moved since is not
+   * yielded twice across the resume (openbook-sync passes them from its ids file).
+   */
+  readonly seen?: Iterable<string> | undefined
 }
 
 export interface OpenbookOptions {
@@ -96,7 +101,7 @@ function checkPageSize(pageSize: number | undefined): number {
  */
 export class AutoPaginator<T> implements AsyncIterable<T> {
   /** Requests, re-reads, duplicates dropped and rows yielded so far. */
-  readonly stats: PaginationStats = { requests: 0, rereads: 0, duplicates: 0, rows: 0 }
+  readonly stats: PaginationStats = { requests: 0, rereads: 0, duplicates: 0, rows: 0, moved: 0 }
   readonly #start: (stats: PaginationStats) => AsyncGenerator<AutoPage<T>>
 
   constructor(start: (stats: PaginationStats) => AsyncGenerator<AutoPage<T>>) {
@@ -147,6 +152,7 @@ class Customers {
           id: (customer) => customer.id,
           pageSize,
           resumeFrom: options.resumeFrom,
+          seen: options.seen,
         },
         stats,
       ),
@@ -187,6 +193,7 @@ class Appointments {
           id: (appointment) => appointment.id,
           pageSize,
           resumeFrom: options.resumeFrom,
+          seen: options.seen,
         },
         stats,
       ),

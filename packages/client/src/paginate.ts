@@ -48,6 +48,11 @@ export interface PaginationStats {
   duplicates: number
   /** Rows yielded. */
   rows: number
+  /**
+   * Rows met again at another place after they were yielded (an appointment moved to an earlier
+   * start while the iteration went on), and not yielded again.
+   */
+  moved: number
 }
 
 export interface PaginateOptions<T> {
@@ -62,6 +67,8 @@ export interface PaginateOptions<T> {
   readonly maxRereads?: number
   /** A cursor from an earlier page, to go on from there. */
   readonly resumeFrom?: Cursor | undefined
+  /** Ids yielded already by this iteration before a resume: not yielded again. */
+  readonly seen?: Iterable<string> | undefined
 }
 
 /**
@@ -98,6 +105,8 @@ export async function* paginate<T>(
   if (options.resumeFrom?.done) return
   let stepBack = pageSize
   let rereads = 0
+  /** Every id yielded: a row whose sort key changed after it was yielded is not yielded again. */
+  const yielded = new Set<string>(options.seen ?? [])
   for (;;) {
     const page = await fetchPage(offset, limit)
     stats.requests++
@@ -138,6 +147,12 @@ export async function* paginate<T>(
         tie = new Set()
       }
       tie.add(id(row))
+      if (yielded.has(id(row))) {
+        // Yielded before at another place: it moved (its sort key changed) behind the cursor.
+        stats.moved++
+        continue
+      }
+      yielded.add(id(row))
       fresh.push(row)
     }
     stats.rows += fresh.length
