@@ -37,6 +37,11 @@ export interface AutoPage<T> {
   readonly requestId: string | undefined
   /** Where the iteration stands after this page. */
   readonly cursor: Cursor
+  /**
+   * Rows yielded before, met again at another place (moved: their sort key changed), as they are
+   * now: not in `data`, since they were yielded already; for a copy to update (openbook-sync does).
+   */
+  readonly moved: T[]
 }
 
 /** What auto-pagination did, for monitoring: requests made, re-reads, duplicates dropped. */
@@ -135,6 +140,7 @@ export async function* paginate<T>(
     rereads = 0
     stepBack = pageSize
     const fresh: T[] = []
+    const moved: T[] = []
     for (const row of rows) {
       const key = sortKey(row)
       if (lastKey !== undefined && (key > lastKey || (key === lastKey && tie.has(id(row))))) {
@@ -150,6 +156,7 @@ export async function* paginate<T>(
       if (yielded.has(id(row))) {
         // Yielded before at another place: it moved (its sort key changed) behind the cursor.
         stats.moved++
+        moved.push(row)
         continue
       }
       yielded.add(id(row))
@@ -161,8 +168,8 @@ export async function* paginate<T>(
     // The next request starts at this page's last row, which should be the last one yielded.
     if (!done) offset += rows.length - 1
     const cursor: Cursor = { offset, lastKey, tie: [...tie], done }
-    if (fresh.length > 0 || done)
-      yield { data: fresh, pagination: page.pagination, requestId: page.requestId, cursor }
+    if (fresh.length > 0 || moved.length > 0 || done)
+      yield { data: fresh, pagination: page.pagination, requestId: page.requestId, cursor, moved }
     if (done) return
   }
 }

@@ -97,12 +97,17 @@ describe('paginate (in memory)', () => {
     }
     const stats: PaginationStats = { requests: 0, rereads: 0, duplicates: 0, rows: 0, moved: 0 }
     const yielded: string[] = []
+    const movedRows: Row[] = []
     for await (const page of paginate(
       { fetchPage, sortKey: (row) => row.key, id: (row) => row.id, pageSize: 4 },
       stats,
-    ))
+    )) {
       yielded.push(...page.data.map((row) => row.id))
+      movedRows.push(...page.moved)
+    }
     expect(yielded.filter((id) => id === 'r1')).toEqual(['r1'])
+    // Met again as it is now, for a copy to update.
+    expect(movedRows.map((row) => [row.id, row.micros])).toEqual([['r1', 0]])
     expect(new Set(yielded)).toEqual(new Set(rows.map((row) => row.id)))
     expect(stats.moved).toBe(1)
   })

@@ -10,7 +10,9 @@ Copies an organization's customers or appointments from the openbook public API 
 a PostgreSQL table, without missing a row. A rerun after an interruption (even kill -9) goes on
 where it stopped: no row twice, none skipped. When a pass completes, the ids the previous complete
 pass had and this one has not get a tombstone: {"id":…,"deletedAt":…} in NDJSON, a row with only
-id and deletedAt in CSV, deleted_at set in PostgreSQL. An interrupted pass marks none.
+id and deletedAt in CSV, deleted_at set in PostgreSQL. An interrupted pass marks none. Missing
+appointments are looked up first: moved ones are written, ones outside the window now are marked
+left-window ({"id":…,"leftWindowAt":…}, left_window_at), and only ones no longer listed deleted.
 
 Options:
   --key-file FILE     read the API key from FILE (the key is never printed)
@@ -25,6 +27,11 @@ Options:
                       (the API names the organization in appointments only); else checked
   --since ISO         appointments: start time at or after (inclusive)
   --until ISO         appointments: start time at or before (inclusive)
+  --window A..B       appointments: a rolling window on the start time, from now: -90d..+30d
+                      (days d or hours h). Each pass reads the window of the day; rows that
+                      leave it are marked left-window (leftWindowAt, left_window_at), never
+                      deleted; one state for every night (instead of --since/--until)
+  --now ISO           what --window is relative to (default: now), e.g. to redo a missed night
   --state FILE        the state file (default: FILE.state.json next to --out;
                       with --pg, openbook-sync.DATABASE.TABLE.state.json here);
                       it records the organization: another organization's key is refused
@@ -135,7 +142,17 @@ function progressReporter(resource: string): { update(progress: SyncProgress): v
 async function main(): Promise<void> {
   let parsed: ReturnType<typeof parse>
   function parse() {
+    // `--window -90d..+30d`: a value that starts with a dash is taken for an option by parseArgs.
+    const args = process.argv.slice(2)
+    const joined = args.flatMap((arg, n) =>
+      arg === '--window' && /^-\d/.test(args[n + 1] ?? '')
+        ? [`--window=${args[n + 1]}`]
+        : args[n - 1] === '--window' && /^-\d/.test(arg)
+          ? []
+          : [arg],
+    )
     return parseArgs({
+      args: joined,
       allowPositionals: true,
       options: {
         'key-file': { type: 'string' },
@@ -146,6 +163,8 @@ async function main(): Promise<void> {
         table: { type: 'string' },
         org: { type: 'string' },
         since: { type: 'string' },
+        window: { type: 'string' },
+        now: { type: 'string' },
         until: { type: 'string' },
         state: { type: 'string' },
         'page-size': { type: 'string' },
@@ -193,6 +212,8 @@ async function main(): Promise<void> {
       baseUrl: values['base-url'],
       org: values.org,
       since: values.since,
+      window: values.window,
+      now: values.now,
       until: values.until,
       statePath: values.state,
       pageSize: number('page-size', values['page-size']),

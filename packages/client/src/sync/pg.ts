@@ -2,6 +2,7 @@ import type { Cursor } from '../paginate.js'
 import {
   asSyncError,
   Checkpoints,
+  checkMissing,
   checkOrganization,
   identityOf,
   openState,
@@ -12,6 +13,8 @@ import {
   type SyncSummary,
   SyncUsageError,
   syncClient,
+  type Verdicts,
+  windowOf,
   writeState,
 } from './sync.js'
 
@@ -107,8 +110,7 @@ export function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
 
 async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
   const started = Date.now()
-  if (options.resource === 'customers' && (options.since || options.until))
-    throw new SyncUsageError('--since and --until apply to appointments only')
+  const freshWindow = windowOf(options)
   if (options.table !== undefined) quoteTable(options.table)
   let databaseName: string
   try {
@@ -152,11 +154,13 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
          data jsonb not null,
          synced_at timestamptz not null,
          deleted_at timestamptz,
+         left_window_at timestamptz,
          sync_pass integer not null,
          primary key (org_id, id)
        )`,
     )
     await checkTable(db, table, tableName, orgId)
+    await db.query(`alter table ${table} add column if not exists left_window_at timestamptz`)
     const resumed = state.current !== null
     let current = state.current
     if (current === null) {
@@ -166,13 +170,20 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
         [orgId],
       )
       const pass = Math.max(state.completePass, Number(rows[0]?.pass ?? 0)) + 1
-      current = { pass, cursor: undefined, outBytes: 0, idsBytes: 0, rows: 0 }
+      current = { pass, cursor: undefined, outBytes: 0, idsBytes: 0, rows: 0, window: freshWindow }
       state = { ...state, current }
       writeState(statePath, state)
     }
     const pass = current.pass
+    const window = current.window ?? freshWindow
+    // After a resume, the rows this pass saw already are not yielded again (a row moved since).
+    const seen = current.cursor
+      ? (
+          await db.query(`select id from ${table} where org_id = $1 and sync_pass = $2`, [orgId, pass])
+        ).rows.map((row) => String(row.id))
+      : []
 
-    const paginator = readPass(options, client, current.cursor)
+    const paginator = readPass(options, client, current.cursor, window, seen)
     const checkpoints = Checkpoints.of(options)
     let rows = current.rows
     let pages = 0
@@ -184,13 +195,14 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
     const checkpoint = async () => {
       if (open) await db.query('commit')
       open = false
-      state = { ...state, current: { pass, cursor, outBytes: 0, idsBytes: 0, rows } }
+      state = { ...state, current: { pass, cursor, outBytes: 0, idsBytes: 0, rows, window } }
       writeState(statePath, state)
       checkpoints.done()
     }
     try {
       for await (const page of paginator.pages()) {
         checkOrganization(page.data, orgId)
+        checkOrganization(page.moved, orgId)
         try {
           if (!open) await db.query('begin')
           open = true
@@ -199,8 +211,9 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
              select $3, e->>'id', e, now(), null, $2 from jsonb_array_elements($1::jsonb) as e
              on conflict (org_id, id) do update
                set data = excluded.data, synced_at = excluded.synced_at, deleted_at = null,
-                   sync_pass = excluded.sync_pass`,
-            [JSON.stringify(page.data), pass, orgId],
+                   left_window_at = null, sync_pass = excluded.sync_pass`,
+            // Rows moved since they were upserted come again as they are now: updated.
+            [JSON.stringify([...page.data, ...page.moved]), pass, orgId],
           )
         } catch (error) {
           healthy = false
@@ -233,27 +246,92 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
       rereads: paginator.stats.rereads,
       retries: retries(),
       checkpoints: checkpoints.count,
+      window,
+      moved: paginator.stats.moved,
     }
     if (!cursor?.done)
-      return { ...summary, rows, complete: false, tombstones: 0, durationMs: Date.now() - started }
+      return {
+        ...summary,
+        rows,
+        complete: false,
+        tombstones: 0,
+        checked: 0,
+        recovered: 0,
+        leftWindow: 0,
+        durationMs: Date.now() - started,
+      }
 
-    // Complete: rows this pass did not see are gone. Counted from the table, so a page re-read
-    // after a crash between its commit and the state file is not counted twice.
-    const marked = await db.query(
-      `update ${table} set deleted_at = now()
-       where org_id = $2 and sync_pass < $1 and deleted_at is null returning id`,
-      [pass, orgId],
-    )
-    const seen = await db.query(
+    // Complete. Customers this pass did not see are gone. Appointments are checked first
+    // (checkMissing): moved ones are written, ones outside the window marked left-window, and
+    // only the ones no longer listed are marked deleted. Counted from the table, so a page
+    // re-read after a crash between its commit and the state file is not counted twice.
+    let verdicts: Verdicts = { gone: [], left: [], back: [], requests: 0 }
+    let checked = 0
+    if (options.resource === 'appointments') {
+      const missing = await db.query(
+        `select id, data->>'start' as start, data->>'customerId' as customer from ${table}
+         where org_id = $1 and sync_pass < $2 and deleted_at is null and left_window_at is null`,
+        [orgId, pass],
+      )
+      checked = missing.rows.length
+      verdicts = await checkMissing(
+        client,
+        missing.rows.map((row) => ({
+          id: String(row.id),
+          start: row.start === null ? undefined : String(row.start),
+          customerId: row.customer === null ? undefined : String(row.customer),
+        })),
+        window,
+        options.signal,
+      )
+      checkOrganization(verdicts.back, orgId)
+    }
+    await db.query('begin')
+    let marked: { rows: Record<string, unknown>[] }
+    try {
+      if (verdicts.back.length > 0)
+        await db.query(
+          `update ${table} t set data = e, synced_at = now(), deleted_at = null, left_window_at = null,
+             sync_pass = $2
+           from jsonb_array_elements($1::jsonb) as e where t.org_id = $3 and t.id = e->>'id'`,
+          [JSON.stringify(verdicts.back), pass, orgId],
+        )
+      if (verdicts.left.length > 0)
+        await db.query(
+          `update ${table} set left_window_at = now() where org_id = $1 and id = any($2::text[])`,
+          [orgId, verdicts.left],
+        )
+      marked =
+        options.resource === 'appointments'
+          ? await db.query(
+              `update ${table} set deleted_at = now()
+               where org_id = $1 and id = any($2::text[]) and deleted_at is null returning id`,
+              [orgId, verdicts.gone],
+            )
+          : await db.query(
+              `update ${table} set deleted_at = now()
+               where org_id = $2 and sync_pass < $1 and deleted_at is null returning id`,
+              [pass, orgId],
+            )
+      await db.query('commit')
+    } catch (error) {
+      await db.query('rollback').catch(() => {})
+      throw error
+    }
+    const seenRows = await db.query(
       `select count(*)::int as n from ${table} where org_id = $2 and sync_pass = $1`,
       [pass, orgId],
     )
     writeState(statePath, { version: 2, orgId, identity, completePass: pass, current: null })
     return {
       ...summary,
-      rows: Number(seen.rows[0]?.n ?? rows),
+      requests: summary.requests + verdicts.requests,
+      rows: Number(seenRows.rows[0]?.n ?? rows),
       complete: true,
       tombstones: marked.rows.length,
+      checked,
+      recovered: verdicts.back.length,
+      leftWindow: verdicts.left.length,
       durationMs: Date.now() - started,
     }
   } finally {

@@ -35,6 +35,14 @@ export interface SyncOptions {
   /** Appointments only: the window on the start time, inclusive. */
   readonly since?: string | undefined
   readonly until?: string | undefined
+  /**
+   * Appointments only: a rolling window on the start time, relative to `now`: `-90d..+30d`
+   * (days `d` or hours `h`). Each pass reads the window as it is when the pass starts; moving
+   * with time, it stays the same sync (unlike `since`/`until`, which it replaces).
+   */
+  readonly window?: string | undefined
+  /** What a rolling window is relative to (default: the current time). */
+  readonly now?: Date | string | undefined
   /** Default: `<out>.state.json`. */
   readonly statePath?: string | undefined
   /** Rows per request, the API's `limit`: 2 to 100 (default 100); each request re-reads one row. */
@@ -96,6 +104,12 @@ export interface SyncProgress {
   readonly pass: number
 }
 
+/** The window of one pass, on the appointments' start (inclusive ISO date-times). */
+export interface PassWindow {
+  readonly since?: string | undefined
+  readonly until?: string | undefined
+}
+
 export interface SyncSummary {
   readonly resource: SyncResource
   /** The key's organization: the sync's state, table and rows are this organization's. */
@@ -116,6 +130,16 @@ export interface SyncSummary {
   readonly retries: number
   /** State saves this run (each after the rows before it were on disk or committed). */
   readonly checkpoints: number
+  /** The window this pass read (appointments). */
+  readonly window: PassWindow
+  /** Rows met again at an earlier start after they were read (moved): written again, updated. */
+  readonly moved: number
+  /** Rows of the previous pass that this one did not see, checked before anything was marked. */
+  readonly checked: number
+  /** Of those, rows found active again in the window (moved ahead of the cursor): written. */
+  readonly recovered: number
+  /** Of those, rows now outside the window (aged out or moved out): marked left-window. */
+  readonly leftWindow: number
   readonly durationMs: number
 }
 
@@ -140,6 +164,8 @@ export interface SyncState {
     readonly outBytes: number
     readonly idsBytes: number
     readonly rows: number
+    /** The window the pass reads, fixed when it started (a rolling window moves between passes). */
+    readonly window?: PassWindow | undefined
   } | null
 }
 
@@ -193,13 +219,15 @@ export function formatOf(out: string): OutputFormat {
 }
 
 export function identityOf(
-  options: Pick<SyncOptions, 'resource' | 'since' | 'until'>,
+  options: Pick<SyncOptions, 'resource' | 'since' | 'until' | 'window'>,
   orgId: string,
   target?: string,
 ): string {
   // Not the base URL: the same API may be reached another way (a proxy, another host name).
   // Not the key either: a new key of the same organization goes on with the same sync.
-  const parts: unknown[] = [orgId, options.resource, options.since ?? null, options.until ?? null]
+  // A rolling window by its definition, not by its dates of the day.
+  const window = options.window === undefined ? [] : [`window:${options.window}`]
+  const parts: unknown[] = [orgId, options.resource, options.since ?? null, options.until ?? null, ...window]
   if (target !== undefined) parts.push(target)
   const what = JSON.stringify(parts)
   return createHash('sha256').update(what).digest('hex').slice(0, 16)
@@ -285,17 +313,136 @@ function append(path: string, text: string): void {
   }
 }
 
-function readIds(path: string): Set<string> {
-  if (!existsSync(path)) return new Set()
-  return new Set(
-    readFileSync(path, 'utf8')
-      .split('\n')
-      .filter((line) => line !== ''),
-  )
+/**
+ * A pass's ids file: one JSON line per row, `"id"` for a customer, `["id","start","customerId"]`
+ * for an appointment (what checkMissing needs to know of a row that goes missing).
+ */
+function idsLine(row: { id: string; start?: string; customerId?: string }, resource: SyncResource): string {
+  return `${JSON.stringify(resource === 'customers' ? row.id : [row.id, row.start ?? null, row.customerId ?? null])}\n`
+}
+
+function readIds(path: string): Map<string, Missing> {
+  const entries = new Map<string, Missing>()
+  if (!existsSync(path)) return entries
+  for (const line of readFileSync(path, 'utf8').split('\n')) {
+    if (line === '') continue
+    const value = JSON.parse(line) as string | [string, string | null, string | null]
+    const [id, start, customerId] = typeof value === 'string' ? [value, null, null] : value
+    entries.set(id, { id, start: start ?? undefined, customerId: customerId ?? undefined })
+  }
+  return entries
 }
 
 /** openbook-sync's retries: `BATCH_RETRY`, for a batch job rather than an interactive call. */
 export const SYNC_RETRY: Required<RetryOptions> = BATCH_RETRY
+
+const WINDOW = /^([+-]?\d{1,5})([dh])\.\.([+-]?\d{1,5})([dh])$/
+const UNIT_MS = { d: 86_400_000, h: 3_600_000 } as const
+
+/** The window a new pass reads: `since`/`until`, or the rolling `window` as of `now`. */
+export function windowOf(
+  options: Pick<SyncOptions, 'resource' | 'since' | 'until' | 'window' | 'now'>,
+): PassWindow {
+  if (options.resource === 'customers' && (options.since || options.until || options.window))
+    throw new SyncUsageError('--since, --until and --window apply to appointments only')
+  if (options.window === undefined) return { since: options.since, until: options.until }
+  if (options.since || options.until) throw new SyncUsageError('give --window or --since/--until, not both')
+  const match = WINDOW.exec(options.window)
+  if (!match)
+    throw new SyncUsageError('--window must look like -90d..+30d: days (d) or hours (h) from now, twice')
+  const now = options.now === undefined ? Date.now() : new Date(options.now).getTime()
+  if (Number.isNaN(now)) throw new SyncUsageError('--now must be an ISO-8601 date-time')
+  const at = (amount: string | undefined, unit: string | undefined) =>
+    new Date(now + Number(amount) * UNIT_MS[unit as keyof typeof UNIT_MS]).toISOString()
+  const since = at(match[1], match[2])
+  const until = at(match[3], match[4])
+  if (since >= until) throw new SyncUsageError('--window must start before it ends')
+  return { since, until }
+}
+
+/** Whether `start` lies in the window (inclusive, as the API's filters). */
+export function inWindow(start: string, window: PassWindow): boolean {
+  const time = Date.parse(start)
+  return (
+    (window.since === undefined || time >= Date.parse(window.since)) &&
+    (window.until === undefined || time <= Date.parse(window.until))
+  )
+}
+
+/** An appointment the previous pass saw and this one did not: what is known of it. */
+export interface Missing {
+  readonly id: string
+  readonly start: string | undefined
+  readonly customerId: string | undefined
+}
+
+export interface Verdicts {
+  /** No longer listed: deactivated or deleted. */
+  readonly gone: string[]
+  /** Outside the window now: aged out of a rolling window, or moved out of it. */
+  readonly left: string[]
+  /** Active and in the window, at another start: moved ahead of the cursor during the pass. */
+  readonly back: Appointment[]
+  /** Requests the check made. */
+  readonly requests: number
+}
+
+/**
+ * What became of the appointments a complete pass did not see. One whose last known start is
+ * outside the window left it. The others are looked for among all the active appointments of
+ * their customer (one list per customer, any start), or for one without a customer, in a
+ * re-read of the window: not found, it is gone; found outside the window, it left it; found
+ * inside, it moved while the pass read the list, and is written now. So an active appointment
+ * is never marked deleted, except one without a customer that moved out of the window (then it
+ * is marked deleted, and written again if it comes back).
+ */
+export async function checkMissing(
+  client: Openbook,
+  missing: readonly Missing[],
+  window: PassWindow,
+  signal: AbortSignal | undefined,
+): Promise<Verdicts> {
+  const gone: string[] = []
+  const left: string[] = []
+  const back: Appointment[] = []
+  let requests = 0
+  const wanted = new Map<string, Missing[]>()
+  const orphans: Missing[] = []
+  for (const row of missing) {
+    if (row.start !== undefined && !inWindow(row.start, window)) left.push(row.id)
+    else if (row.customerId !== undefined)
+      wanted.set(row.customerId, [...(wanted.get(row.customerId) ?? []), row])
+    else orphans.push(row)
+  }
+  const found = new Map<string, Appointment>()
+  const look = async (paginator: AutoPaginator<Appointment>, ids: Set<string>) => {
+    for await (const row of paginator) if (ids.has(row.id)) found.set(row.id, row)
+    requests += paginator.stats.requests
+  }
+  for (const [customerId, rows] of wanted)
+    await look(
+      client.appointments.all({ customerId }, { pageSize: 99, signal }),
+      new Set(rows.map((r) => r.id)),
+    )
+  if (orphans.length > 0)
+    await look(
+      client.appointments.all(
+        {
+          ...(window.since ? { startDate: window.since } : {}),
+          ...(window.until ? { endDate: window.until } : {}),
+        },
+        { pageSize: 99, signal },
+      ),
+      new Set(orphans.map((r) => r.id)),
+    )
+  for (const row of [...wanted.values()].flat().concat(orphans)) {
+    const now = found.get(row.id)
+    if (now === undefined) gone.push(row.id)
+    else if (inWindow(now.start, window)) back.push(now)
+    else left.push(row.id)
+  }
+  return { gone, left, back, requests }
+}
 
 /** The client a sync reads with; `retries()` counts the retries made so far. */
 export function syncClient(options: Omit<SyncOptions, 'out'>): { client: Openbook; retries: () => number } {
@@ -365,19 +512,21 @@ export function readPass(
   options: Omit<SyncOptions, 'out'>,
   client: Openbook,
   resumeFrom: Cursor | undefined,
+  window: PassWindow,
+  seen: Iterable<string> = [],
 ): AutoPaginator<Customer> | AutoPaginator<Appointment> {
   const limit = options.pageSize ?? 100
   if (!Number.isInteger(limit) || limit < 2 || limit > 100)
     throw new SyncUsageError(`--page-size must be from 2 to 100, got ${String(options.pageSize)}`)
   // Each request overlaps the previous page by one row (the no-missed-row check): `limit - 1` new.
-  const common = { pageSize: limit - 1, resumeFrom, signal: options.signal }
+  const common = { pageSize: limit - 1, resumeFrom, seen, signal: options.signal }
   const paginator =
     options.resource === 'customers'
       ? client.customers.all(common)
       : client.appointments.all(
           {
-            ...(options.since ? { startDate: options.since } : {}),
-            ...(options.until ? { endDate: options.until } : {}),
+            ...(window.since ? { startDate: window.since } : {}),
+            ...(window.until ? { endDate: window.until } : {}),
           },
           common,
         )
@@ -396,8 +545,7 @@ export function runSync(options: SyncOptions): Promise<SyncSummary> {
 async function fileSync(options: SyncOptions): Promise<SyncSummary> {
   const started = Date.now()
   const format = formatOf(options.out)
-  if (options.resource === 'customers' && (options.since || options.until))
-    throw new SyncUsageError('--since and --until apply to appointments only')
+  windowOf(options) // refuses a wrong window before anything else
   const statePath = options.statePath ?? `${options.out}.state.json`
   mkdirSync(dirname(options.out), { recursive: true })
   mkdirSync(dirname(statePath), { recursive: true })
@@ -417,7 +565,9 @@ async function fileSync(options: SyncOptions): Promise<SyncSummary> {
     outBytes: size(options.out),
     idsBytes: 0,
     rows: 0,
+    window: windowOf(options),
   }
+  const window = current.window ?? windowOf(options)
   // Whatever was written after the last saved state goes: it is written again from the cursor.
   if (existsSync(options.out)) truncateSync(options.out, current.outBytes)
   if (existsSync(idsPath(current.pass))) truncateSync(idsPath(current.pass), current.idsBytes)
@@ -429,7 +579,9 @@ async function fileSync(options: SyncOptions): Promise<SyncSummary> {
     format === 'ndjson' ? `${JSON.stringify(row)}\n` : csvLine(columns, row)
   if (format === 'csv' && size(options.out) === 0) append(options.out, `${columns.join(',')}\r\n`)
 
-  const paginator = readPass(options, client, current.cursor)
+  // After a resume, the rows this pass wrote already are not yielded again (a row moved since).
+  const seen = current.cursor ? readIds(idsPath(current.pass)).keys() : []
+  const paginator = readPass(options, client, current.cursor, window, seen)
   const checkpoints = Checkpoints.of(options)
   let rows = current.rows
   let pages = 0
@@ -442,15 +594,17 @@ async function fileSync(options: SyncOptions): Promise<SyncSummary> {
   const checkpoint = () => {
     fsyncSync(outFd)
     fsyncSync(idsFd)
-    state = { ...state, current: { pass: current.pass, cursor, outBytes, idsBytes, rows } }
+    state = { ...state, current: { pass: current.pass, cursor, outBytes, idsBytes, rows, window } }
     writeState(statePath, state)
     checkpoints.done()
   }
   try {
     for await (const page of paginator.pages()) {
       checkOrganization(page.data, orgId)
-      const text = page.data.map((row) => render(row as Record<string, unknown>)).join('')
-      const ids = page.data.map((row) => `${row.id}\n`).join('')
+      checkOrganization(page.moved, orgId)
+      // Rows moved since they were written come again as they are now: a later line, an update.
+      const text = [...page.data, ...page.moved].map((row) => render(row as Record<string, unknown>)).join('')
+      const ids = page.data.map((row) => idsLine(row, options.resource)).join('')
       const written = { out: writeAll(outFd, text), ids: writeAll(idsFd, ids) }
       outBytes += written.out
       idsBytes += written.ids
@@ -485,22 +639,56 @@ async function fileSync(options: SyncOptions): Promise<SyncSummary> {
     rereads: paginator.stats.rereads,
     retries: retries(),
     checkpoints: checkpoints.count,
+    window,
+    moved: paginator.stats.moved,
   }
-  if (!cursor?.done) return { ...summary, complete: false, tombstones: 0, durationMs: Date.now() - started }
+  if (!cursor?.done)
+    return {
+      ...summary,
+      complete: false,
+      tombstones: 0,
+      checked: 0,
+      recovered: 0,
+      leftWindow: 0,
+      durationMs: Date.now() - started,
+    }
 
-  // The pass is complete: ids of the previous complete pass that this one did not see are gone.
-  let tombstones = 0
+  // The pass is complete: what became of the rows of the previous complete pass that this one
+  // did not see. Customers are gone; appointments are checked first (checkMissing).
+  let verdicts: Verdicts = { gone: [], left: [], back: [], requests: 0 }
+  let checked = 0
   if (state.completePass > 0) {
-    const seen = readIds(idsPath(current.pass))
-    const deletedAt = new Date().toISOString()
-    const lines: string[] = []
-    for (const id of readIds(idsPath(state.completePass)))
-      if (!seen.has(id)) lines.push(render({ id, deletedAt }))
-    tombstones = lines.length
-    append(options.out, lines.join(''))
+    const thisPass = readIds(idsPath(current.pass))
+    const missing = [...readIds(idsPath(state.completePass)).values()].filter((row) => !thisPass.has(row.id))
+    checked = missing.length
+    verdicts =
+      options.resource === 'appointments'
+        ? await checkMissing(client, missing, window, options.signal)
+        : { gone: missing.map((row) => row.id), left: [], back: [], requests: 0 }
+    checkOrganization(verdicts.back, orgId)
+    const at = new Date().toISOString()
+    append(
+      options.out,
+      [
+        ...verdicts.back.map((row) => render(row as Record<string, unknown>)),
+        ...verdicts.left.map((id) => render({ id, leftWindowAt: at })),
+        ...verdicts.gone.map((id) => render({ id, deletedAt: at })),
+      ].join(''),
+    )
+    append(idsPath(current.pass), verdicts.back.map((row) => idsLine(row, options.resource)).join(''))
   }
   const previous = state.completePass
   writeState(statePath, { version: 2, orgId, identity, completePass: current.pass, current: null })
   if (previous > 0) rmSync(idsPath(previous), { force: true })
-  return { ...summary, complete: true, tombstones, durationMs: Date.now() - started }
+  return {
+    ...summary,
+    requests: summary.requests + verdicts.requests,
+    rows: rows + verdicts.back.length,
+    complete: true,
+    tombstones: verdicts.gone.length,
+    checked,
+    recovered: verdicts.back.length,
+    leftWindow: verdicts.left.length,
+    durationMs: Date.now() - started,
+  }
 }
