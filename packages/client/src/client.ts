@@ -1,4 +1,5 @@
 import { inspect } from 'node:util'
+import { UsageError } from './errors.js'
 import type { components, operations } from './generated/api.js'
 import { type AutoPage, type Cursor, type PaginationStats, paginate, type RawPage } from './paginate.js'
 import { type ClientEvent, type PerRequestOptions, type RetryOptions, Transport } from './transport.js'
@@ -36,6 +37,11 @@ export interface AllOptions extends Pick<PerRequestOptions, 'signal'> {
   readonly pageSize?: number
   /** Go on from a page's `cursor`, saved by an earlier iteration over the same list. */
   readonly resumeFrom?: Cursor | undefined
+  /**
+   * With `resumeFrom`: the ids the iteration yielded before, so that a row moved since is not
+   * yielded twice across the resume (openbook-sync passes them from its ids file).
+   */
+  readonly seen?: Iterable<string> | undefined
 }
 
 export interface OpenbookOptions {
@@ -71,7 +77,7 @@ function toWire(params: object, allowed: readonly string[]): Wire {
   const query: Wire = {}
   for (const [name, value] of Object.entries(params)) {
     if (!allowed.includes(name))
-      throw new TypeError(`unknown parameter ${JSON.stringify(name)}: expected one of ${allowed.join(', ')}`)
+      throw new UsageError(`unknown parameter ${JSON.stringify(name)}: expected one of ${allowed.join(', ')}`)
     query[name] = wire(value)
   }
   return query
@@ -80,7 +86,7 @@ function toWire(params: object, allowed: readonly string[]): Wire {
 function checkPageSize(pageSize: number | undefined): number {
   const size = pageSize ?? 50
   if (!Number.isInteger(size) || size < 1 || size > 99)
-    throw new RangeError(`pageSize must be an integer from 1 to 99, got ${String(pageSize)}`)
+    throw new UsageError(`pageSize must be an integer from 1 to 99, got ${String(pageSize)}`)
   return size
 }
 
@@ -95,7 +101,7 @@ function checkPageSize(pageSize: number | undefined): number {
  */
 export class AutoPaginator<T> implements AsyncIterable<T> {
   /** Requests, re-reads, duplicates dropped and rows yielded so far. */
-  readonly stats: PaginationStats = { requests: 0, rereads: 0, duplicates: 0, rows: 0 }
+  readonly stats: PaginationStats = { requests: 0, rereads: 0, duplicates: 0, rows: 0, moved: 0 }
   readonly #start: (stats: PaginationStats) => AsyncGenerator<AutoPage<T>>
 
   constructor(start: (stats: PaginationStats) => AsyncGenerator<AutoPage<T>>) {
@@ -146,6 +152,7 @@ class Customers {
           id: (customer) => customer.id,
           pageSize,
           resumeFrom: options.resumeFrom,
+          seen: options.seen,
         },
         stats,
       ),
@@ -186,6 +193,7 @@ class Appointments {
           id: (appointment) => appointment.id,
           pageSize,
           resumeFrom: options.resumeFrom,
+          seen: options.seen,
         },
         stats,
       ),
@@ -208,28 +216,32 @@ export class Openbook {
   constructor(options: OpenbookOptions) {
     const { apiKey, baseUrl } = options
     if (typeof apiKey !== 'string' || !KEY_PATTERN.test(apiKey))
-      throw new TypeError(
+      throw new UsageError(
         'apiKey must be an openbook API key: <brand>_test_ or <brand>_live_ followed by 64 lowercase hex digits',
       )
     let base: URL
     try {
       base = new URL(baseUrl)
     } catch {
-      throw new TypeError('baseUrl must be an absolute http or https URL')
+      throw new UsageError('baseUrl must be an absolute http or https URL')
     }
     if (base.protocol !== 'http:' && base.protocol !== 'https:')
-      throw new TypeError('baseUrl must be an absolute http or https URL')
-    if (base.username || base.password) throw new TypeError('baseUrl must not carry credentials')
+      throw new UsageError('baseUrl must be an absolute http or https URL')
+    if (base.username || base.password) throw new UsageError('baseUrl must not carry credentials')
     base.search = ''
     base.hash = ''
     if (!base.pathname.endsWith('/')) base.pathname += '/'
     this.#baseUrl = base.href
     const timeoutMs = options.timeoutMs ?? 30_000
     if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
-      throw new RangeError('timeoutMs must be a positive number')
+      throw new UsageError('timeoutMs must be a positive number')
     const retry = options.retry === false ? { maxAttempts: 1 } : (options.retry ?? {})
+    for (const [name, value] of Object.entries(retry))
+      if (typeof value !== 'number' || Number.isNaN(value) || value < 0)
+        throw new UsageError(`retry.${name} must be a number, 0 or more`)
     const fetchImpl = options.fetch ?? globalThis.fetch
-    if (typeof fetchImpl !== 'function') throw new TypeError('no fetch: pass one, or run on Node 20 or later')
+    if (typeof fetchImpl !== 'function')
+      throw new UsageError('no fetch: pass one, or run on Node 20 or later')
     const transport = new Transport({
       apiKey,
       baseUrl: this.#baseUrl,

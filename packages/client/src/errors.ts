@@ -53,6 +53,19 @@ export interface ValidationIssue {
   readonly [field: string]: unknown
 }
 
+/**
+ * The client was called wrong, before any request: an option it does not accept (a malformed key,
+ * a base URL that is not http or https, a page size out of range, an unknown parameter). A
+ * rerun of the same call fails the same way; never retried. (A `TypeError` or `RangeError`
+ * before 1.1.)
+ */
+export class UsageError extends OpenbookError {
+  override readonly name: string = 'UsageError'
+  constructor(message: string, code = 'invalid_usage') {
+    super({ error: 'Usage error', message, code, retryable: false })
+  }
+}
+
 /** 400 Invalid query parameters; `details` lists the issues. Never retried. */
 export class BadRequestError extends OpenbookError {
   override readonly name: string = 'BadRequestError'

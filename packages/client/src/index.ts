@@ -23,9 +23,10 @@ export {
   PaginationError,
   ServerError,
   TimeoutError,
+  UsageError,
   type ValidationIssue,
 } from './errors.js'
 export type { components, operations, paths } from './generated/api.js'
 export type { AutoPage, Cursor, PaginationStats } from './paginate.js'
-export type { ClientEvent, PerRequestOptions, RetryOptions } from './transport.js'
+export { BATCH_RETRY, type ClientEvent, type PerRequestOptions, type RetryOptions } from './transport.js'
 export { APPOINTMENT_STATUSES } from './validate.js'

@@ -37,6 +37,11 @@ export interface AutoPage<T> {
   readonly requestId: string | undefined
   /** Where the iteration stands after this page. */
   readonly cursor: Cursor
+  /**
+   * Rows yielded before, met again at another place (moved: their sort key changed), as they are
+   * now: not in `data`, since they were yielded already; for a copy to update (openbook-sync does).
+   */
+  readonly moved: T[]
 }
 
 /** What auto-pagination did, for monitoring: requests made, re-reads, duplicates dropped. */
@@ -48,6 +53,11 @@ export interface PaginationStats {
   duplicates: number
   /** Rows yielded. */
   rows: number
+  /**
+   * Rows met again at another place after they were yielded (an appointment moved to an earlier
+   * start while the iteration went on), and not yielded again.
+   */
+  moved: number
 }
 
 export interface PaginateOptions<T> {
@@ -62,6 +72,8 @@ export interface PaginateOptions<T> {
   readonly maxRereads?: number
   /** A cursor from an earlier page, to go on from there. */
   readonly resumeFrom?: Cursor | undefined
+  /** Ids yielded already by this iteration before a resume: not yielded again. */
+  readonly seen?: Iterable<string> | undefined
 }
 
 /**
@@ -98,6 +110,8 @@ export async function* paginate<T>(
   if (options.resumeFrom?.done) return
   let stepBack = pageSize
   let rereads = 0
+  /** Every id yielded: a row whose sort key changed after it was yielded is not yielded again. */
+  const yielded = new Set<string>(options.seen ?? [])
   for (;;) {
     const page = await fetchPage(offset, limit)
     stats.requests++
@@ -126,6 +140,7 @@ export async function* paginate<T>(
     rereads = 0
     stepBack = pageSize
     const fresh: T[] = []
+    const moved: T[] = []
     for (const row of rows) {
       const key = sortKey(row)
       if (lastKey !== undefined && (key > lastKey || (key === lastKey && tie.has(id(row))))) {
@@ -138,6 +153,13 @@ export async function* paginate<T>(
         tie = new Set()
       }
       tie.add(id(row))
+      if (yielded.has(id(row))) {
+        // Yielded before at another place: it moved (its sort key changed) behind the cursor.
+        stats.moved++
+        moved.push(row)
+        continue
+      }
+      yielded.add(id(row))
       fresh.push(row)
     }
     stats.rows += fresh.length
@@ -146,8 +168,8 @@ export async function* paginate<T>(
     // The next request starts at this page's last row, which should be the last one yielded.
     if (!done) offset += rows.length - 1
     const cursor: Cursor = { offset, lastKey, tie: [...tie], done }
-    if (fresh.length > 0 || done)
-      yield { data: fresh, pagination: page.pagination, requestId: page.requestId, cursor }
+    if (fresh.length > 0 || moved.length > 0 || done)
+      yield { data: fresh, pagination: page.pagination, requestId: page.requestId, cursor, moved }
     if (done) return
   }
 }

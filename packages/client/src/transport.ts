@@ -20,6 +20,18 @@ export interface RetryOptions {
   readonly maxElapsedMs?: number
 }
 
+/**
+ * Retries for batch work (a nightly job) rather than interactive calls: no limit on the number of
+ * attempts, each request retried for up to 5 minutes (a server restart, a fail-over), with backoff
+ * of up to 5 s between attempts. openbook-sync uses these. `retry: BATCH_RETRY`.
+ */
+export const BATCH_RETRY = {
+  maxAttempts: Number.POSITIVE_INFINITY,
+  baseDelayMs: 250,
+  maxDelayMs: 5_000,
+  maxElapsedMs: 300_000,
+} as const satisfies Required<RetryOptions>
+
 /** What the client reports about its requests: never the key, never a payload. */
 export type ClientEvent =
   | { readonly type: 'request'; readonly url: string; readonly attempt: number }

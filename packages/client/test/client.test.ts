@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { inspect } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import {
@@ -11,7 +14,9 @@ import {
   OpenbookError,
   ServerError,
   TimeoutError,
+  UsageError,
 } from '../src/index.js'
+import { runPgSync, runSync, SyncTargetError } from '../src/sync/index.js'
 import { appointmentsIssues } from '../src/validate.js'
 
 const KEY = `svc_test_${'ab12'.repeat(16)}`
@@ -83,10 +88,41 @@ describe('constructor', () => {
       } catch (error) {
         thrown = error
       }
-      expect(thrown, apiKey).toBeInstanceOf(TypeError)
+      expect(thrown, apiKey).toBeInstanceOf(UsageError)
       expect(String(thrown)).not.toContain('a'.repeat(63))
     }
     expect(() => new Openbook({ apiKey: `acme_live_${'0'.repeat(64)}`, baseUrl: BASE })).not.toThrow()
+  })
+
+  it('throws only OpenbookErrors: a wrong call is a UsageError, with a code, never retried', async () => {
+    // A file where a folder should be: the output cannot be created.
+    const notFolder = join(mkdtempSync(join(tmpdir(), 'openbook-client-')), 'file')
+    writeFileSync(notFolder, '')
+    const attempts: (() => unknown)[] = [
+      () => new Openbook({ apiKey: 'nope', baseUrl: BASE }),
+      () => new Openbook({ apiKey: KEY, baseUrl: 'ftp://host' }),
+      () => new Openbook({ apiKey: KEY, baseUrl: BASE, timeoutMs: -1 }),
+      () => new Openbook({ apiKey: KEY, baseUrl: BASE, retry: { maxAttempts: Number.NaN } }),
+      () => new Openbook({ apiKey: KEY, baseUrl: BASE }).customers.all({ pageSize: 500 }),
+      () => new Openbook({ apiKey: KEY, baseUrl: BASE }).appointments.all({ status: 'lost' as never }),
+      () => new Openbook({ apiKey: KEY, baseUrl: BASE }).customers.list({ limt: 5 } as never),
+      () => runSync({ resource: 'customers', apiKey: KEY, baseUrl: BASE, out: 'x.txt' }),
+      () => runSync({ resource: 'customers', apiKey: KEY, baseUrl: BASE, out: join(notFolder, 'x.ndjson') }),
+      () => runPgSync({ resource: 'customers', apiKey: KEY, baseUrl: BASE, pg: 'mysql://x/y' }),
+    ]
+    for (const attempt of attempts) {
+      let thrown: unknown
+      try {
+        await attempt()
+      } catch (error) {
+        thrown = error
+      }
+      expect(thrown, String(attempt)).toBeInstanceOf(OpenbookError)
+      expect((thrown as OpenbookError).code, String(attempt)).toEqual(expect.any(String))
+      expect((thrown as OpenbookError).retryable || thrown instanceof SyncTargetError, String(attempt)).toBe(
+        thrown instanceof SyncTargetError,
+      )
+    }
   })
 
   it('refuses a base URL that is not http(s) or carries credentials', () => {

@@ -21,7 +21,7 @@ function sorted(rows: readonly Row[]): Row[] {
 }
 
 const change = fc.record({
-  kind: fc.constantFrom('deactivate', 'reactivate', 'insert'),
+  kind: fc.constantFrom('deactivate', 'reactivate', 'insert', 'move'),
   target: fc.nat(),
   micros: fc.nat({ max: 5_999 }),
 })
@@ -45,7 +45,9 @@ async function iterate(input: World) {
         touched.add(row.id)
       } else if (rows.length > 0) {
         const row = rows[c.target % rows.length] as Row
-        row.active = c.kind === 'reactivate'
+        // A move changes the sort key (an appointment given another start).
+        if (c.kind === 'move') row.micros = c.micros
+        else row.active = c.kind === 'reactivate'
         touched.add(row.id)
       }
     }
@@ -56,7 +58,7 @@ async function iterate(input: World) {
       requestId: undefined,
     }
   }
-  const stats: PaginationStats = { requests: 0, rereads: 0, duplicates: 0, rows: 0 }
+  const stats: PaginationStats = { requests: 0, rereads: 0, duplicates: 0, rows: 0, moved: 0 }
   const yielded: string[] = []
   for await (const page of paginate(
     {
@@ -76,6 +78,40 @@ async function iterate(input: World) {
 }
 
 describe('paginate (in memory)', () => {
+  it('yields a row moved behind the cursor after it was yielded only once, and counts it', async () => {
+    const rows: Row[] = Array.from({ length: 12 }, (_, n) => ({
+      id: `r${n}`,
+      micros: (12 - n) * 1000,
+      active: true,
+    }))
+    let request = 0
+    const fetchPage = async (offset: number, limit: number) => {
+      // After the first page (r0 … r3 yielded), r1 moves to the end of the list.
+      if (++request === 2) (rows[1] as Row).micros = 0
+      const list = sorted(rows)
+      return {
+        data: list.slice(offset, offset + limit).map((row) => ({ ...row, key: visible(row) })),
+        pagination: { limit, offset, total: list.length, hasMore: offset + limit < list.length },
+        requestId: undefined,
+      }
+    }
+    const stats: PaginationStats = { requests: 0, rereads: 0, duplicates: 0, rows: 0, moved: 0 }
+    const yielded: string[] = []
+    const movedRows: Row[] = []
+    for await (const page of paginate(
+      { fetchPage, sortKey: (row) => row.key, id: (row) => row.id, pageSize: 4 },
+      stats,
+    )) {
+      yielded.push(...page.data.map((row) => row.id))
+      movedRows.push(...page.moved)
+    }
+    expect(yielded.filter((id) => id === 'r1')).toEqual(['r1'])
+    // Met again as it is now, for a copy to update.
+    expect(movedRows.map((row) => [row.id, row.micros])).toEqual([['r1', 0]])
+    expect(new Set(yielded)).toEqual(new Set(rows.map((row) => row.id)))
+    expect(stats.moved).toBe(1)
+  })
+
   it('yields every row active throughout exactly once, in order, and no row twice', async () => {
     await fc.assert(
       fc.asyncProperty(world, async (input) => {
@@ -95,7 +131,7 @@ describe('paginate (in memory)', () => {
       pageSize: 5,
     })
     expect(yielded).toHaveLength(20)
-    expect(stats).toEqual({ requests: 4, rereads: 0, duplicates: 3, rows: 20 })
+    expect(stats).toEqual({ requests: 4, rereads: 0, duplicates: 3, rows: 20, moved: 0 })
   })
 
   it('gives up after maxRereads when the list keeps moving', async () => {
@@ -109,7 +145,7 @@ describe('paginate (in memory)', () => {
       }))
       return { data, pagination: { limit, offset, total: 1e7, hasMore: true }, requestId: 'req-1' }
     }
-    const stats: PaginationStats = { requests: 0, rereads: 0, duplicates: 0, rows: 0 }
+    const stats: PaginationStats = { requests: 0, rereads: 0, duplicates: 0, rows: 0, moved: 0 }
     const pages = paginate(
       { fetchPage, sortKey: (r) => r.key, id: (r) => r.id, pageSize: 10, maxRereads: 2 },
       stats,

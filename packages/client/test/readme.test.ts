@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -56,6 +56,8 @@ function checkSync(markdown: string, cwd: string): void {
   const summary = JSON.parse(out.trim().split('\n').at(-1) ?? '{}')
   expect(summary).toMatchObject({ resource: 'appointments', complete: true })
   expect(readFileSync(join(cwd, 'customers.ndjson'), 'utf8').split('\n').length).toBeGreaterThan(100)
+  // A key file the example writes is for its owner's eyes only.
+  if (commands.includes('openbook.key')) expect(statSync(join(cwd, 'openbook.key')).mode & 0o077).toBe(0)
 }
 
 describe('the client README', () => {
@@ -70,6 +72,46 @@ describe('the client README', () => {
   }, 120_000)
 
   it('the openbook-sync commands run', () => checkSync(CLIENT_README, directory), 120_000)
+
+  it('the sync API example runs', () => {
+    const example = codeBlocks(CLIENT_README, 'js').find((block) => block.includes('@openbook/client/sync'))
+    const file = join(directory, 'sync-api.mjs')
+    writeFileSync(file, local(example ?? ''))
+    const out = execFileSync(process.execPath, [file], { cwd: directory, env: env(), encoding: 'utf8' })
+    expect(out.trim()).toMatch(/^org_demo true \d+ 0$/)
+    expect(readFileSync(join(directory, 'exports/customers.ndjson'), 'utf8').length).toBeGreaterThan(100)
+  }, 120_000)
+
+  it("the JavaScript examples of both READMEs compile under TypeScript's strict", () => {
+    const blocks = [...codeBlocks(CLIENT_README, 'js'), ...codeBlocks(FOR_INTEGRATORS, 'js')]
+    expect(blocks.length).toBeGreaterThanOrEqual(4)
+    const project = mkdtempSync(join(directory, 'strict-'))
+    const files = blocks.map((block, n) => {
+      writeFileSync(join(project, `example-${n}.mts`), block)
+      return `example-${n}.mts`
+    })
+    writeFileSync(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          target: 'ES2022',
+          strict: true,
+          noEmit: true,
+          typeRoots: [join(REPOSITORY_ROOT, 'node_modules/@types')],
+          types: ['node'],
+        },
+        files,
+      }),
+    )
+    const tsc = join(REPOSITORY_ROOT, 'node_modules/typescript/bin/tsc')
+    try {
+      execFileSync(process.execPath, [tsc, '-p', project], { cwd: directory, encoding: 'utf8' })
+    } catch (error) {
+      throw new Error(`the examples do not compile:\n${(error as { stdout?: string }).stdout ?? error}`)
+    }
+  }, 120_000)
 })
 
 describe('the root README, For integrators', () => {

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -59,6 +59,14 @@ describe('openbook-sync', () => {
     })
     expect(lines(out).map((row) => row.id)).toEqual(expected)
     expect(run.stderr).toMatch(/customers: \d+\/\d+ rows/)
+    // The key file is readable by others (writeFileSync's 0644): said, once, without the key.
+    expect(run.stderr).toContain(`${keyFile} can be read by other users (mode 0644): chmod 600 it`)
+    chmodSync(keyFile, 0o600)
+    const quiet = await sync(['customers', '--key-file', keyFile, '--base-url', server.baseUrl, '--out', out])
+      .done
+    expect(quiet.code, quiet.stderr).toBe(0)
+    expect(quiet.stderr).not.toContain('can be read by other users')
+    chmodSync(keyFile, 0o644)
     expect(run.stderr + run.stdout).not.toContain(server.key)
   }, 60_000)
 
@@ -130,10 +138,49 @@ describe('openbook-sync', () => {
     }
   }, 120_000)
 
+  it('saves its state every N pages or seconds, not after every page', async () => {
+    const out = join(directory, 'checkpoints.ndjson')
+    const args = ['customers', '--key-file', keyFile, '--base-url', server.baseUrl, '--page-size', '10']
+    const defaults = await sync([...args, '--out', out, '--json']).done
+    expect(defaults.code, defaults.stderr).toBe(0)
+    const first = JSON.parse(defaults.stdout)
+    expect(first.requests).toBeGreaterThan(12)
+    // 100 pages or 5 s by default: far fewer saves than pages, whatever the machine's speed.
+    expect(first.checkpoints).toBeLessThanOrEqual(Math.ceil(first.durationMs / 5_000) + 1)
+    expect(first.checkpoints).toBeLessThan(first.requests / 4)
+    const every4 = await sync([
+      ...args,
+      '--out',
+      join(directory, 'checkpoints-4.ndjson'),
+      '--checkpoint-pages',
+      '4',
+      '--checkpoint-every',
+      '1h',
+      '--json',
+    ]).done
+    expect(every4.code, every4.stderr).toBe(0)
+    const second = JSON.parse(every4.stdout)
+    expect(second.checkpoints).toBe(Math.floor(second.requests / 4) + 1)
+    const zero = await sync([...args, '--out', join(directory, 'x.ndjson'), '--checkpoint-pages', '0']).done
+    expect(zero.code).toBe(2)
+  }, 60_000)
+
   it('resumes after kill -9 with no duplicate and no gap; tombstones only after a complete pass', async () => {
     const out = join(directory, 'resume.ndjson')
     const state = `${out}.state.json`
-    const args = ['customers', '--key-file', keyFile, '--out', out, '--page-size', '10', '--json']
+    // A checkpoint every 3 pages: the kill lands after some pages that no state names yet.
+    const args = [
+      'customers',
+      '--key-file',
+      keyFile,
+      '--out',
+      out,
+      '--page-size',
+      '10',
+      '--checkpoint-pages',
+      '3',
+      '--json',
+    ]
     // A first complete pass, the reference for deletions.
     expect((await sync([...args, '--base-url', server.baseUrl]).done).code).toBe(0)
     const firstPass = lines(out).length
@@ -170,7 +217,7 @@ describe('openbook-sync', () => {
     ).toEqual([...gone].sort())
   }, 120_000)
 
-  it('exits 2 on usage and key errors, 1 when the server stays unreachable', async () => {
+  it('exits 2 on usage errors, 3 on key errors, 1 when the server stays unreachable', async () => {
     const out = join(directory, 'x.ndjson')
     expect((await sync(['customers', '--base-url', server.baseUrl, '--out', out]).done).code).toBe(2)
     expect(
@@ -191,7 +238,7 @@ describe('openbook-sync', () => {
       '--out',
       out,
     ]).done
-    expect(refused.code).toBe(2)
+    expect(refused.code).toBe(3)
     expect(refused.stderr).toContain('Invalid or expired API key')
     expect(refused.stderr).not.toContain('0'.repeat(64))
     const closed = await closedPort()
@@ -205,6 +252,8 @@ describe('openbook-sync', () => {
       join(directory, 'down.ndjson'),
       '--timeout-ms',
       '200',
+      '--max-elapsed',
+      '1s',
     ]).done
     expect(down.code).toBe(1)
     expect(down.stderr).toMatch(/ECONNREFUSED.*rerun to resume/)

@@ -60,7 +60,7 @@ async function table(name: string): Promise<TableRow[]> {
 const sorted = (ids: readonly string[]) => [...ids].sort()
 
 describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
-  it('creates openbook_customers, upserts every customer, and marks deactivated ones on the next complete pass', async () => {
+  it('creates openbook_customers_<org>, upserts every customer, and marks deactivated ones on the next complete pass', async () => {
     const args = [
       'customers',
       '--key-file',
@@ -77,21 +77,22 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
     expect(JSON.parse(first.stdout)).toMatchObject({
       resource: 'customers',
       format: 'pg',
-      out: 'openbook_customers',
+      orgId: 'org_demo',
+      out: 'openbook_customers_org_demo',
       pass: 1,
       complete: true,
       rows: expected.length,
       tombstones: 0,
     })
-    const rows = await table('openbook_customers')
+    const rows = await table('openbook_customers_org_demo')
     expect(rows.map((row) => row.id)).toEqual(sorted(expected))
     expect(rows.every((row) => row.deleted_at === null && row.sync_pass === 1)).toBe(true)
     const sample = rows[0]
     expect(sample?.data).toMatchObject({ id: sample?.id, isActive: true })
     expect(first.stderr + first.stdout).not.toContain(server.key)
-    expect(existsSync(join(directory, `openbook-sync.${database.name}.openbook_customers.state.json`))).toBe(
-      true,
-    )
+    expect(
+      existsSync(join(directory, `openbook-sync.${database.name}.openbook_customers_org_demo.state.json`)),
+    ).toBe(true)
 
     const gone = await deactivateCustomers(server, 20, 3)
     const second = await runSync(args).done
@@ -102,7 +103,7 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
       resumed: false,
       tombstones: 3,
     })
-    const after = await table('openbook_customers')
+    const after = await table('openbook_customers_org_demo')
     expect(after.length).toBe(rows.length)
     expect(sorted(after.filter((row) => row.deleted_at !== null).map((row) => row.id))).toEqual(sorted(gone))
     expect(sorted(after.filter((row) => row.deleted_at === null).map((row) => row.id))).toEqual(
@@ -112,7 +113,9 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
     // A third pass marks nothing new and keeps the marks.
     const third = await runSync(args).done
     expect(JSON.parse(third.stdout)).toMatchObject({ pass: 3, complete: true, tombstones: 0 })
-    expect((await table('openbook_customers')).filter((row) => row.deleted_at !== null).length).toBe(3)
+    expect((await table('openbook_customers_org_demo')).filter((row) => row.deleted_at !== null).length).toBe(
+      3,
+    )
   }, 120_000)
 
   it('syncs appointments in a window into a table named with --table', async () => {
@@ -147,7 +150,19 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
   it('resumes after kill -9 with no duplicate and no gap; deleted_at only after a complete pass', async () => {
     const name = 'resume_customers'
     const state = join(directory, 'resume.state.json')
-    const args = ['customers', '--key-file', keyFile, '--pg', database.url, '--table', name, '--state', state]
+    const args = [
+      'customers',
+      '--key-file',
+      keyFile,
+      '--pg',
+      database.url,
+      '--table',
+      name,
+      '--state',
+      state,
+      '--checkpoint-pages',
+      '3',
+    ]
     const first = await runSync([...args, '--base-url', server.baseUrl, '--json']).done
     expect(first.code, first.stderr).toBe(0)
 
@@ -229,7 +244,7 @@ describe.skipIf(!hasPostgres)('README --pg example', () => {
   it('runs as printed (the demo address and the database URL replaced), and its view works', async () => {
     const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
     const commands = codeBlocks(readme, 'sh').find((block) => block.includes('--pg'))
-    const view = codeBlocks(readme, 'sql').find((block) => block.includes('openbook_customers'))
+    const view = codeBlocks(readme, 'sql').find((block) => block.includes('openbook_customers_org_demo'))
     if (!commands || !view) throw new Error('no --pg example in the README')
     // Its own database, so that the default table names start empty.
     const name = `${database.name}_readme`

@@ -1,4 +1,7 @@
-/** The columns of the CSV output, in the contract's order, and `deletedAt` for tombstones. */
+/**
+ * The columns of the CSV output, in the contract's order, and `deletedAt` for tombstones (and
+ * for appointments `leftWindowAt`, for rows that left the window).
+ */
 export const CUSTOMER_COLUMNS = [
   'id',
   'supportId',
@@ -51,6 +54,7 @@ export const APPOINTMENT_COLUMNS = [
   'createdAt',
   'updatedAt',
   'deletedAt',
+  'leftWindowAt',
 ] as const
 
 /** RFC 4180: quoted when it holds a comma, a quote or a line break; a formula's lead character defused. */

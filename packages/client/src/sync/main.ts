@@ -1,7 +1,8 @@
-import { readFileSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { AuthenticationError, BadRequestError, OpenbookError } from '../errors.js'
-import { runSync, type SyncProgress, type SyncResource, SyncUsageError } from './sync.js'
+import { ApiError, AuthenticationError, BadRequestError, OpenbookError, UsageError } from '../errors.js'
+import type { ClientEvent } from '../transport.js'
+import { runSync, type SyncProgress, type SyncResource, SyncTargetError, SyncUsageError } from './sync.js'
 
 const USAGE = `Usage: openbook-sync customers|appointments (--key-file FILE | --key-env NAME) --base-url URL (--out FILE.ndjson|FILE.csv | --pg postgres://…) [options]
 
@@ -9,30 +10,57 @@ Copies an organization's customers or appointments from the openbook public API 
 a PostgreSQL table, without missing a row. A rerun after an interruption (even kill -9) goes on
 where it stopped: no row twice, none skipped. When a pass completes, the ids the previous complete
 pass had and this one has not get a tombstone: {"id":…,"deletedAt":…} in NDJSON, a row with only
-id and deletedAt in CSV, deleted_at set in PostgreSQL. An interrupted pass marks none.
+id and deletedAt in CSV, deleted_at set in PostgreSQL. An interrupted pass marks none. Missing
+appointments are looked up first: moved ones are written, ones outside the window now are marked
+left-window ({"id":…,"leftWindowAt":…}, left_window_at), and only ones no longer listed deleted.
 
 Options:
   --key-file FILE     read the API key from FILE (the key is never printed)
   --key-env NAME      read the API key from the environment variable NAME
   --base-url URL      the API's address, e.g. http://127.0.0.1:3000
   --out FILE          .ndjson (or .jsonl) or .csv; appended to, pass after pass
-  --pg URL            postgres://… : upsert on id into a table it creates (needs the pg package):
-                      id text primary key, data jsonb, synced_at, deleted_at, sync_pass
-  --table NAME        with --pg: the table (default openbook_customers / openbook_appointments)
+  --pg URL            postgres://… : upsert into a table it creates (needs the pg package):
+                      org_id, id (the primary key), data jsonb, synced_at, deleted_at, sync_pass
+  --table NAME        with --pg: the table (default openbook_customers_ORG /
+                      openbook_appointments_ORG, ORG the key's organization)
+  --org ID            the key's organization, needed only when it has no active appointment
+                      (the API names the organization in appointments only); else checked
   --since ISO         appointments: start time at or after (inclusive)
   --until ISO         appointments: start time at or before (inclusive)
+  --window A..B       appointments: a rolling window on the start time, from now: -90d..+30d
+                      (days d or hours h). Each pass reads the window of the day; rows that
+                      leave it are marked left-window (leftWindowAt, left_window_at), never
+                      deleted; one state for every night (instead of --since/--until)
+  --now ISO           what --window is relative to (default: now), e.g. to redo a missed night
   --state FILE        the state file (default: FILE.state.json next to --out;
-                      with --pg, openbook-sync.DATABASE.TABLE.state.json here)
-  --page-size N       rows per request, 1 to 99 (default 50)
-  --timeout-ms N      time-out of one request (default 30000)
+                      with --pg, openbook-sync.DATABASE.TABLE.state.json here);
+                      it records the organization: another organization's key is refused
+  --page-size N       rows per request (the API's limit), 2 to 100 (default 100); each request
+                      re-reads the previous one's last row, so N-1 are new
+  --checkpoint-every T  save the state every T (default 5s) ...
+  --checkpoint-pages N  ... or every N pages (default 100), whichever comes first; a crash
+                      re-reads what came after the last save (the output flushed to disk first)
+  --timeout-ms N      time-out of one attempt of a request (default 30000)
+  --max-elapsed T     retry a failing request for up to T: 90s, 10m, 1h (default 5m; enough
+                      for a server restart), with backoff of up to 5 s between attempts
+  --max-attempts N    attempts of one request, the first included (default: no limit but
+                      --max-elapsed); 1 for no retry
   --json              print a JSON summary on standard output
   -h, --help          this text
 
 One request at a time (the contract asks for at most two). Progress goes to standard error: a
 bar with rate and ETA on a terminal, plain lines otherwise.
-Exit codes: 0 the pass completed; 1 it failed and a rerun resumes it; 2 a usage or key error.`
+Exit codes, for a scheduler:
+  0  the pass completed
+  1  temporary: the server or the network failed beyond the retries, PostgreSQL is unreachable,
+     or the run was interrupted; retry later, the rerun resumes where this one stopped
+  2  usage: a wrong option, file, table or --org; the same command fails again, fix it first
+  3  the key is refused (401: unknown, revoked or expired); fix the key first`
 
-function fail(code: 1 | 2, message: string): never {
+/** The exit codes (USAGE): 1 retry later, 2 fix the command, 3 fix the key. */
+const EXIT = { temporary: 1, usage: 2, key: 3 } as const
+
+function fail(code: 1 | 2 | 3, message: string): never {
   process.stderr.write(`openbook-sync: ${message}\n`)
   process.exit(code)
 }
@@ -41,6 +69,11 @@ function readKey(values: { 'key-file'?: string | undefined; 'key-env'?: string |
   if (values['key-file'] && values['key-env']) fail(2, 'give --key-file or --key-env, not both')
   if (values['key-file']) {
     try {
+      const mode = statSync(values['key-file']).mode & 0o777
+      if (mode & 0o077)
+        process.stderr.write(
+          `openbook-sync: warning: ${values['key-file']} can be read by other users (mode ${mode.toString(8).padStart(4, '0')}): chmod 600 it\n`,
+        )
       return readFileSync(values['key-file'], 'utf8').trim()
     } catch (error) {
       fail(2, `cannot read --key-file: ${(error as NodeJS.ErrnoException).code ?? 'error'}`)
@@ -58,6 +91,16 @@ function number(name: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined
   if (!/^\d{1,9}$/.test(text)) fail(2, `--${name} must be a whole number`)
   return Number(text)
+}
+
+const UNITS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 } as const
+
+/** `90s`, `10m`, `1h`, `500ms`: milliseconds. */
+function duration(name: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined
+  const match = /^(\d{1,7})(ms|s|m|h)$/.exec(text)
+  if (!match) fail(2, `--${name} must be a duration such as 90s, 10m or 1h`)
+  return Number(match[1]) * UNITS[match[2] as keyof typeof UNITS]
 }
 
 /** A bar with rate and ETA on a terminal; a line every few seconds otherwise. */
@@ -99,7 +142,17 @@ function progressReporter(resource: string): { update(progress: SyncProgress): v
 async function main(): Promise<void> {
   let parsed: ReturnType<typeof parse>
   function parse() {
+    // `--window -90d..+30d`: a value that starts with a dash is taken for an option by parseArgs.
+    const args = process.argv.slice(2)
+    const joined = args.flatMap((arg, n) =>
+      arg === '--window' && /^-\d/.test(args[n + 1] ?? '')
+        ? [`--window=${args[n + 1]}`]
+        : args[n - 1] === '--window' && /^-\d/.test(arg)
+          ? []
+          : [arg],
+    )
     return parseArgs({
+      args: joined,
       allowPositionals: true,
       options: {
         'key-file': { type: 'string' },
@@ -108,11 +161,18 @@ async function main(): Promise<void> {
         out: { type: 'string' },
         pg: { type: 'string' },
         table: { type: 'string' },
+        org: { type: 'string' },
         since: { type: 'string' },
+        window: { type: 'string' },
+        now: { type: 'string' },
         until: { type: 'string' },
         state: { type: 'string' },
         'page-size': { type: 'string' },
         'timeout-ms': { type: 'string' },
+        'max-elapsed': { type: 'string' },
+        'max-attempts': { type: 'string' },
+        'checkpoint-every': { type: 'string' },
+        'checkpoint-pages': { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -136,6 +196,11 @@ async function main(): Promise<void> {
   if (!values.out && !values.pg) fail(2, '--out or --pg is required')
   if (values.table && !values.pg) fail(2, '--table applies to --pg only')
   const apiKey = readKey(values)
+  const maxElapsedMs = duration('max-elapsed', values['max-elapsed'])
+  const maxAttempts = number('max-attempts', values['max-attempts'])
+  if (maxAttempts === 0) fail(2, '--max-attempts must be at least 1')
+  /** The attempts of the last request, and when it was first tried: for the failure's line. */
+  const attempts = { count: 0, since: Date.now() }
   const progress = progressReporter(resource)
   const controller = new AbortController()
   process.once('SIGINT', () => controller.abort(new Error('interrupted')))
@@ -145,11 +210,23 @@ async function main(): Promise<void> {
       resource: resource as SyncResource,
       apiKey,
       baseUrl: values['base-url'],
+      org: values.org,
       since: values.since,
+      window: values.window,
+      now: values.now,
       until: values.until,
       statePath: values.state,
       pageSize: number('page-size', values['page-size']),
       timeoutMs: number('timeout-ms', values['timeout-ms']),
+      maxElapsedMs,
+      maxAttempts,
+      checkpointMs: duration('checkpoint-every', values['checkpoint-every']),
+      checkpointPages: number('checkpoint-pages', values['checkpoint-pages']),
+      onClientEvent: (event: ClientEvent) => {
+        if (event.type !== 'request') return
+        if (event.attempt === 1) attempts.since = Date.now()
+        attempts.count = event.attempt
+      },
       signal: controller.signal,
       onProgress: (p: SyncProgress) => progress.update(p),
     }
@@ -166,19 +243,30 @@ async function main(): Promise<void> {
       )
   } catch (error) {
     progress.end()
-    if (error instanceof Error && error.name === 'PgTargetError') fail(2, error.message)
-    if (error instanceof SyncUsageError || (error instanceof TypeError && !(error instanceof OpenbookError)))
-      fail(2, error.message)
-    if (error instanceof RangeError) fail(2, error.message)
-    if (error instanceof AuthenticationError || error instanceof BadRequestError)
+    const request = (e: OpenbookError) => (e.requestId ? `, request ${e.requestId}` : '')
+    if (error instanceof AuthenticationError)
+      fail(EXIT.key, `${error.message} (${error.code ?? error.status}${request(error)}): check the key`)
+    if (error instanceof BadRequestError)
+      fail(EXIT.usage, `${error.message} (${error.code ?? error.status}${request(error)})`)
+    if (error instanceof SyncUsageError) fail(EXIT.usage, error.message)
+    // 404, 405, 403 from a proxy …: the base URL is wrong, a rerun gets the same.
+    if (error instanceof ApiError && !error.retryable)
+      fail(EXIT.usage, `${error.message} (HTTP ${error.status}${request(error)}): check --base-url`)
+    if (error instanceof UsageError) fail(EXIT.usage, error.message)
+    if (error instanceof SyncTargetError) fail(EXIT.temporary, `${error.message}; rerun to resume`)
+    if (error instanceof OpenbookError && error.retryable) {
+      const seconds = Math.round((Date.now() - attempts.since) / 1000)
       fail(
-        2,
-        `${error.message} (${error.code ?? error.status}${error.requestId ? `, request ${error.requestId}` : ''})`,
+        EXIT.temporary,
+        `${error.message} (after ${attempts.count} attempt${attempts.count === 1 ? '' : 's'} in ${seconds}s${request(error)}); rerun to resume`,
       )
+    }
     if (error instanceof OpenbookError)
-      fail(1, `${error.message}${error.requestId ? ` (request ${error.requestId})` : ''}; rerun to resume`)
-    if (controller.signal.aborted) fail(1, `${(error as Error).message}; rerun to resume`)
-    fail(1, `${(error as Error).message ?? String(error)}; rerun to resume`)
+      fail(
+        EXIT.temporary,
+        `${error.message}${error.requestId ? ` (request ${error.requestId})` : ''}; rerun to resume`,
+      )
+    fail(EXIT.temporary, `${(error as Error)?.message ?? String(error)}; rerun to resume`)
   }
 }
 

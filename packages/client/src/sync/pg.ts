@@ -1,12 +1,20 @@
 import type { Cursor } from '../paginate.js'
 import {
+  asSyncError,
+  Checkpoints,
+  checkMissing,
+  checkOrganization,
   identityOf,
+  openState,
+  organizationOf,
+  orgTag,
   readPass,
-  readState,
   type SyncOptions,
-  type SyncState,
   type SyncSummary,
   SyncUsageError,
+  syncClient,
+  type Verdicts,
+  windowOf,
   writeState,
 } from './sync.js'
 
@@ -22,13 +30,16 @@ type PgClientConstructor = new (config: { connectionString: string; application_
 export interface PgSyncOptions extends Omit<SyncOptions, 'out'> {
   /** A postgres:// connection string. It is never printed (it may hold a password). */
   readonly pg: string
-  /** Default: `openbook_<resource>`. A plain name or `schema.name`. */
+  /** Default: `openbook_<resource>_<organization>`. A plain name or `schema.name`. */
   readonly table?: string | undefined
 }
 
 /** Raised when the database itself refuses us (authentication, unknown database): a usage error. */
-export class PgTargetError extends Error {
-  override readonly name = 'PgTargetError'
+export class PgTargetError extends SyncUsageError {
+  override readonly name: string = 'PgTargetError'
+  constructor(message: string) {
+    super(message, 'pg_refused')
+  }
 }
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
@@ -61,6 +72,28 @@ async function loadPg(): Promise<PgClientConstructor> {
   return Client as PgClientConstructor
 }
 
+/**
+ * A table is one organization's: one made by an earlier openbook-sync (keyed on `id` alone, with
+ * no `org_id`) or holding another organization's rows is refused, in one line.
+ */
+async function checkTable(db: PgClient, table: string, tableName: string, orgId: string): Promise<void> {
+  let rows: Record<string, unknown>[]
+  try {
+    ;({ rows } = await db.query(`select org_id from ${table} where org_id <> $1 limit 1`, [orgId]))
+  } catch (error) {
+    if ((error as { code?: unknown }).code === '42703')
+      throw new SyncUsageError(
+        `table ${tableName} has no org_id column (an earlier openbook-sync keyed it on id alone, for any organization): rename or drop it, or give another --table`,
+      )
+    throw error
+  }
+  const other = rows[0]?.org_id
+  if (other !== undefined)
+    throw new SyncUsageError(
+      `table ${tableName} holds organization ${String(other)}'s rows, and this key is organization ${orgId}'s: give another --table`,
+    )
+}
+
 /** SQLSTATEs that a rerun will not cure: bad password, no such database or role, no privilege. */
 const REFUSALS = /^(28|3D|42501)/
 
@@ -71,32 +104,38 @@ const REFUSALS = /^(28|3D|42501)/
  * the pass completes, rows that an earlier pass saw and this one did not get `deleted_at`;
  * an incomplete pass marks none.
  */
-export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
+export function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
+  return asSyncError(options.signal, () => pgSync(options))
+}
+
+async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
   const started = Date.now()
-  if (options.resource === 'customers' && (options.since || options.until))
-    throw new SyncUsageError('--since and --until apply to appointments only')
-  const tableName = options.table ?? `openbook_${options.resource}`
-  const table = quoteTable(tableName)
+  const freshWindow = windowOf(options)
+  if (options.table !== undefined) quoteTable(options.table)
   let databaseName: string
   try {
     const url = new URL(options.pg)
-    if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new TypeError(url.protocol)
+    if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new SyncUsageError(url.protocol)
     databaseName = decodeURIComponent(url.pathname.slice(1)) || 'postgres'
   } catch {
     throw new SyncUsageError('--pg must be a postgres://… URL')
   }
   if (!/^[A-Za-z0-9_.-]+$/.test(databaseName))
     throw new SyncUsageError('--pg: name the database with letters, digits, _ . or -')
+  const Client = await loadPg()
+  const { client, retries } = syncClient(options)
+  const orgId = await organizationOf(client, options.org, options.signal)
+  const tableName = options.table ?? `openbook_${options.resource}_${orgTag(orgId)}`
+  const table = quoteTable(tableName)
   const statePath = options.statePath ?? `openbook-sync.${databaseName}.${tableName}.state.json`
   // The database and the table, not the host: the same database may be reached another way.
-  const identity = identityOf(options, `pg:${databaseName}/${tableName}`)
-  let state: SyncState = readState(statePath) ?? { version: 1, identity, completePass: 0, current: null }
-  if (state.identity !== identity)
-    throw new SyncUsageError(
-      `${statePath} belongs to another sync (the resource, the window, the database or the table differ): use another --state`,
-    )
+  const identity = identityOf(options, orgId, `pg:${databaseName}/${tableName}`)
+  let state = openState(
+    statePath,
+    { version: 2, orgId, identity, completePass: 0, current: null },
+    '--table (or --state)',
+  )
 
-  const Client = await loadPg()
   const db = new Client({ connectionString: options.pg, application_name: 'openbook-sync' })
   db.on('error', () => {}) // a dropped connection fails the next query, which is reported
   try {
@@ -110,56 +149,95 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
   try {
     await db.query(
       `create table if not exists ${table} (
-         id text primary key,
+         org_id text not null,
+         id text not null,
          data jsonb not null,
          synced_at timestamptz not null,
          deleted_at timestamptz,
-         sync_pass integer not null
+         left_window_at timestamptz,
+         sync_pass integer not null,
+         primary key (org_id, id)
        )`,
     )
+    await checkTable(db, table, tableName, orgId)
+    await db.query(`alter table ${table} add column if not exists left_window_at timestamptz`)
     const resumed = state.current !== null
     let current = state.current
     if (current === null) {
       // Pass numbers only grow, even if the state file was lost: older rows keep lower ones.
-      const { rows } = await db.query(`select coalesce(max(sync_pass), 0)::int as pass from ${table}`)
+      const { rows } = await db.query(
+        `select coalesce(max(sync_pass), 0)::int as pass from ${table} where org_id = $1`,
+        [orgId],
+      )
       const pass = Math.max(state.completePass, Number(rows[0]?.pass ?? 0)) + 1
-      current = { pass, cursor: undefined, outBytes: 0, idsBytes: 0, rows: 0 }
+      current = { pass, cursor: undefined, outBytes: 0, idsBytes: 0, rows: 0, window: freshWindow }
       state = { ...state, current }
       writeState(statePath, state)
     }
     const pass = current.pass
+    const window = current.window ?? freshWindow
+    // After a resume, the rows this pass saw already are not yielded again (a row moved since).
+    const seen = current.cursor
+      ? (
+          await db.query(`select id from ${table} where org_id = $1 and sync_pass = $2`, [orgId, pass])
+        ).rows.map((row) => String(row.id))
+      : []
 
-    const { paginator, retries } = readPass(options, current.cursor)
+    const paginator = readPass(options, client, current.cursor, window, seen)
+    const checkpoints = Checkpoints.of(options)
     let rows = current.rows
     let pages = 0
     let cursor: Cursor | undefined = current.cursor
-    for await (const page of paginator.pages()) {
-      await db.query('begin')
-      try {
-        await db.query(
-          `insert into ${table} (id, data, synced_at, deleted_at, sync_pass)
-           select e->>'id', e, now(), null, $2 from jsonb_array_elements($1::jsonb) as e
-           on conflict (id) do update
-             set data = excluded.data, synced_at = excluded.synced_at, deleted_at = null,
-                 sync_pass = excluded.sync_pass`,
-          [JSON.stringify(page.data), pass],
-        )
-        await db.query('commit')
-      } catch (error) {
-        await db.query('rollback').catch(() => {})
-        throw error
-      }
-      rows += page.data.length
-      cursor = page.cursor
-      state = { ...state, current: { pass, cursor, outBytes: 0, idsBytes: 0, rows } }
+    /** A transaction holds the pages since the last checkpoint; false when PostgreSQL failed. */
+    let open = false
+    let healthy = true
+    /** Commits the pages so far, then saves where the pass stands. */
+    const checkpoint = async () => {
+      if (open) await db.query('commit')
+      open = false
+      state = { ...state, current: { pass, cursor, outBytes: 0, idsBytes: 0, rows, window } }
       writeState(statePath, state)
-      options.onProgress?.({ rows, total: page.pagination.total, pass })
-      if (options.stopAfterPages !== undefined && ++pages >= options.stopAfterPages && !page.cursor.done)
-        break
+      checkpoints.done()
+    }
+    try {
+      for await (const page of paginator.pages()) {
+        checkOrganization(page.data, orgId)
+        checkOrganization(page.moved, orgId)
+        try {
+          if (!open) await db.query('begin')
+          open = true
+          await db.query(
+            `insert into ${table} (org_id, id, data, synced_at, deleted_at, sync_pass)
+             select $3, e->>'id', e, now(), null, $2 from jsonb_array_elements($1::jsonb) as e
+             on conflict (org_id, id) do update
+               set data = excluded.data, synced_at = excluded.synced_at, deleted_at = null,
+                   left_window_at = null, sync_pass = excluded.sync_pass`,
+            // Rows moved since they were upserted come again as they are now: updated.
+            [JSON.stringify([...page.data, ...page.moved]), pass, orgId],
+          )
+        } catch (error) {
+          healthy = false
+          throw error
+        }
+        rows += page.data.length
+        cursor = page.cursor
+        if (checkpoints.page()) await checkpoint()
+        options.onProgress?.({ rows, total: page.pagination.total, pass })
+        if (options.stopAfterPages !== undefined && ++pages >= options.stopAfterPages && !page.cursor.done)
+          break
+      }
+      await checkpoint()
+    } catch (error) {
+      // Reading failed (or was interrupted) after whole pages: commit and save them for the rerun.
+      // When PostgreSQL failed, the transaction is lost: the rerun reads it again.
+      if (healthy) await checkpoint().catch(() => {})
+      else if (open) await db.query('rollback').catch(() => {})
+      throw error
     }
 
     const summary = {
       resource: options.resource,
+      orgId,
       out: tableName,
       format: 'pg' as const,
       pass,
@@ -167,23 +245,93 @@ export async function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
       requests: paginator.stats.requests,
       rereads: paginator.stats.rereads,
       retries: retries(),
+      checkpoints: checkpoints.count,
+      window,
+      moved: paginator.stats.moved,
     }
     if (!cursor?.done)
-      return { ...summary, rows, complete: false, tombstones: 0, durationMs: Date.now() - started }
+      return {
+        ...summary,
+        rows,
+        complete: false,
+        tombstones: 0,
+        checked: 0,
+        recovered: 0,
+        leftWindow: 0,
+        durationMs: Date.now() - started,
+      }
 
-    // Complete: rows this pass did not see are gone. Counted from the table, so a page re-read
-    // after a crash between its commit and the state file is not counted twice.
-    const marked = await db.query(
-      `update ${table} set deleted_at = now() where sync_pass < $1 and deleted_at is null returning id`,
-      [pass],
+    // Complete. Customers this pass did not see are gone. Appointments are checked first
+    // (checkMissing): moved ones are written, ones outside the window marked left-window, and
+    // only the ones no longer listed are marked deleted. Counted from the table, so a page
+    // re-read after a crash between its commit and the state file is not counted twice.
+    let verdicts: Verdicts = { gone: [], left: [], back: [], requests: 0 }
+    let checked = 0
+    if (options.resource === 'appointments') {
+      const missing = await db.query(
+        `select id, data->>'start' as start, data->>'customerId' as customer from ${table}
+         where org_id = $1 and sync_pass < $2 and deleted_at is null and left_window_at is null`,
+        [orgId, pass],
+      )
+      checked = missing.rows.length
+      verdicts = await checkMissing(
+        client,
+        missing.rows.map((row) => ({
+          id: String(row.id),
+          start: row.start === null ? undefined : String(row.start),
+          customerId: row.customer === null ? undefined : String(row.customer),
+        })),
+        window,
+        options.signal,
+      )
+      checkOrganization(verdicts.back, orgId)
+    }
+    await db.query('begin')
+    let marked: { rows: Record<string, unknown>[] }
+    try {
+      if (verdicts.back.length > 0)
+        await db.query(
+          `update ${table} t set data = e, synced_at = now(), deleted_at = null, left_window_at = null,
+             sync_pass = $2
+           from jsonb_array_elements($1::jsonb) as e where t.org_id = $3 and t.id = e->>'id'`,
+          [JSON.stringify(verdicts.back), pass, orgId],
+        )
+      if (verdicts.left.length > 0)
+        await db.query(
+          `update ${table} set left_window_at = now() where org_id = $1 and id = any($2::text[])`,
+          [orgId, verdicts.left],
+        )
+      marked =
+        options.resource === 'appointments'
+          ? await db.query(
+              `update ${table} set deleted_at = now()
+               where org_id = $1 and id = any($2::text[]) and deleted_at is null returning id`,
+              [orgId, verdicts.gone],
+            )
+          : await db.query(
+              `update ${table} set deleted_at = now()
+               where org_id = $2 and sync_pass < $1 and deleted_at is null returning id`,
+              [pass, orgId],
+            )
+      await db.query('commit')
+    } catch (error) {
+      await db.query('rollback').catch(() => {})
+      throw error
+    }
+    const seenRows = await db.query(
+      `select count(*)::int as n from ${table} where org_id = $2 and sync_pass = $1`,
+      [pass, orgId],
     )
-    const seen = await db.query(`select count(*)::int as n from ${table} where sync_pass = $1`, [pass])
-    writeState(statePath, { version: 1, identity, completePass: pass, current: null })
+    writeState(statePath, { version: 2, orgId, identity, completePass: pass, current: null })
     return {
       ...summary,
-      rows: Number(seen.rows[0]?.n ?? rows),
+      requests: summary.requests + verdicts.requests,
+      rows: Number(seenRows.rows[0]?.n ?? rows),
       complete: true,
       tombstones: marked.rows.length,
+      checked,
+      recovered: verdicts.back.length,
+      leftWindow: verdicts.left.length,
       durationMs: Date.now() - started,
     }
   } finally {

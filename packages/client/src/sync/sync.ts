@@ -3,6 +3,7 @@ import {
   closeSync,
   existsSync,
   fsyncSync,
+  mkdirSync,
   openSync,
   readFileSync,
   renameSync,
@@ -11,8 +12,11 @@ import {
   truncateSync,
   writeSync,
 } from 'node:fs'
+import { dirname } from 'node:path'
 import { type Appointment, type AutoPaginator, type Customer, Openbook } from '../client.js'
+import { OpenbookError, UsageError } from '../errors.js'
 import type { Cursor } from '../paginate.js'
+import { BATCH_RETRY, type ClientEvent, type RetryOptions } from '../transport.js'
 import { APPOINTMENT_COLUMNS, CUSTOMER_COLUMNS, csvLine } from './fields.js'
 
 export type SyncResource = 'customers' | 'appointments'
@@ -23,18 +27,75 @@ export interface SyncOptions {
   readonly apiKey: string
   readonly baseUrl: string
   readonly out: string
+  /**
+   * The key's organization, when it cannot be read from the API (an organization without any
+   * active appointment). When the API shows it, it must be this one.
+   */
+  readonly org?: string | undefined
   /** Appointments only: the window on the start time, inclusive. */
   readonly since?: string | undefined
   readonly until?: string | undefined
+  /**
+   * Appointments only: a rolling window on the start time, relative to `now`: `-90d..+30d`
+   * (days `d` or hours `h`). Each pass reads the window as it is when the pass starts; moving
+   * with time, it stays the same sync (unlike `since`/`until`, which it replaces).
+   */
+  readonly window?: string | undefined
+  /** What a rolling window is relative to (default: the current time). */
+  readonly now?: Date | string | undefined
   /** Default: `<out>.state.json`. */
   readonly statePath?: string | undefined
+  /** Rows per request, the API's `limit`: 2 to 100 (default 100); each request re-reads one row. */
   readonly pageSize?: number | undefined
   readonly timeoutMs?: number | undefined
+  /** Attempts of one request, the first included (default: no limit but `maxElapsedMs`). */
   readonly maxAttempts?: number | undefined
+  /** No retry of a request starts later than this after its first attempt (default 5 minutes). */
+  readonly maxElapsedMs?: number | undefined
+  /** Told about each request, response and retry (never the key or a payload). */
+  readonly onClientEvent?: ((event: ClientEvent) => void) | undefined
   readonly signal?: AbortSignal | undefined
   readonly onProgress?: (progress: SyncProgress) => void
-  /** Test hook: stop after this many pages, as if killed (the state stays as it is). */
+  /**
+   * The state is saved (the output flushed to disk first) every `checkpointPages` pages or
+   * `checkpointMs` milliseconds, whichever comes first (default 100 pages, 5 s), at the end, and
+   * when the run fails or is interrupted; a crash re-reads what came after the last one.
+   */
+  readonly checkpointPages?: number | undefined
+  readonly checkpointMs?: number | undefined
+  /** Stop after this many pages (saved), as an interruption would. */
   readonly stopAfterPages?: number | undefined
+}
+
+/** The default checkpoint interval of `SyncOptions`. */
+export const CHECKPOINT = { pages: 100, ms: 5_000 } as const
+
+/** Tells when a checkpoint is due: every `pages` pages or `ms` milliseconds. */
+export class Checkpoints {
+  #pages = 0
+  #since = Date.now()
+  /** Checkpoints made. */
+  count = 0
+  constructor(readonly every: { readonly pages: number; readonly ms: number }) {
+    if (!Number.isInteger(every.pages) || every.pages < 1 || !(every.ms >= 0))
+      throw new SyncUsageError('the checkpoint interval must be at least one page')
+  }
+  static of(options: Pick<SyncOptions, 'checkpointPages' | 'checkpointMs'>): Checkpoints {
+    return new Checkpoints({
+      pages: options.checkpointPages ?? CHECKPOINT.pages,
+      ms: options.checkpointMs ?? CHECKPOINT.ms,
+    })
+  }
+  /** One more page written: is a checkpoint due? */
+  page(): boolean {
+    return ++this.#pages >= this.every.pages || Date.now() - this.#since >= this.every.ms
+  }
+  /** A checkpoint was made. */
+  done(): void {
+    this.#pages = 0
+    this.#since = Date.now()
+    this.count++
+  }
 }
 
 export interface SyncProgress {
@@ -43,8 +104,16 @@ export interface SyncProgress {
   readonly pass: number
 }
 
+/** The window of one pass, on the appointments' start (inclusive ISO date-times). */
+export interface PassWindow {
+  readonly since?: string | undefined
+  readonly until?: string | undefined
+}
+
 export interface SyncSummary {
   readonly resource: SyncResource
+  /** The key's organization: the sync's state, table and rows are this organization's. */
+  readonly orgId: string
   /** The file, or for `--pg` the table. */
   readonly out: string
   readonly format: OutputFormat | 'pg'
@@ -59,6 +128,18 @@ export interface SyncSummary {
   readonly requests: number
   readonly rereads: number
   readonly retries: number
+  /** State saves this run (each after the rows before it were on disk or committed). */
+  readonly checkpoints: number
+  /** The window this pass read (appointments). */
+  readonly window: PassWindow
+  /** Rows met again at an earlier start after they were read (moved): written again, updated. */
+  readonly moved: number
+  /** Rows of the previous pass that this one did not see, checked before anything was marked. */
+  readonly checked: number
+  /** Of those, rows found active again in the window (moved ahead of the cursor): written. */
+  readonly recovered: number
+  /** Of those, rows now outside the window (aged out or moved out): marked left-window. */
+  readonly leftWindow: number
   readonly durationMs: number
 }
 
@@ -69,8 +150,10 @@ export interface SyncSummary {
  * from its cursor, so no row is written twice and none is skipped.
  */
 export interface SyncState {
-  readonly version: 1
-  /** The resource and window: another of them is another sync. */
+  readonly version: 2
+  /** The organization whose rows this sync copies: a key of another one is refused. */
+  readonly orgId: string
+  /** The organization, resource, window (and table): another of them is another sync. */
   readonly identity: string
   /** The last pass that finished, whose ids are in `<state>.pass-N.ids`; 0 for none. */
   readonly completePass: number
@@ -81,11 +164,52 @@ export interface SyncState {
     readonly outBytes: number
     readonly idsBytes: number
     readonly rows: number
+    /** The window the pass reads, fixed when it started (a rolling window moves between passes). */
+    readonly window?: PassWindow | undefined
   } | null
 }
 
-export class SyncUsageError extends Error {
-  override readonly name = 'SyncUsageError'
+/**
+ * The command or its files are wrong, and a rerun of the same command will fail the same way:
+ * a bad option, a state or table of another sync or organization.
+ */
+export class SyncUsageError extends UsageError {
+  override readonly name: string = 'SyncUsageError'
+  constructor(message: string, code = 'sync_usage') {
+    super(message, code)
+  }
+}
+
+/**
+ * The output failed: a file that cannot be written (no space, no permission) or PostgreSQL failing
+ * during the sync (`code` is the errno or the SQLSTATE). The rows saved so far stay; a rerun
+ * resumes once the cause is gone.
+ */
+export class SyncTargetError extends OpenbookError {
+  override readonly name: string = 'SyncTargetError'
+  constructor(error: unknown) {
+    const code = (error as { code?: unknown } | undefined)?.code
+    super({
+      error: 'Output failed',
+      message: error instanceof Error ? error.message : String(error),
+      code: typeof code === 'string' ? code : 'target_failed',
+      retryable: true,
+      cause: error,
+    })
+  }
+}
+
+/**
+ * Runs `work`; a failure that is not an OpenbookError (the file system, PostgreSQL) becomes a
+ * SyncTargetError, except an abort, which is thrown as the signal's reason.
+ */
+export async function asSyncError<T>(signal: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work()
+  } catch (error) {
+    if (error instanceof OpenbookError || (signal?.aborted && error === signal.reason)) throw error
+    throw new SyncTargetError(error)
+  }
 }
 
 export function formatOf(out: string): OutputFormat {
@@ -95,20 +219,64 @@ export function formatOf(out: string): OutputFormat {
 }
 
 export function identityOf(
-  options: Pick<SyncOptions, 'resource' | 'since' | 'until'>,
+  options: Pick<SyncOptions, 'resource' | 'since' | 'until' | 'window'>,
+  orgId: string,
   target?: string,
 ): string {
   // Not the base URL: the same API may be reached another way (a proxy, another host name).
-  const parts: unknown[] = [options.resource, options.since ?? null, options.until ?? null]
+  // Not the key either: a new key of the same organization goes on with the same sync.
+  // A rolling window by its definition, not by its dates of the day.
+  const window = options.window === undefined ? [] : [`window:${options.window}`]
+  const parts: unknown[] = [orgId, options.resource, options.since ?? null, options.until ?? null, ...window]
   if (target !== undefined) parts.push(target)
   const what = JSON.stringify(parts)
   return createHash('sha256').update(what).digest('hex').slice(0, 16)
 }
 
+/**
+ * An organization id as a part of a table or file name: itself when it is made of lowercase
+ * letters, digits and underscores (at most 30), else a cleaned prefix and a hash of it, so that
+ * two organizations never share a name.
+ */
+export function orgTag(orgId: string): string {
+  if (/^[a-z0-9_]{1,30}$/.test(orgId)) return orgId
+  const clean = orgId
+    .toLowerCase()
+    .replace(/[^a-z0-9_]+/g, '_')
+    .slice(0, 20)
+  return `${clean}_${createHash('sha256').update(orgId).digest('hex').slice(0, 8)}`
+}
+
 export function readState(path: string): SyncState | undefined {
   if (!existsSync(path)) return undefined
-  const state = JSON.parse(readFileSync(path, 'utf8')) as SyncState
-  if (state.version !== 1) throw new SyncUsageError(`${path} is not a state file this version knows`)
+  let state: SyncState | { version: number }
+  try {
+    state = JSON.parse(readFileSync(path, 'utf8')) as SyncState | { version: number }
+  } catch {
+    throw new SyncUsageError(`${path} is not a state file (not JSON)`)
+  }
+  if (state.version === 1)
+    throw new SyncUsageError(
+      `${path} was written by an earlier openbook-sync that did not record the organization: move it (and what it synced) away to start over`,
+    )
+  if (state.version !== 2) throw new SyncUsageError(`${path} is not a state file this version knows`)
+  return state as SyncState
+}
+
+/**
+ * The state at `path`, or `fresh` when there is none; refused, in one line, when it is another
+ * organization's or another sync's.
+ */
+export function openState(path: string, fresh: SyncState, what: string): SyncState {
+  const state = readState(path) ?? fresh
+  if (state.orgId !== fresh.orgId)
+    throw new SyncUsageError(
+      `${path} is the state of organization ${state.orgId}'s sync, and this key is organization ${fresh.orgId}'s: use another ${what}`,
+    )
+  if (state.identity !== fresh.identity)
+    throw new SyncUsageError(
+      `${path} belongs to another sync (the resource, the window${what.includes('table') ? ', the database or the table' : ''} differ): use another ${what}`,
+    )
   return state
 }
 
@@ -126,59 +294,243 @@ export function writeState(path: string, state: SyncState): void {
 
 const size = (path: string) => (existsSync(path) ? statSync(path).size : 0)
 
+/** Writes all of `text`; returns its length in bytes. */
+function writeAll(fd: number, text: string): number {
+  const bytes = Buffer.from(text)
+  for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at)
+  return bytes.length
+}
+
 /** Appends and flushes to disk. */
 function append(path: string, text: string): void {
   if (!text) return
   const fd = openSync(path, 'a')
   try {
-    writeSync(fd, text)
+    writeAll(fd, text)
     fsyncSync(fd)
   } finally {
     closeSync(fd)
   }
 }
 
-function readIds(path: string): Set<string> {
-  if (!existsSync(path)) return new Set()
-  return new Set(
-    readFileSync(path, 'utf8')
-      .split('\n')
-      .filter((line) => line !== ''),
+/**
+ * A pass's ids file: one JSON line per row, `"id"` for a customer, `["id","start","customerId"]`
+ * for an appointment (what checkMissing needs to know of a row that goes missing).
+ */
+function idsLine(row: { id: string; start?: string; customerId?: string }, resource: SyncResource): string {
+  return `${JSON.stringify(resource === 'customers' ? row.id : [row.id, row.start ?? null, row.customerId ?? null])}\n`
+}
+
+function readIds(path: string): Map<string, Missing> {
+  const entries = new Map<string, Missing>()
+  if (!existsSync(path)) return entries
+  for (const line of readFileSync(path, 'utf8').split('\n')) {
+    if (line === '') continue
+    const value = JSON.parse(line) as string | [string, string | null, string | null]
+    const [id, start, customerId] = typeof value === 'string' ? [value, null, null] : value
+    entries.set(id, { id, start: start ?? undefined, customerId: customerId ?? undefined })
+  }
+  return entries
+}
+
+/** openbook-sync's retries: `BATCH_RETRY`, for a batch job rather than an interactive call. */
+export const SYNC_RETRY: Required<RetryOptions> = BATCH_RETRY
+
+const WINDOW = /^([+-]?\d{1,5})([dh])\.\.([+-]?\d{1,5})([dh])$/
+const UNIT_MS = { d: 86_400_000, h: 3_600_000 } as const
+
+/** The window a new pass reads: `since`/`until`, or the rolling `window` as of `now`. */
+export function windowOf(
+  options: Pick<SyncOptions, 'resource' | 'since' | 'until' | 'window' | 'now'>,
+): PassWindow {
+  if (options.resource === 'customers' && (options.since || options.until || options.window))
+    throw new SyncUsageError('--since, --until and --window apply to appointments only')
+  if (options.window === undefined) return { since: options.since, until: options.until }
+  if (options.since || options.until) throw new SyncUsageError('give --window or --since/--until, not both')
+  const match = WINDOW.exec(options.window)
+  if (!match)
+    throw new SyncUsageError('--window must look like -90d..+30d: days (d) or hours (h) from now, twice')
+  const now = options.now === undefined ? Date.now() : new Date(options.now).getTime()
+  if (Number.isNaN(now)) throw new SyncUsageError('--now must be an ISO-8601 date-time')
+  const at = (amount: string | undefined, unit: string | undefined) =>
+    new Date(now + Number(amount) * UNIT_MS[unit as keyof typeof UNIT_MS]).toISOString()
+  const since = at(match[1], match[2])
+  const until = at(match[3], match[4])
+  if (since >= until) throw new SyncUsageError('--window must start before it ends')
+  return { since, until }
+}
+
+/** Whether `start` lies in the window (inclusive, as the API's filters). */
+export function inWindow(start: string, window: PassWindow): boolean {
+  const time = Date.parse(start)
+  return (
+    (window.since === undefined || time >= Date.parse(window.since)) &&
+    (window.until === undefined || time <= Date.parse(window.until))
   )
 }
 
+/** An appointment the previous pass saw and this one did not: what is known of it. */
+export interface Missing {
+  readonly id: string
+  readonly start: string | undefined
+  readonly customerId: string | undefined
+}
+
+export interface Verdicts {
+  /** No longer listed: deactivated or deleted. */
+  readonly gone: string[]
+  /** Outside the window now: aged out of a rolling window, or moved out of it. */
+  readonly left: string[]
+  /** Active and in the window, at another start: moved ahead of the cursor during the pass. */
+  readonly back: Appointment[]
+  /** Requests the check made. */
+  readonly requests: number
+}
+
 /**
- * The pages of one pass, from `resumeFrom` on, as both targets (files and `--pg`) read them: one
- * request at a time, retried, with the window of `--since` and `--until`. `retries()` counts the
- * retries made so far.
+ * What became of the appointments a complete pass did not see. One whose last known start is
+ * outside the window left it. The others are looked for among all the active appointments of
+ * their customer (one list per customer, any start), or for one without a customer, in a
+ * re-read of the window: not found, it is gone; found outside the window, it left it; found
+ * inside, it moved while the pass read the list, and is written now. So an active appointment
+ * is never marked deleted, except one without a customer that moved out of the window (then it
+ * is marked deleted, and written again if it comes back).
  */
-export function readPass(
-  options: Omit<SyncOptions, 'out'>,
-  resumeFrom: Cursor | undefined,
-): { paginator: AutoPaginator<Customer> | AutoPaginator<Appointment>; retries: () => number } {
+export async function checkMissing(
+  client: Openbook,
+  missing: readonly Missing[],
+  window: PassWindow,
+  signal: AbortSignal | undefined,
+): Promise<Verdicts> {
+  const gone: string[] = []
+  const left: string[] = []
+  const back: Appointment[] = []
+  let requests = 0
+  const wanted = new Map<string, Missing[]>()
+  const orphans: Missing[] = []
+  for (const row of missing) {
+    if (row.start !== undefined && !inWindow(row.start, window)) left.push(row.id)
+    else if (row.customerId !== undefined)
+      wanted.set(row.customerId, [...(wanted.get(row.customerId) ?? []), row])
+    else orphans.push(row)
+  }
+  const found = new Map<string, Appointment>()
+  const look = async (paginator: AutoPaginator<Appointment>, ids: Set<string>) => {
+    for await (const row of paginator) if (ids.has(row.id)) found.set(row.id, row)
+    requests += paginator.stats.requests
+  }
+  for (const [customerId, rows] of wanted)
+    await look(
+      client.appointments.all({ customerId }, { pageSize: 99, signal }),
+      new Set(rows.map((r) => r.id)),
+    )
+  if (orphans.length > 0)
+    await look(
+      client.appointments.all(
+        {
+          ...(window.since ? { startDate: window.since } : {}),
+          ...(window.until ? { endDate: window.until } : {}),
+        },
+        { pageSize: 99, signal },
+      ),
+      new Set(orphans.map((r) => r.id)),
+    )
+  for (const row of [...wanted.values()].flat().concat(orphans)) {
+    const now = found.get(row.id)
+    if (now === undefined) gone.push(row.id)
+    else if (inWindow(now.start, window)) back.push(now)
+    else left.push(row.id)
+  }
+  return { gone, left, back, requests }
+}
+
+/** The client a sync reads with; `retries()` counts the retries made so far. */
+export function syncClient(options: Omit<SyncOptions, 'out'>): { client: Openbook; retries: () => number } {
   let retries = 0
   const client = new Openbook({
     apiKey: options.apiKey,
     baseUrl: options.baseUrl,
     timeoutMs: options.timeoutMs ?? 30_000,
-    retry: { maxAttempts: options.maxAttempts ?? 6, maxElapsedMs: 120_000 },
+    retry: {
+      ...SYNC_RETRY,
+      maxAttempts: options.maxAttempts ?? SYNC_RETRY.maxAttempts,
+      maxElapsedMs: options.maxElapsedMs ?? SYNC_RETRY.maxElapsedMs,
+    },
     userAgent: 'openbook-sync',
     onEvent: (event) => {
       if (event.type === 'retry') retries++
+      options.onClientEvent?.(event)
     },
   })
-  const common = { pageSize: options.pageSize ?? 50, resumeFrom, signal: options.signal }
+  return { client, retries: () => retries }
+}
+
+/**
+ * The key's organization. The API names it in no response but in the appointments' `orgId`, so
+ * it is read from the first appointment (one request of one row); `expected` (`--org`) is needed
+ * only when the organization has no active appointment, and is refused when the API shows another.
+ */
+export async function organizationOf(
+  client: Openbook,
+  expected: string | undefined,
+  signal?: AbortSignal,
+): Promise<string> {
+  if (expected !== undefined && (expected === '' || expected.length > 128))
+    throw new SyncUsageError('--org must be an organization id (1 to 128 characters)')
+  const page = await client.appointments.list({ limit: 1 }, { signal })
+  const shown = page.data[0]?.orgId
+  if (shown !== undefined && expected !== undefined && shown !== expected)
+    throw new SyncUsageError(`the key is organization ${shown}'s, not --org ${expected}'s`)
+  const orgId = shown ?? expected
+  if (orgId === undefined)
+    throw new SyncUsageError(
+      "the key's organization cannot be read from the API (it has no active appointment): give it with --org",
+    )
+  return orgId
+}
+
+/**
+ * Every row of an appointments page must be of the sync's organization (the API names it in
+ * each); a row of another one stops the sync before it is written anywhere.
+ */
+export function checkOrganization(rows: readonly object[], orgId: string): void {
+  for (const row of rows) {
+    const other = (row as { orgId?: unknown }).orgId
+    if (other !== undefined && other !== orgId)
+      throw new SyncUsageError(
+        `the API sent a row of organization ${String(other)} to a sync of organization ${orgId}: nothing of it was written`,
+        'organization_mismatch',
+      )
+  }
+}
+
+/**
+ * The pages of one pass, from `resumeFrom` on, as both targets (files and `--pg`) read them: one
+ * request at a time, retried, with the window of `--since` and `--until`.
+ */
+export function readPass(
+  options: Omit<SyncOptions, 'out'>,
+  client: Openbook,
+  resumeFrom: Cursor | undefined,
+  window: PassWindow,
+  seen: Iterable<string> = [],
+): AutoPaginator<Customer> | AutoPaginator<Appointment> {
+  const limit = options.pageSize ?? 100
+  if (!Number.isInteger(limit) || limit < 2 || limit > 100)
+    throw new SyncUsageError(`--page-size must be from 2 to 100, got ${String(options.pageSize)}`)
+  // Each request overlaps the previous page by one row (the no-missed-row check): `limit - 1` new.
+  const common = { pageSize: limit - 1, resumeFrom, seen, signal: options.signal }
   const paginator =
     options.resource === 'customers'
       ? client.customers.all(common)
       : client.appointments.all(
           {
-            ...(options.since ? { startDate: options.since } : {}),
-            ...(options.until ? { endDate: options.until } : {}),
+            ...(window.since ? { startDate: window.since } : {}),
+            ...(window.until ? { endDate: window.until } : {}),
           },
           common,
         )
-  return { paginator, retries: () => retries }
+  return paginator
 }
 
 /**
@@ -186,19 +538,26 @@ export function readPass(
  * complete pass, writes a tombstone for each id the previous complete pass had and this one has
  * not. An incomplete pass never writes tombstones.
  */
-export async function runSync(options: SyncOptions): Promise<SyncSummary> {
+export function runSync(options: SyncOptions): Promise<SyncSummary> {
+  return asSyncError(options.signal, () => fileSync(options))
+}
+
+async function fileSync(options: SyncOptions): Promise<SyncSummary> {
   const started = Date.now()
   const format = formatOf(options.out)
-  if (options.resource === 'customers' && (options.since || options.until))
-    throw new SyncUsageError('--since and --until apply to appointments only')
+  windowOf(options) // refuses a wrong window before anything else
   const statePath = options.statePath ?? `${options.out}.state.json`
+  mkdirSync(dirname(options.out), { recursive: true })
+  mkdirSync(dirname(statePath), { recursive: true })
   const idsPath = (pass: number) => `${statePath}.pass-${pass}.ids`
-  const identity = identityOf(options)
-  let state: SyncState = readState(statePath) ?? { version: 1, identity, completePass: 0, current: null }
-  if (state.identity !== identity)
-    throw new SyncUsageError(
-      `${statePath} belongs to another sync (the resource or the window differ): use another --state or --out`,
-    )
+  const { client, retries } = syncClient(options)
+  const orgId = await organizationOf(client, options.org, options.signal)
+  const identity = identityOf(options, orgId)
+  let state = openState(
+    statePath,
+    { version: 2, orgId, identity, completePass: 0, current: null },
+    '--out (or --state)',
+  )
   const resumed = state.current !== null
   const current = state.current ?? {
     pass: state.completePass + 1,
@@ -206,7 +565,9 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
     outBytes: size(options.out),
     idsBytes: 0,
     rows: 0,
+    window: windowOf(options),
   }
+  const window = current.window ?? windowOf(options)
   // Whatever was written after the last saved state goes: it is written again from the cursor.
   if (existsSync(options.out)) truncateSync(options.out, current.outBytes)
   if (existsSync(idsPath(current.pass))) truncateSync(idsPath(current.pass), current.idsBytes)
@@ -218,32 +579,57 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
     format === 'ndjson' ? `${JSON.stringify(row)}\n` : csvLine(columns, row)
   if (format === 'csv' && size(options.out) === 0) append(options.out, `${columns.join(',')}\r\n`)
 
-  const { paginator, retries } = readPass(options, current.cursor)
+  // After a resume, the rows this pass wrote already are not yielded again (a row moved since).
+  const seen = current.cursor ? readIds(idsPath(current.pass)).keys() : []
+  const paginator = readPass(options, client, current.cursor, window, seen)
+  const checkpoints = Checkpoints.of(options)
   let rows = current.rows
   let pages = 0
   let cursor: Cursor | undefined = current.cursor
-  for await (const page of paginator.pages()) {
-    append(options.out, page.data.map((row) => render(row as Record<string, unknown>)).join(''))
-    append(idsPath(current.pass), page.data.map((row) => `${row.id}\n`).join(''))
-    rows += page.data.length
-    cursor = page.cursor
-    state = {
-      ...state,
-      current: {
-        pass: current.pass,
-        cursor,
-        outBytes: size(options.out),
-        idsBytes: size(idsPath(current.pass)),
-        rows,
-      },
-    }
+  let outBytes = size(options.out)
+  let idsBytes = current.idsBytes
+  const outFd = openSync(options.out, 'a')
+  const idsFd = openSync(idsPath(current.pass), 'a')
+  /** Flushes both files, then saves where the pass stands: only whole pages are counted. */
+  const checkpoint = () => {
+    fsyncSync(outFd)
+    fsyncSync(idsFd)
+    state = { ...state, current: { pass: current.pass, cursor, outBytes, idsBytes, rows, window } }
     writeState(statePath, state)
-    options.onProgress?.({ rows, total: page.pagination.total, pass: current.pass })
-    if (options.stopAfterPages !== undefined && ++pages >= options.stopAfterPages && !page.cursor.done) break
+    checkpoints.done()
+  }
+  try {
+    for await (const page of paginator.pages()) {
+      checkOrganization(page.data, orgId)
+      checkOrganization(page.moved, orgId)
+      // Rows moved since they were written come again as they are now: a later line, an update.
+      const text = [...page.data, ...page.moved].map((row) => render(row as Record<string, unknown>)).join('')
+      const ids = page.data.map((row) => idsLine(row, options.resource)).join('')
+      const written = { out: writeAll(outFd, text), ids: writeAll(idsFd, ids) }
+      outBytes += written.out
+      idsBytes += written.ids
+      rows += page.data.length
+      cursor = page.cursor
+      if (checkpoints.page()) checkpoint()
+      options.onProgress?.({ rows, total: page.pagination.total, pass: current.pass })
+      if (options.stopAfterPages !== undefined && ++pages >= options.stopAfterPages && !page.cursor.done)
+        break
+    }
+    checkpoint()
+  } catch (error) {
+    // The pages written so far are whole: save them, so that the rerun goes on after them.
+    try {
+      checkpoint()
+    } catch {}
+    throw error
+  } finally {
+    closeSync(outFd)
+    closeSync(idsFd)
   }
 
   const summary = {
     resource: options.resource,
+    orgId,
     out: options.out,
     format,
     pass: current.pass,
@@ -252,22 +638,57 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
     requests: paginator.stats.requests,
     rereads: paginator.stats.rereads,
     retries: retries(),
+    checkpoints: checkpoints.count,
+    window,
+    moved: paginator.stats.moved,
   }
-  if (!cursor?.done) return { ...summary, complete: false, tombstones: 0, durationMs: Date.now() - started }
+  if (!cursor?.done)
+    return {
+      ...summary,
+      complete: false,
+      tombstones: 0,
+      checked: 0,
+      recovered: 0,
+      leftWindow: 0,
+      durationMs: Date.now() - started,
+    }
 
-  // The pass is complete: ids of the previous complete pass that this one did not see are gone.
-  let tombstones = 0
+  // The pass is complete: what became of the rows of the previous complete pass that this one
+  // did not see. Customers are gone; appointments are checked first (checkMissing).
+  let verdicts: Verdicts = { gone: [], left: [], back: [], requests: 0 }
+  let checked = 0
   if (state.completePass > 0) {
-    const seen = readIds(idsPath(current.pass))
-    const deletedAt = new Date().toISOString()
-    const lines: string[] = []
-    for (const id of readIds(idsPath(state.completePass)))
-      if (!seen.has(id)) lines.push(render({ id, deletedAt }))
-    tombstones = lines.length
-    append(options.out, lines.join(''))
+    const thisPass = readIds(idsPath(current.pass))
+    const missing = [...readIds(idsPath(state.completePass)).values()].filter((row) => !thisPass.has(row.id))
+    checked = missing.length
+    verdicts =
+      options.resource === 'appointments'
+        ? await checkMissing(client, missing, window, options.signal)
+        : { gone: missing.map((row) => row.id), left: [], back: [], requests: 0 }
+    checkOrganization(verdicts.back, orgId)
+    const at = new Date().toISOString()
+    append(
+      options.out,
+      [
+        ...verdicts.back.map((row) => render(row as Record<string, unknown>)),
+        ...verdicts.left.map((id) => render({ id, leftWindowAt: at })),
+        ...verdicts.gone.map((id) => render({ id, deletedAt: at })),
+      ].join(''),
+    )
+    append(idsPath(current.pass), verdicts.back.map((row) => idsLine(row, options.resource)).join(''))
   }
   const previous = state.completePass
-  writeState(statePath, { version: 1, identity, completePass: current.pass, current: null })
+  writeState(statePath, { version: 2, orgId, identity, completePass: current.pass, current: null })
   if (previous > 0) rmSync(idsPath(previous), { force: true })
-  return { ...summary, complete: true, tombstones, durationMs: Date.now() - started }
+  return {
+    ...summary,
+    requests: summary.requests + verdicts.requests,
+    rows: rows + verdicts.back.length,
+    complete: true,
+    tombstones: verdicts.gone.length,
+    checked,
+    recovered: verdicts.back.length,
+    leftWindow: verdicts.left.length,
+    durationMs: Date.now() - started,
+  }
 }

@@ -192,3 +192,50 @@ export function codeBlocks(markdown: string, language: string): string[] {
     (match) => match[1] ?? '',
   )
 }
+
+/**
+ * A proxy in front of a server that can go away and come back (a restart, on another port): while
+ * it has no target, or the target does not answer, each connection is reset. `onRequest` is told
+ * the number of each request as it arrives (1 for the first), and the request waits for it.
+ */
+export async function switchableProxy(
+  target: string | null,
+  onRequest: (n: number) => void | Promise<void> = () => {},
+) {
+  let current = target
+  let n = 0
+  const proxy: Server = createServer(async (request, response) => {
+    // The request waits for onRequest (a change to make between two pages, at a known point).
+    await onRequest(++n)
+    const upstreamUrl = current
+    if (upstreamUrl === null) return request.socket.destroy()
+    try {
+      const upstream = await fetch(new URL(request.url ?? '/', upstreamUrl), {
+        headers: { authorization: request.headers.authorization ?? '' },
+      })
+      const body = Buffer.from(await upstream.arrayBuffer())
+      response.writeHead(upstream.status, {
+        'content-type': upstream.headers.get('content-type') ?? 'application/json',
+        'x-request-id': upstream.headers.get('x-request-id') ?? '',
+        'content-length': String(body.length),
+      })
+      response.end(body)
+    } catch {
+      request.socket.destroy()
+    }
+  })
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
+  const { port } = proxy.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests: () => n,
+    setTarget(url: string | null) {
+      current = url
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        proxy.closeAllConnections()
+        proxy.close(() => resolve())
+      }),
+  }
+}
