@@ -119,7 +119,7 @@ describeEachStoreKind(
 
     it('migrate applies the schema, then has nothing to do; --json prints one document', async () => {
       const first = json<{ version: number; applied: string[] }>(await cli('migrate', '--json'))
-      expect(first.version).toBe(7)
+      expect(first.version).toBe(9)
       // The embedded server migrated its store when it started.
       expect(first.applied).toEqual(
         onPostgres
@@ -131,12 +131,13 @@ describeEachStoreKind(
               '005_customer_day_counts.sql',
               '006_appointment_counts.sql',
               '007_prepare_per_server_connection.sql',
+              '009_list_buckets.sql',
             ]
           : [],
       )
       const again = await cli('migrate')
       expect(again.code).toBe(0)
-      expect(again.stdout).toMatch(/already at version 7/)
+      expect(again.stdout).toMatch(/already at version 9/)
     })
 
     it('orgs create and list, with an owner', async () => {
@@ -599,7 +600,7 @@ describe('openbook command line on the embedded store, no server running', () =>
   })
 
   it('creates and migrates the store on first use; orgs, keys, import and seed work on it directly', async () => {
-    expect(json<{ version: number }>(await cli('migrate', '--json')).version).toBe(7)
+    expect(json<{ version: number }>(await cli('migrate', '--json')).version).toBe(9)
     json(
       await cli(
         'orgs',
