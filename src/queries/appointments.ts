@@ -9,7 +9,7 @@ import {
   type PageStatement,
   pageSql,
 } from './page.js'
-import { indexCount, organizationCount, tenantCondition } from './sql.js'
+import { organizationCount, tenantCondition } from './sql.js'
 
 export interface AppointmentFilters {
   readonly status?: string | undefined
@@ -71,12 +71,14 @@ function bucketPieces(filters: FilterParams): { ctes: string | undefined; pieces
   const bucketOf = (name: string, condition: string) =>
     `${name} AS MATERIALIZED (SELECT c.lo_at, c.lo_id FROM list_buckets c WHERE ${list('c')} AND ${condition}
       ORDER BY c.lo_at DESC, c.lo_id DESC LIMIT 1)`
+  // Counted oldest first, from the bucket's bound up: the index scan starts at the bound (a row
+  // comparison) and stops at the range's end (a condition on start_at alone). The other way round,
+  // a row comparison does not end a scan where its id decides (rows of one instant): it would
+  // read every entry of the instant below the bound.
   const countFrom = (name: string, bucket: string, condition: string) =>
-    `${name} AS MATERIALIZED (SELECT ${indexCount(
-      'appointments',
-      `${base} AND ${condition} AND (k.start_at, k.id) >= ${bound(bucket)}`,
-      ORDER_BY,
-    )} AS n)`
+    `${name} AS MATERIALIZED (SELECT (SELECT count(*) FROM (
+        SELECT FROM appointments k WHERE ${base} AND ${condition} AND (k.start_at, k.id) >= ${bound(bucket)}
+        ORDER BY k.start_at, k.id OFFSET 0) k) AS n)`
   const ctes = [
     // The last bucket with entries before the start.
     start && bucketOf('bs', `c.lo_at < ${start}`),
