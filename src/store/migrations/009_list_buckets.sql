@@ -199,6 +199,12 @@ BEGIN
   RETURN NULL;
 END $$;
 
+-- The helpers are the triggers' alone (they run as the writer, the owner): nobody else may call them.
+REVOKE EXECUTE ON FUNCTION list_buckets_lock(text[]),
+  list_buckets_key_after(text, text, timestamptz, text, integer),
+  list_buckets_split(text, text, timestamptz, text, integer),
+  list_buckets_merge(text, text, timestamptz, text) FROM PUBLIC;
+
 -- An UPDATE removes its old rows' entries before it adds its new rows' (trigger names sort so).
 CREATE TRIGGER list_buckets_1_insert AFTER INSERT ON customers
   REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION list_buckets_change('add');
