@@ -99,9 +99,13 @@ function bucketPieces(filters: FilterParams): { ctes: string | undefined; pieces
     end && `(c.lo_at, c.lo_id) <= ${bound('be')}`,
     start && end && `${start} <= ${end}`,
   ].filter(Boolean)
+  // The start's bucket is stepped from the start, the rest from their bounds.
+  const from = start
+    ? `CASE WHEN ${at('bs')} THEN ${start} ELSE c.lo_at END AS from_at, CASE WHEN ${at('bs')} THEN '' ELSE c.lo_id END AS from_id`
+    : 'c.lo_at AS from_at, c.lo_id AS from_id'
   return {
     ctes: ctes.length > 0 ? ctes.join(',\n    ') : undefined,
-    pieces: `SELECT c.lo_at, c.lo_id, ${n} AS n FROM list_buckets c WHERE ${conditions.join(' AND ')}`,
+    pieces: `SELECT c.lo_at, c.lo_id, ${n} AS n, ${from} FROM list_buckets c WHERE ${conditions.join(' AND ')}`,
   }
 }
 
@@ -126,15 +130,20 @@ function sqlFor(given: readonly (keyof AppointmentFilters)[]): PageSql {
   const numbers: FilterParams = {}
   const conditions = [tenantCondition('k'), 'k.is_active']
   const byPerson = given.includes('customerId') || given.includes('staffId')
+  // Without the range's lower bound, and without its upper bound (PageStatementParts.seekWhere).
+  const up: string[] = [...conditions]
+  const down: string[] = [...conditions]
   given.forEach((name, index) => {
     numbers[name] = index + 2
     // With a person, the person's index is read and the status checked on each of their rows: the
     // status written so leaves the status index no condition to start from. Read instead, that
     // index would yield every appointment of the status to find the person's, each from the heap
     // (the person indexes do not hold the status); the planner's estimates alone chose between them.
-    conditions.push(
-      name === 'status' && byPerson ? `(k.status = $${index + 2}) IS TRUE` : FILTER_SQL[name](index + 2),
-    )
+    const condition =
+      name === 'status' && byPerson ? `(k.status = $${index + 2}) IS TRUE` : FILTER_SQL[name](index + 2)
+    conditions.push(condition)
+    if (name !== 'startDate') up.push(condition)
+    if (name !== 'endDate') down.push(condition)
   })
   const where = conditions.join(' AND ')
   // Any other filter counts from its index: a customer's or staff member's appointments are few.
@@ -160,6 +169,7 @@ function sqlFor(given: readonly (keyof AppointmentFilters)[]): PageSql {
         : `SELECT coalesce(sum(p.n), 0)::int AS total FROM (${pieces}) p`,
     ...(ctes ? { ctes } : {}),
     pieces,
+    seekWhere: { up: up.join(' AND '), down: down.join(' AND ') },
   })
 }
 

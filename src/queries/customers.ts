@@ -15,7 +15,8 @@ const PAGE_SQL = pageSql({
   // Kept per organization by triggers (migration 004): exact, from the same snapshot.
   countText: organizationCount('customer_counts'),
   // Buckets of at most 2,000 customers in list order (migration 009): where a deep page starts.
-  pieces: `SELECT c.lo_at, c.lo_id, c.n FROM list_buckets c WHERE ${tenantCondition('c')} AND c.list = 'customers'`,
+  pieces: `SELECT c.lo_at, c.lo_id, c.n, c.lo_at AS from_at, c.lo_id AS from_id
+    FROM list_buckets c WHERE ${tenantCondition('c')} AND c.list = 'customers'`,
 })
 
 /** The page statement of active customers of `tenant`, newest first (`createdAt DESC, id DESC`). */

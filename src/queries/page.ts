@@ -126,12 +126,22 @@ export interface PageStatementParts {
    * Where deep pages start (see `SEEK_FROM`): SQL of rows `(lo_at, lo_id, n)` that cut the list
    * into pieces in its order (the buckets of migration 009). A piece holds the `n` entries meeting
    * `where` whose key (the order's two columns) is at or above its bound `(lo_at, lo_id)` and below
-   * the next piece's; together the pieces hold every entry, none more than 2,000. The bounds must
+   * the next piece's; together the pieces hold every entry, none more than 2,000. Its entries are
+   * the first `n` at or above `(from_at, from_id)` (its bound, or a range's start inside it) that
+   * meet `seekWhere.up` (or `where`). The bounds must
    * come in the order of an index on them, so that the pieces are summed from either end without a
    * sort and the sum stops at the offset's piece. Without it, a deep page steps over its offset
    * from the nearer end of the list.
    */
   readonly pieces?: string
+  /**
+   * With `pieces` whose `where` bounds the order's first column (a date range): `where` without
+   * its lower bound, to step up from a piece's start, and without its upper bound, to read the page
+   * down from its first key. Each scan then has one bound on the side it starts from, the key, and
+   * starts there: with two (the key and the range's end), PGlite's btree started at the range's end
+   * and stepped over every entry between (188 ms for a middle page of 600,000, bench/RESULTS.md).
+   */
+  readonly seekWhere?: { readonly up: string; readonly down: string }
 }
 
 /**
@@ -283,26 +293,30 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
   const seeks = `${nearerEndSkip} >= ${SEEK_FROM}`
   // Newest first: `through` counts the entries from the top of the list to the end of each
   // piece, so the offset's entry is `through - 1 - offset` entries above the piece's bound.
-  const newestFirst = `SELECT w.lo_at, w.lo_id, w.through - 1 - ${offset} AS skip
-      FROM (SELECT b.lo_at, b.lo_id, sum(b.n) OVER (ORDER BY b.lo_at DESC, b.lo_id DESC) AS through
+  const newestFirst = `SELECT w.from_at, w.from_id, w.through - 1 - ${offset} AS skip
+      FROM (SELECT b.lo_at, b.lo_id, b.from_at, b.from_id,
+                   sum(b.n) OVER (ORDER BY b.lo_at DESC, b.lo_id DESC) AS through
             FROM (${pieces}) b) w
       WHERE ${topHalf(total)} AND ${seeks} AND w.through > ${offset}
       ORDER BY w.lo_at DESC, w.lo_id DESC LIMIT 1`
   // Oldest first: the offset's entry is `total - 1 - offset` entries above the list's bottom.
   const fromBottom = `${total} - 1 - ${offset}`
-  const oldestFirst = `SELECT w.lo_at, w.lo_id, ${fromBottom} - (w.through - w.n) AS skip
-      FROM (SELECT b.lo_at, b.lo_id, b.n, sum(b.n) OVER (ORDER BY b.lo_at, b.lo_id) AS through
+  const oldestFirst = `SELECT w.from_at, w.from_id, ${fromBottom} - (w.through - w.n) AS skip
+      FROM (SELECT b.lo_at, b.lo_id, b.from_at, b.from_id, b.n,
+                   sum(b.n) OVER (ORDER BY b.lo_at, b.lo_id) AS through
             FROM (${pieces}) b) w
       WHERE NOT ${topHalf(total)} AND ${seeks} AND w.through > ${fromBottom}
       ORDER BY w.lo_at, w.lo_id LIMIT 1`
   const ctes = `, s AS MATERIALIZED ((${newestFirst}) UNION ALL (${oldestFirst}))`
+  const up = parts.seekWhere ? { ...parts, where: parts.seekWhere.up } : parts
+  const down = parts.seekWhere ? { ...parts, where: parts.seekWhere.down } : parts
   const sought = `SELECT k.* FROM s CROSS JOIN LATERAL (
-        ${keyAt(parts, 'ASC', 's.skip', `(k.${first}, k.${second}) >= (s.lo_at, s.lo_id)`)}) k`
+        ${keyAt(up, 'ASC', 's.skip', `(k.${first}, k.${second}) >= (s.from_at, s.from_id)`)}) k`
   const page = `${fromTop(parts, `${topHalf('t.total')} AND ${offset} < ${SEEK_FROM}`)}
       UNION ALL
       ${fromFarEnd(parts, `NOT ${topHalf('t.total')} AND t.total - ${offset} - ${limit} < ${SEEK_FROM}`)}
       UNION ALL
-      ${rowsFrom(parts, sought, 'DESC', limit)}`
+      ${rowsFrom(down, sought, 'DESC', limit)}`
   return { ctes, page }
 }
 
