@@ -68,11 +68,12 @@ async function existingCounts(options: DataSet): Promise<SeedInfo['counts'] | un
       "SELECT to_regclass('public.appointments') IS NOT NULL AS ready",
     )
     if (!rows[0]?.ready) return undefined
+    // The crowded organization of a data shape (addCrowd) is not the seed's.
     const { rows: counts } = await client.query<SeedInfo['counts']>(
       `SELECT (SELECT count(*)::int FROM organizations WHERE id LIKE $1) AS organizations,
-              (SELECT count(*)::int FROM customers) AS customers,
-              (SELECT count(*)::int FROM appointments) AS appointments`,
-      [`org\\_${options.scale.seed}\\_%`],
+              (SELECT count(*)::int FROM customers WHERE org_id <> $2) AS customers,
+              (SELECT count(*)::int FROM appointments WHERE org_id <> $2) AS appointments`,
+      [`org\\_${options.scale.seed}\\_%`, CROWD_ORG],
     )
     return counts[0]
   })
@@ -98,7 +99,11 @@ async function seedNote(options: DataSet): Promise<SeedNote | undefined> {
  * otherwise (or with --fresh) creates it, migrates and seeds it with the real CLI.
  * Either way ends with VACUUM ANALYZE, so counts are index-only with no heap fetches.
  */
-export async function prepareDatabase(data: DataSet, log: (line: string) => void): Promise<SeedInfo> {
+export async function prepareDatabase(
+  data: DataSet,
+  log: (line: string) => void,
+  crowd?: Crowd,
+): Promise<SeedInfo> {
   const options = { ...data, ...data.scale }
   const wanted = {
     organizations: options.orgs,
@@ -151,6 +156,7 @@ export async function prepareDatabase(data: DataSet, log: (line: string) => void
       `reusing database ${options.database} (${found.customers} customers, ${found.appointments} appointments)`,
     )
   }
+  if (crowd) await addCrowd(data, crowd, log)
   const vacuumStarted = performance.now()
   await withClient(databaseUrl(data), (client) => client.query('VACUUM (ANALYZE)'))
   return {
@@ -337,4 +343,113 @@ export async function explainCount(
   } finally {
     await client.query('ROLLBACK')
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data shapes (issue 33): one organization whose createdAt and start crowd one instant or one day,
+// or spread a few rows a day over decades, beside (PostgreSQL) or inside (the embedded demo) the
+// seeded data. `openbook seed` spreads every organization's rows over years; a migration import
+// gives them one createdAt.
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * `spread`: the seed's data alone. `instant`: every row of the crowded organization at one instant;
+ * `ninety`: 90 % of them on one day (a third of those at one instant), the rest over three years;
+ * `sparse`: one row every 8 hours, back over decades.
+ */
+export type DataShape = 'spread' | 'instant' | 'ninety' | 'sparse'
+export const DATA_SHAPES: readonly DataShape[] = ['spread', 'instant', 'ninety', 'sparse']
+
+export interface Crowd {
+  readonly shape: Exclude<DataShape, 'spread'>
+  readonly customers: number
+  readonly appointments: number
+}
+
+/** The crowded organization added to a PostgreSQL data set; on the embedded store, the demo's. */
+export const CROWD_ORG = 'org_crowd'
+
+/** The crowd's instant: 09:00 UTC 60 days before `now`, inside the date ranges of the mixes (bench/mixes.ts). */
+export function crowdInstant(now: Date): Date {
+  const day = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()) - 60 * 86_400_000
+  return new Date(day + 9 * 3_600_000)
+}
+
+/**
+ * SQL that adds the crowd's customers and appointments to `orgId` (all active; ids from md5, so
+ * that one instant's rows are in no particular order of insertion), and with `create` the
+ * organization itself, its owner (who may make keys), a staff member and a service. Set-based, as
+ * an import's statements are, so that the statement-level triggers keep the counts and buckets.
+ */
+export function crowdStatements(orgId: string, crowd: Crowd, now: Date, create: boolean): string[] {
+  const instant = crowdInstant(now).toISOString()
+  const day = `timestamptz '${instant}' - interval '9 hours'`
+  const time = (n: string) => {
+    const hash = `abs(('x' || substr(md5('${orgId}/' || ${n}), 1, 8))::bit(32)::int::bigint)`
+    switch (crowd.shape) {
+      case 'instant':
+        return `timestamptz '${instant}'`
+      case 'ninety':
+        return `CASE WHEN ${n} % 10 = 0 THEN ${day} - (1 + ${hash} % 1095) * interval '1 day' - (${hash} % 86400) * interval '1 second'
+          WHEN ${n} % 3 = 0 THEN timestamptz '${instant}' ELSE ${day} + (${hash} % 86400) * interval '1 second' END`
+      case 'sparse':
+        return `timestamptz '${instant}' - ${n} * interval '8 hours'`
+    }
+  }
+  const statuses = `(ARRAY['completed','completed','completed','completed','completed','completed','cancelled','no_show','scheduled','confirmed','checked_in'])`
+  const created = [
+    `INSERT INTO organizations (id, name, plan) VALUES ('${orgId}', 'Crowded (${crowd.shape})', 'professional')`,
+    `INSERT INTO users (id, email, name) VALUES ('usr_${orgId}', 'owner@${orgId.replaceAll('_', '-')}.example', 'Owner')`,
+    `INSERT INTO memberships (org_id, user_id, role) VALUES ('${orgId}', 'usr_${orgId}', 'owner')`,
+    `INSERT INTO staff (org_id, id, name, is_active) VALUES ('${orgId}', 'stf_crowd', 'Staff', true)`,
+    `INSERT INTO services (org_id, id, name, is_active) VALUES ('${orgId}', 'srv_crowd', 'Service', true)`,
+  ]
+  return [
+    ...(create ? created : []),
+    `INSERT INTO customers (org_id, id, first_name, last_name, display_name, email, is_active, created_at, updated_at)
+     SELECT '${orgId}', 'cus_' || left(md5('${orgId}/' || g), 16), 'Ada', 'Crowd', 'Ada Crowd',
+       'ada.' || g || '@crowd.example', true, t.at, t.at
+     FROM generate_series(1, ${crowd.customers}) g CROSS JOIN LATERAL (SELECT ${time('g')} AS at) t`,
+    `INSERT INTO appointments (org_id, id, customer_id, start_at, end_at, status, location_type, price_cents,
+       currency, payment_status, requires_payment, day_key, is_active, created_at, updated_at)
+     SELECT '${orgId}', 'apt_' || left(md5('${orgId}:' || g), 16),
+       'cus_' || left(md5('${orgId}/' || (1 + g % ${Math.max(1, crowd.customers)})), 16),
+       t.at, t.at + interval '45 minutes', ${statuses}[1 + g % 11], 'in_person', 4500, 'EUR', 'unpaid', false,
+       to_char(t.at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), true, t.at - interval '7 days', t.at - interval '7 days'
+     FROM generate_series(1, ${crowd.appointments}) g CROSS JOIN LATERAL (SELECT ${time('g')} AS at) t`,
+  ]
+}
+
+/**
+ * Adds the crowded organization to a PostgreSQL data set unless it is there with its sizes (a
+ * shape's data set has a database of its own, `--shape` in options.ts). The crowd's customers are
+ * the `large` organization's of every mix: the largest.
+ */
+export async function addCrowd(data: DataSet, crowd: Crowd, log: (line: string) => void): Promise<void> {
+  await withClient(databaseUrl(data), async (client) => {
+    const { rows } = await client.query<{ customers: number; appointments: number }>(
+      `SELECT (SELECT count(*)::int FROM customers WHERE org_id = $1) AS customers,
+              (SELECT count(*)::int FROM appointments WHERE org_id = $1) AS appointments`,
+      [CROWD_ORG],
+    )
+    if (rows[0]?.customers === crowd.customers && rows[0]?.appointments === crowd.appointments) return
+    log(
+      `adding ${CROWD_ORG}: ${crowd.customers} customers, ${crowd.appointments} appointments (${crowd.shape})`,
+    )
+    const started = performance.now()
+    await client.query('BEGIN')
+    try {
+      for (const table of ['api_keys', 'appointments', 'customers', 'services', 'staff', 'memberships'])
+        await client.query(`DELETE FROM ${table} WHERE org_id = $1`, [CROWD_ORG])
+      await client.query('DELETE FROM organizations WHERE id = $1', [CROWD_ORG])
+      await client.query('DELETE FROM users WHERE id = $1', [`usr_${CROWD_ORG}`])
+      for (const statement of crowdStatements(CROWD_ORG, crowd, new Date(), true))
+        await client.query(statement)
+      await client.query('COMMIT')
+    } catch (error) {
+      await client.query('ROLLBACK')
+      throw error
+    }
+    log(`added ${CROWD_ORG} in ${Math.round((performance.now() - started) / 100) / 10} s`)
+  })
 }

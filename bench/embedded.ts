@@ -1,8 +1,12 @@
 import { join } from 'node:path'
+import { DEMO_ORG_ID } from '../src/seed/demo.js'
+import { createEmbeddedStore } from '../src/store/embedded.js'
+import { type Crowd, crowdStatements } from './data.js'
 import { httpLoad, type LoadResult } from './load.js'
 import type { LoadSettings, Log } from './measure.js'
 import { metered } from './meter.js'
-import { PAGE_SIZE } from './mixes.js'
+import { crowdPages, type EmbeddedPage, PAGE_SIZE, pathOf } from './mixes.js'
+import { pacedLoad } from './paced.js'
 import { statusKb } from './proc.js'
 import { type EmbeddedTarget, type LoopDelay, startEmbedded } from './servers.js'
 
@@ -15,6 +19,8 @@ export interface EmbeddedMix {
   /** Per cent of one core used by other processes meanwhile. */
   readonly otherCpu: number
   readonly loopDelay: LoopDelay
+  /** Latency at half the saturation rate, evenly paced (the crowd's pages only). */
+  readonly half?: LoadResult
 }
 
 export interface EmbeddedResult {
@@ -24,7 +30,7 @@ export interface EmbeddedResult {
 }
 
 /** The demo organization has 300 customers and 600 appointments. */
-const MIXES = [
+const MIXES: readonly EmbeddedPage[] = [
   {
     id: 'emb-cus-first',
     label: 'customers · demo · first',
@@ -40,11 +46,17 @@ const MIXES = [
     label: 'appointments · demo · last',
     path: `/api/public/v1/appointments?limit=${PAGE_SIZE}&offset=${600 - PAGE_SIZE}`,
   },
-] as const
+]
 
-async function measureAll(target: EmbeddedTarget, settings: LoadSettings, log: Log): Promise<EmbeddedMix[]> {
+async function measureAll(
+  target: EmbeddedTarget,
+  settings: LoadSettings,
+  log: Log,
+  mixes: readonly EmbeddedPage[],
+  halfLoad: boolean,
+): Promise<EmbeddedMix[]> {
   const measured: EmbeddedMix[] = []
-  for (const mix of MIXES) {
+  for (const mix of mixes) {
     const load = {
       url: target.baseUrl + mix.path,
       headers: { authorization: `Bearer ${target.key}` },
@@ -62,7 +74,22 @@ async function measureAll(target: EmbeddedTarget, settings: LoadSettings, log: L
       `${target.name} ${mix.id}: ${Math.round(result.rps)}/s (node ${Math.round(usage.serverCpu ?? 0)}%, ` +
         `others ${Math.round(usage.otherCpu)}%), p99 ${result.p99?.toFixed(1)} ms, event-loop delay p99 ${loopDelay.p99} ms`,
     )
-    measured.push({ ...mix, result, serverCpu: usage.serverCpu ?? 0, otherCpu: usage.otherCpu, loopDelay })
+    let half: LoadResult | undefined
+    if (halfLoad) {
+      const rate = Math.max(1, result.rps / 2)
+      half = await pacedLoad({ ...load, seconds: Math.max(settings.duration, Math.ceil(12 / rate)), rate })
+      log(
+        `${target.name} ${mix.id}: at ${Math.round(half.rps)}/s p50 ${half.p50?.toFixed(2)} p99 ${half.p99?.toFixed(2)} ms`,
+      )
+    }
+    measured.push({
+      ...mix,
+      result,
+      serverCpu: usage.serverCpu ?? 0,
+      otherCpu: usage.otherCpu,
+      loopDelay,
+      ...(half ? { half } : {}),
+    })
   }
   return measured
 }
@@ -74,10 +101,40 @@ export async function measureEmbedded(
   log: Log,
   onStart: (stop: () => Promise<void>) => void,
   openbookDir = '.',
+  crowd?: Crowd,
 ): Promise<EmbeddedResult> {
-  const target = await startEmbedded(join(workDir, 'embedded-data'), openbookDir)
+  const dataDir = join(workDir, 'embedded-data')
+  let target = await startEmbedded(dataDir, openbookDir)
   onStart(target.service.stop)
-  const mixes = await measureAll(target, settings, log)
+  let mixes = await measureAll(target, settings, log, MIXES, false)
+  if (crowd) {
+    // The crowd goes into the demo organization, whose key the first start printed.
+    await target.service.stop()
+    const now = new Date()
+    const started = performance.now()
+    const store = await createEmbeddedStore(dataDir, { statementTimeoutMs: 3_600_000 })
+    try {
+      await store.admin(async (sql) => {
+        for (const statement of crowdStatements(DEMO_ORG_ID, crowd, now, false)) await sql.exec(statement)
+      })
+      await store.maintain('VACUUM ANALYZE')
+    } finally {
+      await store.close()
+    }
+    log(
+      `embedded: the ${crowd.shape} crowd added to the demo in ${Math.round((performance.now() - started) / 1000)} s`,
+    )
+    target = await startEmbedded(dataDir, openbookDir, target.key)
+    onStart(target.service.stop)
+    const key = target.key
+    const totalOf = async (request: Parameters<typeof pathOf>[0]) => {
+      const response = await fetch(target.baseUrl + pathOf({ ...request, page: { limit: 1, offset: 0 } }), {
+        headers: { authorization: `Bearer ${key}` },
+      })
+      return ((await response.json()) as { pagination: { total: number } }).pagination.total
+    }
+    mixes = [...mixes, ...(await measureAll(target, settings, log, await crowdPages(now, totalOf), true))]
+  }
   const rssMb = statusKb(target.service.pid, 'VmHWM') / 1024
   await target.service.stop()
   return { mixes, rssMb }

@@ -185,3 +185,52 @@ export async function buildMixes(
   }
   return mixes
 }
+
+/** A page of the embedded store's mixes: path and query string, and what it asks for. */
+export interface EmbeddedPage {
+  readonly id: string
+  readonly label: string
+  readonly path: string
+}
+
+/**
+ * The pages of a data shape's crowded organization on the embedded store (bench/data.ts puts the
+ * crowd into the demo organization there): customers, appointments, a status and the date range of
+ * the `dates` mixes (which holds the crowd's instant), each at its first, middle and last page.
+ * `totalOf` gives a request's exact total.
+ */
+export async function crowdPages(
+  now: Date,
+  totalOf: (request: ListRequest) => Promise<number>,
+): Promise<EmbeddedPage[]> {
+  const context: MixContext = { largeCustomerId: '', now }
+  const lists: readonly { id: string; resource: Resource; label: string; filters: AppointmentFilters }[] = [
+    { id: 'cus', resource: 'customers', label: '', filters: {} },
+    { id: 'apt', resource: 'appointments', label: '', filters: {} },
+    { id: 'apt-status', resource: 'appointments', label: ', status', filters: { status: 'completed' } },
+    {
+      id: 'apt-dates',
+      resource: 'appointments',
+      label: ', startDate+endDate',
+      filters: { startDate: daysAgo(context, 120), endDate: daysAgo(context, 30) },
+    },
+  ]
+  const pages: EmbeddedPage[] = []
+  for (const list of lists) {
+    const probe: ListRequest = {
+      resource: list.resource,
+      page: { limit: PAGE_SIZE, offset: 0 },
+      filters: list.filters,
+    }
+    const total = await totalOf(probe)
+    for (const position of POSITIONS) {
+      const request = { ...probe, page: { limit: PAGE_SIZE, offset: offsetFor(position, total) } }
+      pages.push({
+        id: `emb-crowd-${list.id}-${position}`,
+        label: `${list.resource} · crowd · ${position}${list.label}`,
+        path: pathOf(request),
+      })
+    }
+  }
+  return pages
+}

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
+import { type Crowd, DATA_SHAPES, type DataShape } from './data.js'
 
 export type ScaleName = 'full' | '100k'
 
@@ -70,12 +71,18 @@ export interface BenchOptions {
   readonly renderOnly: boolean
   /** Only seed (or check) the databases, then stop: a later run reuses them. */
   readonly prepareOnly: boolean
+  /**
+   * A data shape (issue 33): with one, each scale's database (named `<database>_<shape>`) holds a
+   * crowded organization beside the seed's, the largest, which the `large` mixes read; the
+   * embedded store's demo organization gets the same rows. Undefined: the seed's data alone.
+   */
+  readonly crowd: Crowd | undefined
 }
 
 export const USAGE = `npm run bench -- [--fresh] [--no-build] [--no-write | --render-only | --prepare-only] [--pg URL]
   [--scales full,100k] [--openbook-dir DIR] [--previous-dir DIR (or BENCH_PREVIOUS_DIR)]
   [--no-pgbench] [--drop-databases] [--duration S | --budget MIN] [--rounds N] [--warmup S] [--connections N]
-  [--only TEXT[,TEXT…]]`
+  [--only TEXT[,TEXT…]] [--shape spread|instant|ninety|sparse] [--shape-size CUSTOMERS,APPOINTMENTS]`
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]', '::1'])
 
@@ -125,6 +132,8 @@ export function parseOptions(
       rounds: { type: 'string' },
       connections: { type: 'string' },
       only: { type: 'string' },
+      shape: { type: 'string', default: 'spread' },
+      'shape-size': { type: 'string', default: '300000,600000' },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -135,9 +144,13 @@ export function parseOptions(
   }
   assertLoopbackUrl(values.pg)
   const openbookDir = values['openbook-dir']
+  const crowd = parseCrowd(values.shape, values['shape-size'])
+  const scales = parseScales(values.scales).map((scale) =>
+    crowd ? { ...scale, database: `${scale.database}_${crowd.shape}` } : scale,
+  )
   return {
     pgUrl: values.pg.replace(/\/+$/, ''),
-    scales: parseScales(values.scales),
+    scales,
     fresh: values.fresh,
     // Another directory's build is that directory's business: only the root is built here.
     build: !values['no-build'] && openbookDir === undefined,
@@ -155,5 +168,16 @@ export function parseOptions(
     connections: whole('connections', values.connections, 16, 1),
     poolSize: 10,
     only: values.only,
+    crowd,
   }
+}
+
+/** `--shape` and `--shape-size`: the crowded organization, or none for `spread`. */
+export function parseCrowd(shape: string, size: string): Crowd | undefined {
+  if (!DATA_SHAPES.includes(shape as DataShape))
+    throw new Error(`--shape: unknown shape ${shape} (${DATA_SHAPES.join(', ')})`)
+  const match = /^(\d+),(\d+)$/.exec(size)
+  if (!match) throw new Error('--shape-size must be CUSTOMERS,APPOINTMENTS')
+  if (shape === 'spread') return undefined
+  return { shape: shape as Crowd['shape'], customers: Number(match[1]), appointments: Number(match[2]) }
 }

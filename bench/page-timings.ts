@@ -6,6 +6,9 @@
  * pages cost. Run it alone on the machine.
  *
  * node --import tsx bench/page-timings.ts [database (openbook_bench)] [offsets: 0,999,1000,mid,last]
+ *
+ * PAGE_TIMINGS_DATES=start,end sets the date range of the filtered shapes (by default the mixes':
+ * 120 to 30 days ago, 365 to 1 day ago), e.g. around the instant of a `--shape one-instant` data set.
  */
 import pg from 'pg'
 import { appointmentsPage } from '../src/queries/appointments.js'
@@ -31,15 +34,23 @@ async function main(): Promise<void> {
     if (!largest) throw new Error(`${database} holds no customers`)
     const org = largest.org_id
     const daysAgo = (days: number) => new Date(Date.now() - days * DAY).toISOString()
+    const [startDate, endDate] = process.env.PAGE_TIMINGS_DATES?.split(',') ?? []
     // The filters of the benchmark's mixes of the largest organization (bench/mixes.ts).
     const shapes: [string, PageStatement][] = [
       ['customers', customersPage(org)],
       ['appointments', appointmentsPage(org, {})],
       ['status', appointmentsPage(org, { status: 'completed' })],
-      ['dates', appointmentsPage(org, { startDate: daysAgo(120), endDate: daysAgo(30) })],
+      [
+        'dates',
+        appointmentsPage(org, { startDate: startDate ?? daysAgo(120), endDate: endDate ?? daysAgo(30) }),
+      ],
       [
         'status+dates',
-        appointmentsPage(org, { status: 'completed', startDate: daysAgo(365), endDate: daysAgo(1) }),
+        appointmentsPage(org, {
+          status: 'completed',
+          startDate: startDate ?? daysAgo(365),
+          endDate: endDate ?? daysAgo(1),
+        }),
       ],
     ]
     console.log(`${database}, ${org}: execution ms (median of ${RUNS}) at each offset, limit ${PAGE_SIZE}`)

@@ -172,15 +172,16 @@ function mixTable(report: BenchReport, scale: ScaleReport): string[] {
 function embeddedTable(report: BenchReport): string[] {
   const row = (mix: EmbeddedMix) =>
     `| ${mix.id} | ${mix.label} | ${int(mix.result.rps)} | ${latency(mix.result)} | ${pct(mix.serverCpu)} | ` +
-    `${mix.loopDelay.p50} / ${mix.loopDelay.p99} / ${mix.loopDelay.max} |`
+    `${mix.loopDelay.p50} / ${mix.loopDelay.p99} / ${mix.loopDelay.max} | ` +
+    `${mix.half ? `${int(mix.half.rps)}: ${latency(mix.half)}` : '–'} |`
   return [
     `Embedded store (openbook \`${report.openbookCommit}\` on PGlite in a fresh DATA_DIR, the demo organization: ` +
       `300 customers, 600 appointments; ${report.load.connections} connections, saturation; event-loop delay ` +
       `from a preloaded \`monitorEventLoopDelay\`; peak RSS (VmHWM) of the server process ` +
       `${int(report.embedded.rssMb)} MB):`,
     '',
-    '| Mix | Request | req/s | p50 / p99 ms | CPU % Node | event-loop delay p50 / p99 / max ms |',
-    '|---|---|--:|--:|--:|--:|',
+    '| Mix | Request | req/s | p50 / p99 ms | CPU % Node | event-loop delay p50 / p99 / max ms | half load req/s: p50 / p99 ms |',
+    '|---|---|--:|--:|--:|--:|--:|',
     ...report.embedded.mixes.map(row),
   ]
 }

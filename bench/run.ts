@@ -183,7 +183,7 @@ interface PreparedScale {
 async function prepareScale(options: BenchOptions, scale: Scale): Promise<PreparedScale> {
   const data: DataSet = { pgUrl: options.pgUrl, scale, cliDir: options.openbookDir, fresh: options.fresh }
   log(`scale ${scale.name}: database ${scale.database}`)
-  const seed = await prepareDatabase(data, log)
+  const seed = await prepareDatabase(data, log, options.crowd)
   log(
     seed.fresh
       ? `seeded in ${seed.seconds} s (${seed.rowsPerSecond} rows/s); VACUUM ANALYZE ${seed.vacuumSeconds} s`
@@ -403,13 +403,16 @@ async function main(): Promise<void> {
   for (const scale of prepared) scales.push(await measureScale(options, scale, settings))
   const machine = await machineInfo(prepared[0]?.monitor ?? (await connectedMonitor(options)))
 
-  log('openbook on the embedded store (demo organization)')
+  log(
+    `openbook on the embedded store (demo organization${options.crowd ? `, with the ${options.crowd.shape} crowd` : ''})`,
+  )
   const embedded = await measureEmbedded(
     workDir(),
     settings,
     log,
     (stop) => stops.push(stop),
     options.openbookDir,
+    options.crowd,
   )
 
   const argv = process.argv.slice(2)

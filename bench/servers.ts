@@ -89,7 +89,7 @@ export interface EmbeddedTarget extends Target {
  * openbook on the embedded store in a fresh DATA_DIR: its first start seeds the demo
  * organization and prints the demo key, which is read from its output.
  */
-export async function startEmbedded(dataDir: string, dir = '.'): Promise<EmbeddedTarget> {
+export async function startEmbedded(dataDir: string, dir = '.', knownKey?: string): Promise<EmbeddedTarget> {
   const delayFile = join(dataDir, '..', 'loop-delay.json')
   const target = await start(
     'openbook-embedded',
@@ -99,7 +99,8 @@ export async function startEmbedded(dataDir: string, dir = '.'): Promise<Embedde
     // A new DATA_DIR is created (initdb, migrations, the demo) before the server listens.
     120_000,
   )
-  let key: string | undefined
+  // A DATA_DIR started before prints no key again: its first start's is given.
+  let key: string | undefined = knownKey
   for (let attempt = 0; attempt < 50 && !key; attempt++) {
     key = /\b([a-z][a-z0-9]*_test_[0-9a-f]{64})\b/.exec(target.service.stdout())?.[1]
     if (!key) await sleep(100)

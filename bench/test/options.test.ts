@@ -23,6 +23,20 @@ describe('parseOptions', () => {
     expect(() => parseOptions(['--scales', 'huge'], '/')).toThrow(/unknown scale huge/)
   })
 
+  it('adds a crowded organization of a data shape in a database of its own', () => {
+    expect(parseOptions([], '/').crowd).toBeUndefined()
+    const options = parseOptions(['--scales', '100k', '--shape', 'instant'], '/')
+    expect(options.crowd).toEqual({ shape: 'instant', customers: 300_000, appointments: 600_000 })
+    expect(options.scales.map((scale) => scale.database)).toEqual(['openbook_bench_100k_instant'])
+    expect(parseOptions(['--shape', 'sparse', '--shape-size', '10,20'], '/').crowd).toEqual({
+      shape: 'sparse',
+      customers: 10,
+      appointments: 20,
+    })
+    expect(() => parseOptions(['--shape', 'lumpy'], '/')).toThrow(/unknown shape lumpy/)
+    expect(() => parseOptions(['--shape', 'instant', '--shape-size', '10'], '/')).toThrow(/shape-size/)
+  })
+
   it('refuses a duration that is not a whole number of seconds', () => {
     expect(parseOptions(['--duration', '3'], '/').duration).toBe(3)
     expect(() => parseOptions(['--duration', '0'], '/')).toThrow(/whole number/)

@@ -9,7 +9,7 @@ import {
   type PageStatement,
   pageSql,
 } from './page.js'
-import { indexCount, organizationCount, tenantCondition, utcMidnight } from './sql.js'
+import { organizationCount, tenantCondition } from './sql.js'
 
 export interface AppointmentFilters {
   readonly status?: string | undefined
@@ -38,69 +38,75 @@ const FILTER_SQL: Readonly<Record<keyof AppointmentFilters, (n: number) => strin
 export const APPOINTMENT_FILTERS = Object.keys(FILTER_SQL) as readonly (keyof AppointmentFilters)[]
 
 /**
- * The filters `appointment_day_counts` knows (migration 003 counts by status and UTC day). Day
- * counts answer a total only when every filter given is one of these; any other filter, and any
- * filter added later, counts from an index.
+ * The filters the buckets know (migration 009 cuts the list of all active appointments, and each
+ * status's, into buckets of at most 2,000 in list order; a date range is a contiguous part of
+ * either). The buckets answer a total and place a deep page only when every filter given is one
+ * of these; any other filter, and any filter added later, counts from an index.
  */
-const DAY_COUNT_FILTERS: ReadonlySet<keyof AppointmentFilters> = new Set(['status', 'startDate', 'endDate'])
+const BUCKET_FILTERS: ReadonlySet<keyof AppointmentFilters> = new Set(['status', 'startDate', 'endDate'])
 
 /** The parameter numbers of the filters a request gives. */
 type FilterParams = Partial<Record<keyof AppointmentFilters, number>>
 
 /**
- * The list as per-day counts (migration 003) and the part-days at the ends of a date range, when
- * only status and dates filter: the whole days the range covers, each summed over the statuses
- * asked for, and index counts of the part-day after the range's start (before its first whole
- * day) and of the part-day up to its end (from the midnight of its day). `where` is the whole
- * filter on appointments `k`, the range's bounds included.
+ * The list as pieces (`PageStatementParts.pieces`) when only status and dates filter: the buckets
+ * of the status's list (or of all appointments) from the one the range's start falls in to the
+ * one its end falls in. Those two are cut at the range's ends by counting index entries inside
+ * them: below the start in the first, up to the end in the last (at most 2,000 each). A bucket's
+ * upper end is the next one's bound, so each count runs from a bucket's bound up to a range's end:
+ * `bs`/`cs` the start's bucket and the entries of it below the start, `be`/`ce` the end's bucket
+ * and the entries of it up to the end.
  */
-function dayCountParts(where: string, filters: FilterParams) {
+function bucketPieces(filters: FilterParams): { ctes: string | undefined; pieces: string } {
   const { status, startDate, endDate } = filters
-  const utc = (n: number) => `($${n}::timestamptz AT TIME ZONE 'UTC')`
-  // The first whole day: the start's own when it is midnight, else the next.
-  const firstDay = startDate && `(${utc(startDate)} + interval '1 day' - interval '1 microsecond')::date`
-  // The day of the end, the first one not whole (an inclusive end at midnight takes its instant only).
-  const endDay = endDate && `${utc(endDate)}::date`
-  const days = [
-    tenantCondition('c'),
-    status && `c.status = $${status}`,
-    firstDay && `c.day >= ${firstDay}`,
-    endDay && `c.day < ${endDay}`,
-  ]
+  const list = (alias: string) =>
+    `${tenantCondition(alias)} AND ${alias}.list = ${status ? `'appointments:' || $${status}::text` : "'appointments'"}`
+  // The list without its date range: what the buckets count.
+  const base = [tenantCondition('k'), 'k.is_active', status && `k.status = $${status}`]
     .filter(Boolean)
     .join(' AND ')
-  const count = (range: string) => indexCount('appointments', `${where} AND ${range}`, ORDER_BY)
-  // Below the first whole day; from the end's day (or the first whole day, if later) up.
-  const head = firstDay && {
-    // The bucket that ends where the first whole day begins.
-    day: `(${firstDay} - 1)`,
-    count: count(`k.start_at < ${utcMidnight(firstDay)}`),
+  const start = startDate && `$${startDate}::timestamptz`
+  const end = endDate && `$${endDate}::timestamptz`
+  const bound = (cte: string) => `((SELECT ${cte}.lo_at FROM ${cte}), (SELECT ${cte}.lo_id FROM ${cte}))`
+  const bucketOf = (name: string, condition: string) =>
+    `${name} AS MATERIALIZED (SELECT c.lo_at, c.lo_id FROM list_buckets c WHERE ${list('c')} AND ${condition}
+      ORDER BY c.lo_at DESC, c.lo_id DESC LIMIT 1)`
+  // Counted oldest first, from the bucket's bound up: the index scan starts at the bound (a row
+  // comparison) and stops at the range's end (a condition on start_at alone). The other way round,
+  // a row comparison does not end a scan where its id decides (rows of one instant): it would
+  // read every entry of the instant below the bound.
+  const countFrom = (name: string, bucket: string, condition: string) =>
+    `${name} AS MATERIALIZED (SELECT (SELECT count(*) FROM (
+        SELECT FROM appointments k WHERE ${base} AND ${condition} AND (k.start_at, k.id) >= ${bound(bucket)}
+        ORDER BY k.start_at, k.id OFFSET 0) k) AS n)`
+  const ctes = [
+    // The last bucket with entries before the start.
+    start && bucketOf('bs', `c.lo_at < ${start}`),
+    start && countFrom('cs', 'bs', `k.start_at < ${start}`),
+    // The bucket the end falls in.
+    end && bucketOf('be', `c.lo_at <= ${end}`),
+    end && countFrom('ce', 'be', `k.start_at <= ${end}`),
+  ].filter(Boolean)
+  const at = (cte: string) => `(c.lo_at, c.lo_id) = ${bound(cte)}`
+  let n = 'c.n'
+  if (end) n = `(CASE WHEN ${at('be')} THEN (SELECT ce.n FROM ce) ELSE ${n} END)`
+  if (start) n = `${n} - (CASE WHEN ${at('bs')} THEN (SELECT cs.n FROM cs) ELSE 0 END)`
+  const conditions = [
+    list('c'),
+    // Before the first bucket, no entry is below the start: the pieces start at the list's bottom.
+    start &&
+      `(c.lo_at, c.lo_id) >= (coalesce((SELECT bs.lo_at FROM bs), '-infinity'), coalesce((SELECT bs.lo_id FROM bs), ''))`,
+    end && `(c.lo_at, c.lo_id) <= ${bound('be')}`,
+    start && end && `${start} <= ${end}`,
+  ].filter(Boolean)
+  // The start's bucket is stepped from the start, the rest from their bounds.
+  const from = start
+    ? `CASE WHEN ${at('bs')} THEN ${start} ELSE c.lo_at END AS from_at, CASE WHEN ${at('bs')} THEN '' ELSE c.lo_id END AS from_id`
+    : 'c.lo_at AS from_at, c.lo_id AS from_id'
+  return {
+    ctes: ctes.length > 0 ? ctes.join(',\n    ') : undefined,
+    pieces: `SELECT c.lo_at, c.lo_id, ${n} AS n, ${from} FROM list_buckets c WHERE ${conditions.join(' AND ')}`,
   }
-  const tailFrom =
-    endDay && (firstDay ? `greatest(${utcMidnight(endDay)}, ${utcMidnight(firstDay)})` : utcMidnight(endDay))
-  const tail = tailFrom && count(`k.start_at >= ${tailFrom}`)
-  return { days, head, tail }
-}
-
-/** The exact total: the whole days summed, plus the part-days counted. */
-function dayCountsTotal(where: string, filters: FilterParams): string {
-  const { days, head, tail } = dayCountParts(where, filters)
-  const terms = [`(SELECT coalesce(sum(c.n), 0) FROM appointment_day_counts c WHERE ${days})`]
-  if (head) terms.push(head.count)
-  if (tail) terms.push(tail)
-  return `SELECT (${terms.join(' + ')})::int AS total`
-}
-
-/** The list's buckets for a deep page (`PageStatementParts.buckets`): the part-days and the whole days. */
-function dayCountBuckets(where: string, filters: FilterParams): string {
-  const { days, head, tail } = dayCountParts(where, filters)
-  return [
-    tail && `SELECT date 'infinity' AS day, ${tail} AS n`,
-    `SELECT c.day, sum(c.n) AS n FROM appointment_day_counts c WHERE ${days} GROUP BY c.day`,
-    head && `SELECT ${head.day} AS day, ${head.count} AS n`,
-  ]
-    .filter(Boolean)
-    .join(' UNION ALL ')
 }
 
 /** The page statement of active appointments of `tenant`, filters combined with AND, latest start first. */
@@ -124,33 +130,46 @@ function sqlFor(given: readonly (keyof AppointmentFilters)[]): PageSql {
   const numbers: FilterParams = {}
   const conditions = [tenantCondition('k'), 'k.is_active']
   const byPerson = given.includes('customerId') || given.includes('staffId')
+  // Without the range's lower bound, and without its upper bound (PageStatementParts.seekWhere).
+  const up: string[] = [...conditions]
+  const down: string[] = [...conditions]
   given.forEach((name, index) => {
     numbers[name] = index + 2
     // With a person, the person's index is read and the status checked on each of their rows: the
     // status written so leaves the status index no condition to start from. Read instead, that
     // index would yield every appointment of the status to find the person's, each from the heap
     // (the person indexes do not hold the status); the planner's estimates alone chose between them.
-    conditions.push(
-      name === 'status' && byPerson ? `(k.status = $${index + 2}) IS TRUE` : FILTER_SQL[name](index + 2),
-    )
+    const condition =
+      name === 'status' && byPerson ? `(k.status = $${index + 2}) IS TRUE` : FILTER_SQL[name](index + 2)
+    conditions.push(condition)
+    if (name !== 'startDate') up.push(condition)
+    if (name !== 'endDate') down.push(condition)
   })
   const where = conditions.join(' AND ')
   // Any other filter counts from its index: a customer's or staff member's appointments are few.
-  const dayCountsKnowAll = given.every((name) => DAY_COUNT_FILTERS.has(name))
+  if (!given.every((name) => BUCKET_FILTERS.has(name)))
+    return pageSql({
+      table: 'appointments',
+      where,
+      paramCount: given.length + 1,
+      orderBy: ORDER_BY,
+      fields: FIELDS,
+    })
+  const { ctes, pieces } = bucketPieces(numbers)
   return pageSql({
     table: 'appointments',
     where,
     paramCount: given.length + 1,
     orderBy: ORDER_BY,
     fields: FIELDS,
-    ...(dayCountsKnowAll
-      ? {
-          // Unfiltered, one row per organization (migration 006) rather than a row per status and day.
-          countText:
-            given.length === 0 ? organizationCount('appointment_counts') : dayCountsTotal(where, numbers),
-          buckets: dayCountBuckets(where, numbers),
-        }
-      : {}),
+    // Unfiltered, one row per organization (migration 006); filtered, the pieces summed.
+    countText:
+      given.length === 0
+        ? organizationCount('appointment_counts')
+        : `SELECT coalesce(sum(p.n), 0)::int AS total FROM (${pieces}) p`,
+    ...(ctes ? { ctes } : {}),
+    pieces,
+    seekWhere: { up: up.join(' AND '), down: down.join(' AND ') },
   })
 }
 

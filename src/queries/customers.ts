@@ -14,8 +14,9 @@ const PAGE_SQL = pageSql({
   fields: FIELDS,
   // Kept per organization by triggers (migration 004): exact, from the same snapshot.
   countText: organizationCount('customer_counts'),
-  // Per day of creation (migration 005): where a deep page starts.
-  buckets: `SELECT c.day, c.n FROM customer_day_counts c WHERE ${tenantCondition('c')}`,
+  // Buckets of at most 2,000 customers in list order (migration 009): where a deep page starts.
+  pieces: `SELECT c.lo_at, c.lo_id, c.n, c.lo_at AS from_at, c.lo_id AS from_id
+    FROM list_buckets c WHERE ${tenantCondition('c')} AND c.list = 'customers'`,
 })
 
 /** The page statement of active customers of `tenant`, newest first (`createdAt DESC, id DESC`). */

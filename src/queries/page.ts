@@ -1,6 +1,6 @@
 import { itemFields, nullInItem, type ResourceDescription } from '../schemas/descriptions.js'
 import type { Sql, StoreAdapter } from '../store/types.js'
-import { indexCount, iso, utcMidnight } from './sql.js'
+import { indexCount, iso } from './sql.js'
 
 export interface PageRequest {
   readonly limit: number
@@ -118,21 +118,36 @@ export interface PageStatementParts {
   /** The exact total as a statement of one row and column `total`; by default, count(*) over `where`. */
   readonly countText?: string
   /**
-   * Where deep pages start (see `SEEK_FROM`): SQL of rows `(day, n)` that cut the list into
-   * buckets by the UTC day of its first order column (a timestamptz). A bucket holds the `n`
-   * entries meeting `where` below the midnight that ends its `day` and at or above the next lower
-   * bucket's; together the buckets hold every entry. `day` is a date ('infinity' for a bucket
-   * with no upper bound), so that the buckets can be summed in the order of an index on it and the
-   * sum stops at the offset's bucket. Without it, a deep page steps over its offset from the
-   * nearer end of the list.
+   * CTEs that `countText` and `pieces` read (`name AS MATERIALIZED (…)`, comma-separated): they
+   * open both page statements and the total's statement, and run at most once each, when read.
    */
-  readonly buckets?: string
+  readonly ctes?: string
+  /**
+   * Where deep pages start (see `SEEK_FROM`): SQL of rows `(lo_at, lo_id, n)` that cut the list
+   * into pieces in its order (the buckets of migration 009). A piece holds the `n` entries meeting
+   * `where` whose key (the order's two columns) is at or above its bound `(lo_at, lo_id)` and below
+   * the next piece's; together the pieces hold every entry, none more than 2,000. Its entries are
+   * the first `n` at or above `(from_at, from_id)` (its bound, or a range's start inside it) that
+   * meet `seekWhere.up` (or `where`). The bounds must
+   * come in the order of an index on them, so that the pieces are summed from either end without a
+   * sort and the sum stops at the offset's piece. Without it, a deep page steps over its offset
+   * from the nearer end of the list.
+   */
+  readonly pieces?: string
+  /**
+   * With `pieces` whose `where` bounds the order's first column (a date range): `where` without
+   * its lower bound, to step up from a piece's start, and without its upper bound, to read the page
+   * down from its first key. Each scan then has one bound on the side it starts from, the key, and
+   * starts there: with two (the key and the range's end), PGlite's btree started at the range's end
+   * and stepped over every entry between (188 ms for a middle page of 600,000, bench/RESULTS.md).
+   */
+  readonly seekWhere?: { readonly up: string; readonly down: string }
 }
 
 /**
- * How far from both ends of the list a page with buckets must be to start at its bucket's bound:
- * nearer an end, stepping over the index entries from that end costs less than summing the
- * buckets (bench/RESULTS.md).
+ * How far from both ends of the list a page with pieces must be to be sought: nearer an end,
+ * stepping over the index entries from that end costs less than summing the pieces
+ * (bench/RESULTS.md).
  */
 export const SEEK_FROM = 1000
 
@@ -159,18 +174,19 @@ export interface PageStatement extends PageSql {
  * The page and its exact total in one statement. A page is found in two index reads: its first
  * key, stepping over the offset in an index-only scan, then its rows from that key on in list
  * order, each read from the heap once. A deep page does not step over every entry before it: with
- * buckets, it starts at the bound of the bucket its offset falls in (`seekPage`); without, a page
+ * pieces, it starts inside the piece its offset falls in (`seekPage`); without, a page
  * in the second half is read from the other end of the index, which the exact total allows
  * (`twoEndedPage`).
  */
 export function pageSql(parts: PageStatementParts): PageSql {
-  const countText =
+  const count =
     parts.countText ?? `SELECT ${indexCount(parts.table, parts.where, parts.orderBy)}::int AS total`
-  const { ctes, page } = parts.buckets ? seekPage(parts, parts.buckets) : twoEndedPage(parts)
+  const countText = parts.ctes ? `WITH ${parts.ctes} ${count}` : count
+  const { ctes, page } = parts.pieces ? seekPage(parts, parts.pieces) : twoEndedPage(parts)
   const rows = `FROM (${page}) r`
   const columns = parts.fields.map(({ key, sql, rows }) => `${rows?.sql ?? sql} AS "${key}"`).join(', ')
   // MATERIALIZED: the total is computed once, not again wherever the branches name it.
-  const total = `WITH t AS MATERIALIZED (${countText})${ctes}`
+  const total = `WITH ${parts.ctes ? `${parts.ctes}, ` : ''}t AS MATERIALIZED (${count})${ctes}`
   const rowsText = `${total} SELECT ${columns}, t.total FROM t CROSS JOIN LATERAL (
       SELECT r.* ${rows}) r ORDER BY ${keyOrder(parts, 'DESC', 'r')}`
   const jsonText = `${total} SELECT t.total, (
@@ -246,7 +262,7 @@ function fromFarEnd(parts: PageStatementParts, when: string): string {
 }
 
 /**
- * Without buckets: the page from the nearer end of the index; the last page costs what the first
+ * Without pieces: the page from the nearer end of the index; the last page costs what the first
  * does, the middle one steps over half the list. Only the branch that applies runs.
  */
 function twoEndedPage(parts: PageStatementParts): PageRows {
@@ -258,32 +274,49 @@ function twoEndedPage(parts: PageStatementParts): PageRows {
 }
 
 /**
- * With buckets: a page fewer than `SEEK_FROM` entries from either end of the list is read from
- * that end. Any other is sought: the buckets are summed newest first, and the page starts at the
- * bound of the one its offset falls in, stepping over the part of the offset inside that bucket
- * only. Only the branch that applies runs.
+ * With pieces: a page fewer than `SEEK_FROM` entries from either end of the list is read from
+ * that end. Any other is sought: the pieces are summed from the nearer end of the list (newest
+ * first for a page in the first half, oldest first for one in the second), and the page starts
+ * inside the one its offset falls in, found by stepping up from that piece's bound over at most
+ * its entries (2,000). Only the branch that applies runs.
  */
-function seekPage(parts: PageStatementParts, buckets: string): PageRows {
+function seekPage(parts: PageStatementParts, pieces: string): PageRows {
   const { limit, offset } = paramsOf(parts)
-  const [first] = parts.orderBy
-  const topHalf = (total: string) => `${offset} * 2 < ${total}`
-  // The entries to step over from the nearer end: the offset, or those after the page.
-  const nearerEndSkip = (total: string) =>
-    `(CASE WHEN ${topHalf(total)} THEN ${offset} ELSE ${total} - ${offset} - ${limit} END)`
+  const [first, second] = parts.orderBy
+  if (!first || !second || parts.orderBy.length !== 2)
+    throw new Error('pieces need an order of two columns, a time and an id')
   // The total as a value computed once (an InitPlan), so that the seek runs only when it applies.
   const total = '(SELECT t.total FROM t)'
-  const ctes = `, s AS MATERIALIZED (
-      SELECT ${utcMidnight('w.day + 1')} AS bound, ${offset} - (w.through - w.n) AS skip
-      FROM (SELECT b.day, b.n, sum(b.n) OVER (ORDER BY b.day DESC) AS through FROM (${buckets}) b) w
-      WHERE ${nearerEndSkip(total)} >= ${SEEK_FROM} AND w.through > ${offset}
-      ORDER BY w.day DESC LIMIT 1)`
+  const topHalf = (total: string) => `${offset} * 2 < ${total}`
+  // The entries to step over from the nearer end: the offset, or those after the page.
+  const nearerEndSkip = `(CASE WHEN ${topHalf(total)} THEN ${offset} ELSE ${total} - ${offset} - ${limit} END)`
+  const seeks = `${nearerEndSkip} >= ${SEEK_FROM}`
+  // Newest first: `through` counts the entries from the top of the list to the end of each
+  // piece, so the offset's entry is `through - 1 - offset` entries above the piece's bound.
+  const newestFirst = `SELECT w.from_at, w.from_id, w.through - 1 - ${offset} AS skip
+      FROM (SELECT b.lo_at, b.lo_id, b.from_at, b.from_id,
+                   sum(b.n) OVER (ORDER BY b.lo_at DESC, b.lo_id DESC) AS through
+            FROM (${pieces}) b) w
+      WHERE ${topHalf(total)} AND ${seeks} AND w.through > ${offset}
+      ORDER BY w.lo_at DESC, w.lo_id DESC LIMIT 1`
+  // Oldest first: the offset's entry is `total - 1 - offset` entries above the list's bottom.
+  const fromBottom = `${total} - 1 - ${offset}`
+  const oldestFirst = `SELECT w.from_at, w.from_id, ${fromBottom} - (w.through - w.n) AS skip
+      FROM (SELECT b.lo_at, b.lo_id, b.from_at, b.from_id, b.n,
+                   sum(b.n) OVER (ORDER BY b.lo_at, b.lo_id) AS through
+            FROM (${pieces}) b) w
+      WHERE NOT ${topHalf(total)} AND ${seeks} AND w.through > ${fromBottom}
+      ORDER BY w.lo_at, w.lo_id LIMIT 1`
+  const ctes = `, s AS MATERIALIZED ((${newestFirst}) UNION ALL (${oldestFirst}))`
+  const up = parts.seekWhere ? { ...parts, where: parts.seekWhere.up } : parts
+  const down = parts.seekWhere ? { ...parts, where: parts.seekWhere.down } : parts
   const sought = `SELECT k.* FROM s CROSS JOIN LATERAL (
-        ${keyAt(parts, 'DESC', 's.skip', `k.${first} < s.bound`)}) k`
+        ${keyAt(up, 'ASC', 's.skip', `(k.${first}, k.${second}) >= (s.from_at, s.from_id)`)}) k`
   const page = `${fromTop(parts, `${topHalf('t.total')} AND ${offset} < ${SEEK_FROM}`)}
       UNION ALL
       ${fromFarEnd(parts, `NOT ${topHalf('t.total')} AND t.total - ${offset} - ${limit} < ${SEEK_FROM}`)}
       UNION ALL
-      ${rowsFrom(parts, sought, 'DESC', limit)}`
+      ${rowsFrom(down, sought, 'DESC', limit)}`
   return { ctes, page }
 }
 

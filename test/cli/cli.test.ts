@@ -636,7 +636,7 @@ describe('openbook command line on the embedded store, no server running', () =>
   })
 
   it('creates and migrates the store on first use; orgs, keys, import and seed work on it directly', async () => {
-    expect(json<{ version: number }>(await cli('migrate', '--json')).version).toBe(7)
+    expect(json<{ version: number }>(await cli('migrate', '--json')).version).toBe(9)
     json(
       await cli(
         'orgs',

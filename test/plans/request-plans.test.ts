@@ -15,10 +15,14 @@ import { createTestStore, postgresAvailable, type TestStore } from '../helpers/s
 // as openbook_reader, the organization named by the key lookup. A page must read the page's rows
 // from the heap and the organization's index entries, never a whole table: no sequential scan, no
 // bitmap heap scan, no hash or merge join, and no more index entries, heap rows or buffers than the
-// page and its count need, whatever the organization's size. A deep page steps over no more than
-// SEEK_FROM entries or one day's: it starts at the end of the day its offset falls in.
+// page and its count need, whatever the organization's size and however its rows spread over time
+// (years of them, one crowded day, one instant). A deep page steps over no more than SEEK_FROM
+// entries or one bucket's (BUCKET_MAX, migration 009): it starts inside the bucket its offset
+// falls in.
 
 const LIMIT = 50
+/** The most entries a bucket of list_buckets holds (migration 009). */
+const BUCKET_MAX = 2000
 /** The tables whose rows a page reads; the counts tables are checked for their scans only. */
 const ROW_TABLES = new Set(['customers', 'appointments'])
 
@@ -52,6 +56,29 @@ interface OrgSize {
   readonly id: string
   readonly customers: number
   readonly appointments: number
+  /** How createdAt and start spread: over years (the default), or one of issue 33's crowds. */
+  readonly shape?: TimeShape
+}
+
+/**
+ * `instant`: every row at one instant (a migration import); `ninety`: 90 % of them on one day, a
+ * third of those at one instant; `sparse`: one row every 8 hours, back over decades.
+ */
+type TimeShape = 'spread' | 'instant' | 'ninety' | 'sparse'
+
+/** The crowded day of the shapes, and its instant. */
+const CROWD_DAY = '2025-01-01T00:00:00Z'
+const CROWD_INSTANT = '2025-01-01T09:00:00Z'
+
+/** SQL of a row's time by its organization's shape: `spread` the usual one, `g` the row's number. */
+function timeOf(spread: string): string {
+  const day = `timestamptz '${CROWD_DAY}'`
+  return `CASE o.shape
+    WHEN 'instant' THEN timestamptz '${CROWD_INSTANT}'
+    WHEN 'ninety' THEN CASE WHEN h.c % 10 = 0 THEN ${spread}
+      WHEN h.c % 3 = 0 THEN timestamptz '${CROWD_INSTANT}' ELSE ${day} + (h.a % 86400) * interval '1 second' END
+    WHEN 'sparse' THEN timestamptz '2025-06-01T00:00:00Z' - g * interval '8 hours'
+    ELSE ${spread} END`
 }
 
 /** Rows whose ids, times and flags come from md5 of the organization and the row's number. */
@@ -62,8 +89,10 @@ async function importOrganizations(store: Store, orgs: readonly OrgSize[]): Prom
     orgs.map((o) => o.appointments),
     // As the synthetic seed: one staff member per 400 customers, 2 to 60.
     orgs.map((o) => Math.min(60, Math.max(2, Math.ceil(o.customers / 400)))),
+    orgs.map((o) => o.shape ?? 'spread'),
   ]
-  const each = 'unnest($1::text[], $2::int[], $3::int[], $4::int[]) o(id, customers, appointments, staff)'
+  const each =
+    'unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::text[]) o(id, customers, appointments, staff, shape)'
   // Three independent non-negative numbers per row: a, b, c.
   const hash = (seed: string) => `CROSS JOIN LATERAL (SELECT md5(${seed}) AS m) m
     CROSS JOIN LATERAL (SELECT abs(('x' || substr(m.m, 17, 8))::bit(32)::int::bigint) AS a,
@@ -91,10 +120,9 @@ async function importOrganizations(store: Store, orgs: readonly OrgSize[]): Prom
        SELECT o.id, ${customerId('g')}, 'S-' || lpad(g::text, 6, '0'), 'Ada', 'Lindqvist', 'Ada Lindqvist',
          'ada.lindqvist.' || g || '@example.com', '+1555' || lpad((h.a % 10000000)::text, 7, '0'),
          '+1555' || lpad((h.a % 10000000)::text, 7, '0'), 'email', h.b % 2 = 0, (h.c % 250) || ' Berg Street',
-         'Berlin', 'BE', lpad((h.c % 100000)::text, 5, '0'), 'DE', h.b % 33 <> 0,
-         timestamptz '2025-06-01T00:00:00Z' - (h.a % 157680000) * interval '1 second',
-         timestamptz '2025-06-01T00:00:00Z' - (h.a % 157680000) * interval '1 second'
-       FROM ${each} CROSS JOIN generate_series(1, o.customers) g ${hash("o.id || '/' || g")}`,
+         'Berlin', 'BE', lpad((h.c % 100000)::text, 5, '0'), 'DE', h.b % 33 <> 0, t.at, t.at
+       FROM ${each} CROSS JOIN generate_series(1, o.customers) g ${hash("o.id || '/' || g")}
+       CROSS JOIN LATERAL (SELECT ${timeOf("timestamptz '2025-06-01T00:00:00Z' - (h.a % 157680000) * interval '1 second'")} AS at) t`,
       params,
     )
     await sql.query(
@@ -108,8 +136,8 @@ async function importOrganizations(store: Store, orgs: readonly OrgSize[]): Prom
          'unpaid', false, to_char(s.start_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), h.c % 31 <> 0,
          s.start_at - interval '7 days', s.start_at - interval '7 days'
        FROM ${each} CROSS JOIN generate_series(1, o.appointments) g ${hash("o.id || ':' || g")}
-       CROSS JOIN LATERAL (SELECT timestamptz '2022-06-01T08:00:00Z' + (h.a % 1185) * interval '1 day'
-                                  + (h.b % 44) * interval '15 minutes' AS start_at) s`,
+       CROSS JOIN LATERAL (SELECT ${timeOf(`timestamptz '2022-06-01T08:00:00Z' + (h.a % 1185) * interval '1 day'
+                                  + (h.b % 44) * interval '15 minutes'`)} AS start_at) s`,
       params,
     )
   })
@@ -130,6 +158,7 @@ class Db {
           'customer_day_counts',
           'appointment_counts',
           'appointment_day_counts',
+          'list_buckets',
         ]
           .map((table) => `ALTER TABLE ${table} SET (autovacuum_enabled = false)`)
           .join('; '),
@@ -176,6 +205,13 @@ interface Scenario {
 
 const sizes = (prefix: string, count: number, customers: number, appointments: number): OrgSize[] =>
   Array.from({ length: count }, (_, i) => ({ id: `${prefix}_${i + 1}`, customers, appointments }))
+
+const CROWDED: readonly OrgSize[] = (['instant', 'ninety', 'sparse'] as const).map((shape) => ({
+  id: `org_${shape}`,
+  customers: 24_000,
+  appointments: 48_000,
+  shape,
+}))
 
 const SCENARIOS: readonly Scenario[] = [
   {
@@ -255,6 +291,28 @@ const SCENARIOS: readonly Scenario[] = [
     ],
   },
   {
+    // Issue 33: rows that share a day or an instant, beside an organization spread over years.
+    name: 'crowded times: one instant, one day holding 90 %, a few rows a day over decades',
+    stages: [
+      {
+        name: 'imported into an empty database, never analyzed',
+        allVisible: false,
+        async prepare(db) {
+          await importOrganizations(db.store, CROWDED)
+          return CROWDED.map((o) => o.id)
+        },
+      },
+      {
+        name: 'after VACUUM ANALYZE',
+        allVisible: true,
+        async prepare(db) {
+          await db.maintain('VACUUM ANALYZE')
+          return CROWDED.map((o) => o.id)
+        },
+      },
+    ],
+  },
+  {
     name: 'many equal organizations',
     stages: [
       {
@@ -319,6 +377,12 @@ interface OrgValues {
   readonly endDate: string
 }
 
+/** The date ranges of the crowded organizations: ends on the crowded instant, and inside the crowded day. */
+const CROWDED_RANGES: Readonly<Record<string, readonly [string, string]>> = {
+  org_instant: [CROWD_INSTANT, CROWD_INSTANT],
+  org_ninety: ['2025-01-01T05:00:37.000Z', CROWD_INSTANT],
+}
+
 async function valuesOf(store: Store, orgId: string): Promise<OrgValues> {
   return store.admin(async (sql) => {
     const busiest = async (column: string) => {
@@ -335,13 +399,15 @@ async function valuesOf(store: Store, orgId: string): Promise<OrgValues> {
     )
     const first = span?.first?.getTime() ?? 0
     const length = (span?.last?.getTime() ?? 0) - first
-    // Not at midnight: the part-days at both ends are counted from the index.
+    // Not at midnight, nor on a bucket's bound: the ends are counted from the index.
     const at = (fraction: number) => new Date(first + Math.round(length * fraction) + 37_000).toISOString()
+    // A crowd's range ends inside it: at its instant, and inside its day.
+    const crowded = CROWDED_RANGES[orgId]
     return {
       customerId: await busiest('customer_id'),
       staffId: await busiest('staff_id'),
-      startDate: at(0.3),
-      endDate: at(0.7),
+      startDate: crowded?.[0] ?? at(0.3),
+      endDate: crowded?.[1] ?? at(0.7),
     }
   })
 }
@@ -357,8 +423,9 @@ function statementFor(shape: Shape, orgId: string, values: OrgValues): PageState
 /**
  * The appointments' index entries the count must read beside the page's. With a person: the
  * person's entries in the range (their own index counts them; with two persons, the busier one's,
- * whichever index the planner walks). Without: the part-days at the ends of a range (the per-day
- * counts cover the whole days). Status aside: the person indexes do not hold it.
+ * whichever index the planner walks). Without: at each end of a range, the entries of the bucket
+ * the end falls in from its bound up to the end (the buckets between are summed). Status aside:
+ * the person indexes do not hold it.
  */
 async function countEntries(store: Store, shape: Shape, orgId: string, values: OrgValues): Promise<number> {
   if (shape.list === 'customers') return 0
@@ -385,42 +452,38 @@ async function countEntries(store: Store, shape: Shape, orgId: string, values: O
     )
     return Math.max(...counts)
   }
-  const day = (n: number) => `(date_trunc('day', $${n}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')`
-  const ends = [
-    has('startDate') && `(start_at >= $2::timestamptz AND start_at < ${day(2)} + interval '1 day')`,
-    has('endDate') && `(start_at >= ${day(3)} AND start_at <= $3::timestamptz)`,
-  ].filter(Boolean)
-  if (ends.length === 0) return 0
-  return count(`(${ends.join(' OR ')}) AND $2::text || $3::text IS NOT NULL`, [
-    values.startDate,
-    values.endDate,
-  ])
-}
-
-/** Whether the list's pages seek by day: customers, and appointments filtered by none but status and dates. */
-const seeks = (shape: Shape) => !shape.filters.some((f) => f === 'customerId' || f === 'staffId')
-
-/** The most entries of the list on one UTC day: what a deep page may step over after its seek. */
-async function busiestDay(store: Store, shape: Shape, orgId: string, values: OrgValues): Promise<number> {
-  const has = (name: FilterName) => shape.filters.includes(name)
-  const [table, column] =
-    shape.list === 'customers' ? ['customers', 'created_at'] : ['appointments', 'start_at']
-  const conditions = [
-    'org_id = $1 AND is_active',
-    has('status') ? 'status = $2' : '$2::text IS NOT NULL',
-    has('startDate') ? `${column} >= $3::timestamptz` : '$3::text IS NOT NULL',
-    has('endDate') ? `${column} <= $4::timestamptz` : '$4::text IS NOT NULL',
-  ]
-  return store.admin(async (sql) => {
-    const [row] = await sql.query<{ n: number }>(
-      `SELECT coalesce(max(n), 0)::int AS n FROM (
-         SELECT count(*) AS n FROM ${table} WHERE ${conditions.join(' AND ')}
-         GROUP BY (${column} AT TIME ZONE 'UTC')::date) d`,
-      [orgId, shape.status ?? '', values.startDate, values.endDate],
+  // A range's ends: in the bucket each falls in (list_buckets, migration 009), the entries from
+  // the bucket's bound up to the end.
+  const list = has('status') ? `appointments:${shape.status}` : 'appointments'
+  const statusCondition = has('status') ? 'k.status = $3' : '$3::text IS NOT NULL'
+  const inBucket = (bucket: string, end: string) =>
+    store.admin(async (sql) => {
+      const [row] = await sql.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM (
+           SELECT b.lo_at, b.lo_id FROM list_buckets b WHERE b.org_id = $1 AND b.list = $2 AND ${bucket}
+           ORDER BY b.lo_at DESC, b.lo_id DESC LIMIT 1) b
+         JOIN appointments k ON k.org_id = $1 AND k.is_active AND ${statusCondition}
+           AND (k.start_at, k.id) >= (b.lo_at, b.lo_id) AND ${end}`,
+        [orgId, list, shape.status ?? '', values.startDate, values.endDate],
+      )
+      return row?.n ?? 0
+    })
+  let counted = 0
+  if (has('startDate'))
+    counted += await inBucket(
+      'b.lo_at < $4::timestamptz AND $5::text IS NOT NULL',
+      'k.start_at < $4::timestamptz',
     )
-    return row?.n ?? 0
-  })
+  if (has('endDate'))
+    counted += await inBucket(
+      'b.lo_at <= $5::timestamptz AND $4::text IS NOT NULL',
+      'k.start_at <= $5::timestamptz',
+    )
+  return counted
 }
+
+/** Whether the list's pages seek by bucket: customers, and appointments filtered by none but status and dates. */
+const seeks = (shape: Shape) => !shape.filters.some((f) => f === 'customerId' || f === 'staffId')
 
 // ---------------------------------------------------------------------------------------------
 // Plans: run as the request path runs them, and judged.
@@ -597,7 +660,6 @@ async function planFaults(
   const statement = statementFor(shape, orgId, values)
   const total = await totalOf(store, orgId, statement)
   const counted = await countEntries(store, shape, orgId, values)
-  const dayEntries = seeks(shape) ? await busiestDay(store, shape, orgId, values) : 0
   const problems: string[] = []
   let example: Example | undefined
   const report = (what: string, plan: PlanNode, allowance: Allowance) => {
@@ -622,9 +684,9 @@ async function planFaults(
   for (const [page, offset] of pages) {
     const pageRows = Math.max(0, Math.min(LIMIT, total - offset))
     // The offset's entries from the end nearer to the page; with a seek, from SEEK_FROM entries
-    // on, at most a day's, and the part-days of a range counted again to place the page.
+    // on, at most a bucket's.
     const nearer = offset * 2 < total ? offset : Math.max(0, total - offset - LIMIT)
-    const stepped = seeks(shape) && nearer >= SEEK_FROM ? dayEntries + counted : nearer
+    const stepped = seeks(shape) && nearer >= SEEK_FROM ? BUCKET_MAX : nearer
     const allowance = allowanceFor(stage, shape, pageRows, stepped, counted, true)
     for (const [form, text, generic] of [
       ['rows', statement.rowsText, false],
