@@ -251,6 +251,33 @@ function verdict(ok: boolean): Verdict {
   return ok ? 'pass' : 'FAIL'
 }
 
+/**
+ * A load of `seconds` through the load balancer with `event` run once, 2.5 s in, while the
+ * instances hold a request: what it cost (eventCost), its 500s and how long the event took.
+ */
+async function loadWithEvent(name: string, seconds: number, event: () => Promise<void>) {
+  let at = 0
+  let tookMs = Number.NaN
+  const load = await runLoad({
+    name,
+    url: lbUrl(),
+    expected,
+    seconds,
+    rate: RATE,
+    connections: CONNECTIONS,
+    async during(elapsed) {
+      await sleep(2_500)
+      await whenBusy(instances)
+      at = elapsed()
+      const t = performance.now()
+      await event()
+      tookMs = performance.now() - t
+    },
+  })
+  const serverErrors = load.failures.filter((f) => f.what.startsWith('500')).length
+  return { load, tookMs, cost: eventCost(load, at), serverErrors }
+}
+
 describe('the production topology on loopback', () => {
   beforeAll(async () => {
     const started = performance.now()
@@ -892,27 +919,15 @@ describe('the production topology on loopback', () => {
   }, 90_000)
 
   it('the primary restarted (fast shutdown, start): at most the requests in flight fail, none after', async () => {
-    let at = 0
-    let downMs = Number.NaN
-    const load = await runLoad({
-      name: 'primary restart',
-      url: lbUrl(),
-      expected,
-      seconds: 10,
-      rate: RATE,
-      connections: CONNECTIONS,
-      async during(elapsed) {
-        await sleep(2_500)
-        await whenBusy(instances)
-        at = elapsed()
-        const t = performance.now()
-        await primary.stop()
-        await primary.start()
-        downMs = performance.now() - t
-      },
+    const {
+      load,
+      tookMs: downMs,
+      cost,
+      serverErrors,
+    } = await loadWithEvent('primary restart', 10, async () => {
+      await primary.stop()
+      await primary.start()
     })
-    const cost = eventCost(load, at)
-    const serverErrors = load.failures.filter((f) => f.what.startsWith('500')).length
     const ok = cost.ok && load.wrong === 0 && serverErrors === 0
     summary.add(
       'primary restarted (pg_ctl restart -m fast)',
@@ -965,29 +980,17 @@ describe('the production topology on loopback', () => {
 
   it('failover: the primary stops, the replica is promoted and PgBouncer pointed at it; at most the requests in flight fail; revocation and last-used resume without restarting an instance', async () => {
     const pids = instances.map((instance) => instance.pid)
-    let at = 0
-    let switchedMs = Number.NaN
-    const load = await runLoad({
-      name: 'failover',
-      url: lbUrl(),
-      expected,
-      seconds: 12,
-      rate: RATE,
-      connections: CONNECTIONS,
-      async during(elapsed) {
-        await sleep(2_500)
-        await whenBusy(instances)
-        at = elapsed()
-        const t = performance.now()
-        // The operator's runbook (docs/scaling.md, Failover), step by step.
-        await primary.stop()
-        await query(replica.url(), 'SELECT pg_promote(true, 30)')
-        await bouncer.repoint(replica.port)
-        switchedMs = performance.now() - t
-      },
+    // The operator's runbook (docs/scaling.md, Failover), step by step.
+    const {
+      load,
+      tookMs: switchedMs,
+      cost,
+      serverErrors,
+    } = await loadWithEvent('failover', 12, async () => {
+      await primary.stop()
+      await query(replica.url(), 'SELECT pg_promote(true, 30)')
+      await bouncer.repoint(replica.port)
     })
-    const cost = eventCost(load, at)
-    const serverErrors = load.failures.filter((f) => f.what.startsWith('500')).length
     // The new primary takes the operator's commands: a key revoked there is refused everywhere.
     ownerUrl = urlOf(replica.port, 'openbook_owner', 'openbook')
     const victim = expected[0]?.key ?? ''
