@@ -22,9 +22,6 @@ REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM openbook_reader;
 GRANT USAGE ON SCHEMA public TO openbook_reader;
 GRANT SELECT ON customers, customer_counts, customer_day_counts, appointments, appointment_counts,
   appointment_day_counts, api_keys TO openbook_reader;
--- Deep pages' buckets (009). 009 grants this itself, as new tables' grants now do (they are moving
--- into the numbered migrations); named here too so that the REVOKE above does not take it back.
-GRANT SELECT ON list_buckets TO openbook_reader;
 GRANT UPDATE (last_used_at) ON api_keys TO openbook_reader;
 REVOKE ALL ON FUNCTION openbook_authenticate(text), openbook_prepare(text, text, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION openbook_authenticate(text) TO openbook_reader;
@@ -39,7 +36,7 @@ DECLARE t text;
 BEGIN
   FOREACH t IN ARRAY ARRAY['organizations', 'memberships', 'api_keys', 'staff', 'services', 'customers', 'appointments',
                       'appointment_counts', 'appointment_day_counts', 'customer_counts',
-                      'customer_day_counts', 'list_buckets'] LOOP
+                      'customer_day_counts'] LOOP
     EXECUTE format('DROP POLICY IF EXISTS owner_access ON %I', t);
     EXECUTE format('CREATE POLICY owner_access ON %I TO %I USING (true) WITH CHECK (true)', t, current_user);
   END LOOP;
