@@ -460,7 +460,8 @@ describeEachStoreKind(
       for (const [orgId, email] of Object.entries(owners)) {
         json(await createOrgWithOwner(`Studio ${orgId}`, 'enterprise', orgId, email))
         const create = () => cli('keys', 'create', '--org', orgId, '--as', email, '--env', 'live', '--json')
-        keys[orgId] = [json(await create()), json(await create()), json(await create())]
+        keys[orgId] =
+          orgId === 'org_down_a' ? [json(await create()), json(await create())] : [json(await create())]
       }
       // Already revoked: not counted again, and its revocation time stays.
       const [gone, ...active] = keys.org_down_a ?? []
@@ -476,12 +477,12 @@ describeEachStoreKind(
       expect(human.code, human.stderr).toBe(0)
       expect(human.stdout).toBe(
         'imported 1 lines: organization 1\n' +
-          'revoked 2 active API keys of org_down_a: its starter plan has no API access\n',
+          'revoked 1 active API key of org_down_a: its starter plan has no API access\n',
       )
       const listed = json<{ id: string; status: string; revokedAt: string }[]>(
         await cli('keys', 'list', '--org', 'org_down_a', '--json'),
       )
-      expect(listed.map((k) => k.status)).toEqual(['revoked', 'revoked', 'revoked'])
+      expect(listed.map((k) => k.status)).toEqual(['revoked', 'revoked'])
       expect(listed.find((k) => k.id === gone?.id)?.revokedAt).toBe(revokedAt)
       for (const key of active) expect((await get('customers?limit=1', key.key)).status).toBe(401)
       expect(
@@ -493,13 +494,14 @@ describeEachStoreKind(
       writeFileSync(file, downgrade('org_down_a', 'starter') + downgrade('org_down_b', 'free'))
       expect(json(await cli('import', file, '--json'))).toMatchObject({
         lines: 2,
-        revokedKeys: [{ orgId: 'org_down_b', plan: 'free', keys: 3 }],
+        revokedKeys: [{ orgId: 'org_down_b', plan: 'free', keys: 1 }],
       })
       for (const key of keys.org_down_b ?? [])
         expect((await get('customers?limit=1', key.key)).status).toBe(401)
       // The same file again changes nothing.
       expect(json(await cli('import', file, '--json'))).toMatchObject({ revokedKeys: [] })
-    })
+      // A dozen commands, each a process of its own: more than the default 30 s on a loaded machine.
+    }, 120_000)
 
     it('import is all or nothing: one bad line rejects the file, named by line and field', async () => {
       const fresh = organizationLines('org_bad', 'x@bad.test')

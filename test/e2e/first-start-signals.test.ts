@@ -120,12 +120,13 @@ describe('a signal during the first start', () => {
 
     const again = firstStart(dataDir, port)
     try {
-      await again.waitFor(/Try:/)
+      // A whole first start: PGlite's initdb and the demo, up to minutes beside other tests on 2 cores.
+      await again.waitFor(/Try:/, 230_000)
       await again.waitFor(/Server listening/)
       expect((await fetch(`http://127.0.0.1:${port}/openapi.json`)).status).toBe(200)
     } finally {
       again.child.kill('SIGTERM')
     }
     expect(await again.exited(), again.output()).toBe(0)
-  }, 180_000)
+  }, 300_000)
 })

@@ -63,9 +63,16 @@ describe('the server process, embedded store', () => {
       ['start', '--silent'],
       cleanEnv({ DATA_DIR: dir, PORT: String(port), LOG_LEVEL: 'warn' }),
     )
-    await server.waitFor(/Try:/, 30_000)
-    await new Promise((resolve) => setTimeout(resolve, 500))
-    expect((await fetch(`http://127.0.0.1:${port}/openapi.json`)).status).toBe(200)
+    await server.waitFor(/Try:/)
+    // The demo is printed before the listener opens: asked until it answers (a loaded machine takes its time).
+    let status = 0
+    while (status !== 200) {
+      status = await fetch(`http://127.0.0.1:${port}/openapi.json`).then(
+        (r) => r.status,
+        () => 0,
+      )
+      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100))
+    }
     server.child.kill('SIGTERM')
     expect(await server.exited()).toBe(0)
   }, 60_000)
