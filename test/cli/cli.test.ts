@@ -638,7 +638,7 @@ describe('openbook command line on the embedded store, no server running', () =>
   })
 
   it('creates and migrates the store on first use; orgs, keys, import and seed work on it directly', async () => {
-    expect(json<{ version: number }>(await cli('migrate', '--json')).version).toBe(9)
+    expect(json<{ version: number }>(await cli('migrate', '--json')).version).toBe(LATEST_VERSION)
     json(
       await cli(
         'orgs',
