@@ -941,6 +941,9 @@ describe('the production topology on loopback', () => {
   }, 60_000)
 
   it('the default DATABASE_PREPARED_STATEMENTS behind PgBouncer: instances switch to pooler with one warning, no request fails', async () => {
+    // app1 keeps `pooler`, app2 and app3 restart with the default: the failover that follows
+    // meets both settings behind the balancer.
+    const restarted = instances.slice(1)
     const steps: string[] = []
     const load = await runLoad({
       name: 'default prepared statements',
@@ -951,7 +954,7 @@ describe('the production topology on loopback', () => {
       connections: CONNECTIONS,
       async during(elapsed) {
         await sleep(1_000)
-        for (const instance of instances) {
+        for (const instance of restarted) {
           const t = performance.now()
           await instance.replaceWith(ROOT, 'default')
           await lbWait(instance.name, (status) => status === 'UP', t)
@@ -966,16 +969,16 @@ describe('the production topology on loopback', () => {
           .filter((line) => line.includes('met a pooler in transaction mode')).length,
     )
     const serverErrors = load.failures.filter((f) => f.what.startsWith('500')).length
-    const ok = load.failures.length === 0 && load.wrong === 0 && warnings.every((count) => count === 1)
+    const ok = load.failures.length === 0 && load.wrong === 0 && warnings.join() === '0,1,1'
     summary.add(
-      'default prepared statements behind PgBouncer',
+      'default prepared statements behind PgBouncer (app2, app3)',
       `${loadFigures(load)}; restarted with the default: ${steps.join(', ')}; warnings per instance ${warnings.join('/')}; ` +
         `500s ${serverErrors}${failureList(load)}`,
       verdict(ok),
     )
     expect(load.failures).toEqual([])
     expect(load.wrong).toBe(0)
-    expect(warnings).toEqual([1, 1, 1])
+    expect(warnings).toEqual([0, 1, 1])
   }, 90_000)
 
   it('failover: the primary stops, the replica is promoted and PgBouncer pointed at it; at most the requests in flight fail; revocation and last-used resume without restarting an instance', async () => {
@@ -1017,7 +1020,7 @@ describe('the production topology on loopback', () => {
       failuresAfter === failuresBefore &&
       samePids
     summary.add(
-      'failover to the promoted replica (default prepared statements)',
+      'failover to the promoted replica (app1 pooler, app2-3 the default)',
       `${loadFigures(load)}; primary stopped, replica promoted, PgBouncer reloaded in ${ms(switchedMs)}: ${cost.text}; ` +
         `500s ${serverErrors}; keys revoke on the new primary, then ${afterRevoke.join('/')}; other keys ${stillServing.join('/')}; ` +
         `last-used flush failures ${failuresBefore} -> ${failuresAfter} over 2.5 s; instances not restarted: ${samePids}${failureList(load)}`,
