@@ -19,7 +19,7 @@ import { listenFailure, PortError, type PortPlan, planPorts } from './ports.js'
 import { seedDemoIfEmpty } from './seed/demo.js'
 import { guardSetUp } from './set-up.js'
 import { DataDirBusyError } from './store/data-dir-lock.js'
-import { refreshStatistics } from './store/migrate.js'
+import { LATEST_VERSION, refreshStatistics } from './store/migrate.js'
 import { connectingRole, describeStoreError, openStore } from './store/open.js'
 import { ReaderPrivilegeError } from './store/reader-privileges.js'
 import { SchemaNotCurrentError, SchemaTooNewError } from './store/schema-version.js'
@@ -204,7 +204,7 @@ async function main(): Promise<void> {
   const ops = await buildOpsApp({ metrics, readiness })
   const operatorSocket =
     store.kind === 'embedded'
-      ? await serveOperatorSocket(config.dataDir, inServerRunner(store, config))
+      ? await serveOperatorSocket(config.dataDir, inServerRunner(store, config), { schema: LATEST_VERSION })
       : undefined
 
   setUp.done()

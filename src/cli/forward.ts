@@ -1,7 +1,30 @@
 import type { Readable } from 'node:stream'
 import { connectOperatorSocket, forwardCommand } from '../operator/client.js'
 import { errorLine } from '../operator/errors.js'
+import type { ServerRelease } from '../operator/protocol.js'
+import { LATEST_VERSION } from '../store/schema-version.js'
 import { openInput } from './input.js'
+
+/**
+ * A command (or option) this command line knows and the server holding DATA_DIR does not, said as
+ * the version gap it is, not as the older server's `unknown command`; undefined for any other line.
+ */
+function versionGap(
+  text: string,
+  argv: readonly string[],
+  server: ServerRelease | undefined,
+): string | undefined {
+  if (!/^error: unknown (command|option)/.test(text)) return undefined
+  if (server && server.schema >= LATEST_VERSION) return undefined
+  const release = server
+    ? `schema version ${server.schema}`
+    : 'a release from before the operator socket named its version'
+  return errorLine(
+    `the embedded server holding DATA_DIR runs an older openbook (${release}) than this command line ` +
+      `(schema version ${LATEST_VERSION}), and does not know \`openbook ${argv.join(' ')}\`: ` +
+      'restart the server with this release, or stop it and run the command again',
+  )
+}
 
 /**
  * Hands the command to the embedded server that holds DATA_DIR, through its operator socket, and
@@ -22,7 +45,14 @@ export async function forwardToServer(dataDir: string, argv: readonly string[]):
   } else if (argv[0] === 'import' && argv[1] === '-') {
     input = process.stdin
   }
-  const exit = await forwardCommand(socket, argv, input, { stdout: process.stdout, stderr: process.stderr })
+  let server: ServerRelease | undefined
+  const exit = await forwardCommand(socket, argv, input, {
+    stdout: process.stdout,
+    stderr: { write: (text: string) => process.stderr.write(versionGap(text, argv, server) ?? text) },
+    onServer: (release) => {
+      server = release
+    },
+  })
   // Standard input left open (the server stopped first) would keep this process alive.
   input?.destroy()
   return exit

@@ -3,7 +3,13 @@ import { createConnection, type Socket } from 'node:net'
 import type { Readable } from 'node:stream'
 import { errorLine } from './errors.js'
 import { InputFramer } from './framing.js'
-import { type Answer, type ForwardedIo, messageLine, operatorSocketPath } from './protocol.js'
+import {
+  type Answer,
+  type ForwardedIo,
+  messageLine,
+  operatorSocketPath,
+  type ServerRelease,
+} from './protocol.js'
 
 /** The CLI's side of the operator socket (protocol.ts): sends a command and relays the answer. */
 
@@ -18,7 +24,10 @@ export function connectOperatorSocket(dataDir: string): Promise<Socket | undefin
   })
 }
 
-type Output = Omit<ForwardedIo, 'stdin' | 'signal'>
+type Output = Omit<ForwardedIo, 'stdin' | 'signal'> & {
+  /** Told who answers, when the server says (its first line). */
+  readonly onServer?: (release: ServerRelease) => void
+}
 
 /** Calls `onAnswer` with each answer line as it arrives. */
 function readAnswers(socket: Socket, onAnswer: (answer: Answer) => void): void {
@@ -62,6 +71,7 @@ export function forwardCommand(
   return new Promise((resolveExit) => {
     let exit: number | undefined
     readAnswers(socket, (answer) => {
+      if (answer.server !== undefined) io.onServer?.(answer.server)
       if (answer.o !== undefined) io.stdout.write(answer.o)
       if (answer.e !== undefined) io.stderr.write(answer.e)
       if (answer.exit !== undefined) {

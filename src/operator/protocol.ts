@@ -11,7 +11,8 @@ import type { Readable } from 'node:stream'
  *   as frames (a 4-byte big-endian length, then that many bytes), closed by an empty frame: the
  *   end-of-input marker (framing.ts). Input that stops short of the marker (the client was
  *   interrupted or died) is an error, so an import never commits a part of its file;
- * - the server answers with JSON lines `{o}`, `{e}` and finally `{exit}`, then closes;
+ * - the server answers with JSON lines `{server}` (its release), `{o}`, `{e}` and finally `{exit}`,
+ *   then closes;
  * - the client keeps its side open until then: its end before `{exit}` means it went away
  *   (Ctrl-C, kill), which cancels the command, and its transaction rolls back.
  */
@@ -28,8 +29,17 @@ export interface Request {
   readonly pid?: number
 }
 
-/** One line of the server's answer: output, error output, or the exit status (the last line). */
+/** Who answers: the server's release, by the highest migration it knows (its first line). */
+export interface ServerRelease {
+  readonly schema: number
+}
+
+/**
+ * One line of the server's answer: who answers (the first line; servers up to 0ff2148 send none),
+ * output, error output, or the exit status (the last line).
+ */
 export interface Answer {
+  readonly server?: ServerRelease
   readonly o?: string
   readonly e?: string
   readonly exit?: number

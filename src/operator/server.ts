@@ -10,6 +10,7 @@ import {
   messageLine,
   operatorSocketPath,
   type Request,
+  type ServerRelease,
 } from './protocol.js'
 
 /** The server's side of the operator socket (protocol.ts): runs each forwarded command, relays its output. */
@@ -72,7 +73,12 @@ function commandInput(socket: Socket, rest: Buffer, framed: boolean): PassThroug
 }
 
 /** One client: its request, its command run against the server's store, and the answer. */
-function serveClient(socket: Socket, run: CommandRunner, running: Set<Running>): void {
+function serveClient(
+  socket: Socket,
+  run: CommandRunner,
+  running: Set<Running>,
+  release: ServerRelease,
+): void {
   const controller = new AbortController()
   let answered = false
   socket.on('error', () => socket.destroy())
@@ -92,6 +98,7 @@ function serveClient(socket: Socket, run: CommandRunner, running: Set<Running>):
       socket.unpipe()
       socket.resume()
     }
+    send({ server: release })
     const request = parseRequest(header)
     if (!request) {
       send({ e: errorLine('bad request on the operator socket') })
@@ -139,13 +146,17 @@ async function listenPrivately(server: Server, path: string): Promise<void> {
   chmodSync(path, 0o600)
 }
 
-export async function serveOperatorSocket(dataDir: string, run: CommandRunner): Promise<OperatorServer> {
+export async function serveOperatorSocket(
+  dataDir: string,
+  run: CommandRunner,
+  release: ServerRelease,
+): Promise<OperatorServer> {
   const path = operatorSocketPath(dataDir)
   // This process holds DATA_DIR's lock: a socket file here is a dead server's.
   if (existsSync(path)) rmSync(path)
   const running = new Set<Running>()
   // Half-open, so that a client's end is seen as such (it went away) rather than closing the socket.
-  const server = createServer({ allowHalfOpen: true }, (socket) => serveClient(socket, run, running))
+  const server = createServer({ allowHalfOpen: true }, (socket) => serveClient(socket, run, running, release))
   await listenPrivately(server, path)
   return {
     async close() {

@@ -44,10 +44,14 @@ describe('local files of the embedded server', () => {
     const dataDir = join(root, 'sock')
     await underUmask(0, async () => mkdirSync(dataDir, { mode: 0o777 }))
     const server = await underUmask(0, async () => {
-      const serving = await serveOperatorSocket(dataDir, async (argv, io) => {
-        io.stdout.write(`ran ${argv.join(' ')}`)
-        return 0
-      })
+      const serving = await serveOperatorSocket(
+        dataDir,
+        async (argv, io) => {
+          io.stdout.write(`ran ${argv.join(' ')}`)
+          return 0
+        },
+        { schema: 1 },
+      )
       // The process umask is back to what it was (000 here) once the socket is bound.
       const current = process.umask(0)
       expect(current).toBe(0)
