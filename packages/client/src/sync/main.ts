@@ -238,6 +238,9 @@ async function main(): Promise<void> {
     else
       process.stderr.write(
         `${resource}: pass ${summary.pass} complete, ${summary.rows} rows, ${summary.tombstones} tombstones, ` +
+          (resource === 'appointments'
+            ? `${summary.leftWindow} left the window, ${summary.recovered} moved and kept, `
+            : '') +
           `${summary.requests} requests (${summary.rereads} re-reads, ${summary.retries} retries) into ` +
           `${summary.format === 'pg' ? 'table ' : ''}${summary.out}\n`,
       )
