@@ -6,6 +6,7 @@ import {
   MigrateTooOldError,
   readMigrations,
   readSchemaState,
+  readServableState,
   SchemaNotCurrentError,
 } from './schema-version.js'
 import type { Sql, Store } from './types.js'
@@ -150,18 +151,10 @@ export async function schemaState(store: Store) {
 
 /**
  * Throws unless this release may serve the schema: SchemaNotCurrentError (run migrate) or
- * SchemaTooNewError (upgrade openbook). `where` names the store in the message.
+ * SchemaTooNewError (upgrade openbook).
  */
-export async function assertSchemaServable(store: Store, where?: string): Promise<void> {
-  let state: Awaited<ReturnType<typeof schemaState>>
-  try {
-    state = await schemaState(store)
-  } catch (error) {
-    // A schema from before openbook_schema_version(): a member of openbook_reader may not read it.
-    if ((error as { code?: string }).code === '42501') throw new SchemaNotCurrentError('unreadable')
-    throw error
-  }
-  assertServable(state, where)
+export async function assertSchemaServable(store: Store): Promise<void> {
+  await store.admin(async (sql) => assertServable(await readServableState(sql)))
 }
 
 /**

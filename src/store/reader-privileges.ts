@@ -1,5 +1,5 @@
 import { READER_ROLE } from '../queries/sql.js'
-import type { Store } from './types.js'
+import type { Sql } from './types.js'
 
 /**
  * What the request path does as openbook_reader, privilege by privilege: the one list the server
@@ -52,10 +52,14 @@ export class ReaderPrivilegeError extends Error {}
  * The privileges of READER_PRIVILEGES that openbook_reader lacks (a missing object counts as
  * lacking it), read with the privilege functions, which any role may ask about any role.
  */
-export async function missingReaderPrivileges(store: Store): Promise<ReaderPrivilege[]> {
-  const rows = await store.admin((sql) =>
-    sql.query<{ kind: ReaderPrivilege['kind']; object: string; privilege: string; granted: boolean | null }>(
-      `SELECT w.kind, w.object, w.privilege,
+export async function missingReaderPrivileges(sql: Sql): Promise<ReaderPrivilege[]> {
+  const rows = await sql.query<{
+    kind: ReaderPrivilege['kind']
+    object: string
+    privilege: string
+    granted: boolean | null
+  }>(
+    `SELECT w.kind, w.object, w.privilege,
               EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1) AND CASE w.kind
                 WHEN 'schema' THEN has_schema_privilege($1, w.object, w.privilege)
                 WHEN 'table' THEN to_regclass('public.' || w.object) IS NOT NULL
@@ -69,13 +73,12 @@ export async function missingReaderPrivileges(store: Store): Promise<ReaderPrivi
                   AND has_function_privilege($1, to_regprocedure('public.' || w.object), w.privilege)
               END AS granted
        FROM unnest($2::text[], $3::text[], $4::text[]) AS w(kind, object, privilege)`,
-      [
-        READER_ROLE,
-        READER_PRIVILEGES.map((p) => p.kind),
-        READER_PRIVILEGES.map((p) => p.object),
-        READER_PRIVILEGES.map((p) => p.privilege),
-      ],
-    ),
+    [
+      READER_ROLE,
+      READER_PRIVILEGES.map((p) => p.kind),
+      READER_PRIVILEGES.map((p) => p.object),
+      READER_PRIVILEGES.map((p) => p.privilege),
+    ],
   )
   return rows
     .filter((row) => row.granted !== true)
@@ -83,8 +86,8 @@ export async function missingReaderPrivileges(store: Store): Promise<ReaderPrivi
 }
 
 /** Throws, naming the first missing privilege and the statement that grants it. */
-export async function assertReaderPrivileges(store: Store): Promise<void> {
-  const missing = await missingReaderPrivileges(store)
+export async function assertReaderPrivileges(sql: Sql): Promise<void> {
+  const missing = await missingReaderPrivileges(sql)
   const [first] = missing
   if (!first) return
   const more = missing.length > 1 ? ` (and ${missing.length - 1} more)` : ''

@@ -111,6 +111,19 @@ export async function readSchemaState(sql: Sql, reader: 'owner' | 'anyone' = 'an
   return { version, compatibleFrom: Number(applied?.compatible_from ?? version) }
 }
 
+/**
+ * The state for the servability check: a schema from before openbook_schema_version() is one a
+ * member of openbook_reader may not read (42501), and older than any release that checks.
+ */
+export async function readServableState(sql: Sql): Promise<SchemaState> {
+  try {
+    return await readSchemaState(sql)
+  } catch (error) {
+    if ((error as { code?: string }).code === '42501') throw new SchemaNotCurrentError('unreadable')
+    throw error
+  }
+}
+
 export type Servability = 'current' | 'newer-compatible' | 'needs-migrate' | 'needs-upgrade'
 
 export function servability(state: SchemaState, latest: number = LATEST_VERSION): Servability {

@@ -1,7 +1,6 @@
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { cleanEnv, freePort, ROOT, type RunningProcess, start } from '../helpers/process.js'
+import { cleanEnv, freePort, ROOT, type RunningProcess, spawnCollecting, start } from '../helpers/process.js'
 import {
   createTestDatabase,
   describeEachStoreKind,
@@ -17,28 +16,22 @@ import { json, openbook } from './run.js'
 
 /** The `openbook` binary with its standard input left open for the test to write, or not. */
 function openbookOpen(args: readonly string[], env: Record<string, string>) {
-  const child: ChildProcessWithoutNullStreams = spawn('node', ['bin/openbook.js', ...args], {
+  const {
+    child,
+    stdout: out,
+    stderr: err,
+    closed: exited,
+  } = spawnCollecting('node', ['bin/openbook.js', ...args], {
     cwd: ROOT,
     env: cleanEnv(env),
-    stdio: ['pipe', 'pipe', 'pipe'],
   })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString()
-  })
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString()
-  })
-  child.stdin.on('error', () => undefined)
-  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
   return {
     child,
     exited,
-    output: () => ({ stdout, stderr }),
+    output: () => ({ stdout: out(), stderr: err() }),
     async waitForStderr(pattern: RegExp): Promise<void> {
-      while (!pattern.test(stderr)) {
-        if (child.exitCode !== null) throw new Error(`exited ${child.exitCode}: ${stderr}`)
+      while (!pattern.test(err())) {
+        if (child.exitCode !== null) throw new Error(`exited ${child.exitCode}: ${err()}`)
         await sleep(50)
       }
     },

@@ -1,5 +1,4 @@
-import { spawn } from 'node:child_process'
-import { cleanEnv, ROOT } from '../helpers/process.js'
+import { cleanEnv, ROOT, spawnCollecting } from '../helpers/process.js'
 
 export interface CliResult {
   readonly code: number | null
@@ -14,24 +13,9 @@ export function openbook(
   input?: string,
   root: string = ROOT,
 ): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('node', ['bin/openbook.js', ...args], {
-      cwd: root,
-      env: cleanEnv(env),
-      stdio: ['pipe', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-    })
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString()
-    })
-    child.once('error', reject)
-    child.once('close', (code) => resolve({ code, stdout, stderr }))
-    child.stdin.end(input ?? '')
-  })
+  const run = spawnCollecting('node', ['bin/openbook.js', ...args], { cwd: root, env: cleanEnv(env) })
+  run.child.stdin.end(input ?? '')
+  return run.closed.then((code) => ({ code, stdout: run.stdout(), stderr: run.stderr() }))
 }
 
 export function json<T = Record<string, unknown>>(result: CliResult): T {

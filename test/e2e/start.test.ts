@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import {
   cpSync,
   mkdirSync,
@@ -12,7 +11,7 @@ import {
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { cleanEnv, ROOT } from '../helpers/process.js'
+import { cleanEnv, ROOT, spawnCollecting } from '../helpers/process.js'
 
 /**
  * `npm start` after a `git pull`: it serves the current sources. A project of one source file
@@ -61,23 +60,9 @@ function setUp(): void {
 const source = (text: string) => writeFileSync(join(dir, 'src', 'server.ts'), text)
 
 function npmStart(): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('npm', ['start', '--silent'], {
-      cwd: dir,
-      env: cleanEnv({}),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-    })
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString()
-    })
-    child.once('error', reject)
-    child.once('close', (code) => resolve({ code, stdout, stderr }))
-  })
+  const run = spawnCollecting('npm', ['start', '--silent'], { cwd: dir, env: cleanEnv({}) })
+  run.child.stdin.end()
+  return run.closed.then((code) => ({ code, stdout: run.stdout(), stderr: run.stderr() }))
 }
 
 describe('npm start serves the current sources', () => {

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process'
+import { type ChildProcess, type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -97,4 +97,35 @@ export function start(command: string, args: readonly string[], env: NodeJS.Proc
       })
     },
   }
+}
+
+/** A child whose output is gathered as text: what it wrote so far, and its exit code once closed. */
+export interface Collected {
+  readonly child: ChildProcessWithoutNullStreams
+  readonly stdout: () => string
+  readonly stderr: () => string
+  readonly closed: Promise<number | null>
+}
+
+/** Spawns `command` with every stream piped, gathering stdout and stderr. */
+export function spawnCollecting(
+  command: string,
+  args: readonly string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv },
+): Collected {
+  const child = spawn(command, args, { ...options, stdio: ['pipe', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString()
+  })
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString()
+  })
+  child.stdin.on('error', () => undefined)
+  const closed = new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject)
+    child.once('close', (code) => resolve(code))
+  })
+  return { child, stdout: () => stdout, stderr: () => stderr, closed }
 }

@@ -4,6 +4,7 @@ import {
   Checkpoints,
   checkMissing,
   checkOrganization,
+  INCOMPLETE_PASS,
   identityOf,
   openState,
   organizationOf,
@@ -249,17 +250,7 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
       window,
       moved: paginator.stats.moved,
     }
-    if (!cursor?.done)
-      return {
-        ...summary,
-        rows,
-        complete: false,
-        tombstones: 0,
-        checked: 0,
-        recovered: 0,
-        leftWindow: 0,
-        durationMs: Date.now() - started,
-      }
+    if (!cursor?.done) return { ...summary, rows, ...INCOMPLETE_PASS, durationMs: Date.now() - started }
 
     // Complete. Customers this pass did not see are gone. Appointments are checked first
     // (checkMissing): moved ones are written, ones outside the window marked left-window, and

@@ -336,6 +336,15 @@ function readIds(path: string): Map<string, Missing> {
 /** openbook-sync's retries: `BATCH_RETRY`, for a batch job rather than an interactive call. */
 export const SYNC_RETRY: Required<RetryOptions> = BATCH_RETRY
 
+/** What a pass that stopped short of the end (a failure, a resumable stop) reports of its checks. */
+export const INCOMPLETE_PASS = {
+  complete: false,
+  tombstones: 0,
+  checked: 0,
+  recovered: 0,
+  leftWindow: 0,
+} as const
+
 const WINDOW = /^([+-]?\d{1,5})([dh])\.\.([+-]?\d{1,5})([dh])$/
 const UNIT_MS = { d: 86_400_000, h: 3_600_000 } as const
 
@@ -642,16 +651,7 @@ async function fileSync(options: SyncOptions): Promise<SyncSummary> {
     window,
     moved: paginator.stats.moved,
   }
-  if (!cursor?.done)
-    return {
-      ...summary,
-      complete: false,
-      tombstones: 0,
-      checked: 0,
-      recovered: 0,
-      leftWindow: 0,
-      durationMs: Date.now() - started,
-    }
+  if (!cursor?.done) return { ...summary, ...INCOMPLETE_PASS, durationMs: Date.now() - started }
 
   // The pass is complete: what became of the rows of the previous complete pass that this one
   // did not see. Customers are gone; appointments are checked first (checkMissing).
