@@ -1,6 +1,11 @@
 import { hashSecret } from '../src/domain/api-key-secret.js'
 import { authenticateKey } from '../src/queries/api-keys.js'
-import { type AppointmentFilters, appointmentsPage, listAppointments } from '../src/queries/appointments.js'
+import {
+  APPOINTMENT_FILTERS,
+  type AppointmentFilters,
+  appointmentsPage,
+  listAppointments,
+} from '../src/queries/appointments.js'
 import { customersPage, listCustomers } from '../src/queries/customers.js'
 import type { Page, PageRequest } from '../src/queries/page.js'
 import { readerPreamble } from '../src/queries/sql.js'
@@ -34,7 +39,6 @@ export function listPage(sql: Sql, tenant: Tenant, request: ListRequest): Promis
 }
 
 const PREFIX = '/api/public/v1/'
-const FILTERS = ['status', 'customerId', 'staffId', 'startDate', 'endDate'] as const
 
 /**
  * A list request from its URL with the essential checks only (the minimal handlers': no framework,
@@ -52,7 +56,7 @@ export function parseListRequest(url: string): ListRequest | undefined {
     return undefined
   }
   const filters: Record<string, string> = {}
-  for (const name of FILTERS) {
+  for (const name of APPOINTMENT_FILTERS) {
     const value = query.get(name)
     if (value !== null) filters[name] = value
   }

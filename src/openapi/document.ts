@@ -85,7 +85,16 @@ function parametersOf(route: AnyListRoute): object[] {
   const schema = jsonSchemaOf(route.query.schema) as { properties: Record<string, JsonSchema> }
   return Object.entries(schema.properties).map(([name, property]) => {
     const { description, ...rest } = flattenNullable(property)
-    return { name, in: 'query', required: false, description, schema: rest }
+    // A bound that must not be before another (endDate, startDate): clients check it as the server does.
+    const notBefore = route.query.notBefore?.[name]
+    return {
+      name,
+      in: 'query',
+      required: false,
+      description,
+      schema: rest,
+      ...(notBefore ? { 'x-not-before': notBefore } : {}),
+    }
   })
 }
 

@@ -1,4 +1,10 @@
 import { APPOINTMENT } from '../schemas/descriptions.js'
+import {
+  APPOINTMENT_LIST,
+  type FilterDescription,
+  type FilterValues,
+  filterColumn,
+} from '../schemas/filters.js'
 import type { Sql, StoreAdapter, Tenant } from '../store/types.js'
 import {
   fetchPage,
@@ -11,15 +17,9 @@ import {
 } from './page.js'
 import { organizationCount, tenantCondition } from './sql.js'
 
-export interface AppointmentFilters {
-  readonly status?: string | undefined
-  readonly customerId?: string | undefined
-  readonly staffId?: string | undefined
-  /** Inclusive lower bound on the start time. */
-  readonly startDate?: string | undefined
-  /** Inclusive upper bound on the start time. */
-  readonly endDate?: string | undefined
-}
+/** The filters' values, by parameter (schemas/filters.ts). */
+export type AppointmentFilters = FilterValues<typeof APPOINTMENT_LIST>
+type FilterName = keyof AppointmentFilters
 
 /** An appointment item, in the contract's order: empty fields are left out, the nullable ones written as null. */
 const FIELDS = itemFieldsOf(APPOINTMENT)
@@ -27,42 +27,58 @@ const FIELDS = itemFieldsOf(APPOINTMENT)
 /** Latest start first; the id breaks ties. */
 const ORDER_BY = ['start_at', 'id']
 
-const FILTER_SQL: Readonly<Record<keyof AppointmentFilters, (n: number) => string>> = {
-  status: (n) => `k.status = $${n}`,
-  customerId: (n) => `k.customer_id = $${n}`,
-  staffId: (n) => `k.staff_id = $${n}`,
-  startDate: (n) => `k.start_at >= $${n}::timestamptz`,
-  endDate: (n) => `k.start_at <= $${n}::timestamptz`,
+const FILTERS: readonly FilterDescription[] = APPOINTMENT_LIST.filters
+
+/** A filter's condition on its parameter `$n`, from its description. */
+function conditionOf(filter: FilterDescription, n: number): string {
+  const column = `k.${filterColumn(APPOINTMENT_LIST, filter)}`
+  if (filter.compare === 'from') return `${column} >= $${n}::timestamptz`
+  if (filter.compare === 'to') return `${column} <= $${n}::timestamptz`
+  return `${column} = $${n}`
 }
-/** Every filter of `AppointmentFilters`, in the order their parameters are numbered. */
-export const APPOINTMENT_FILTERS = Object.keys(FILTER_SQL) as readonly (keyof AppointmentFilters)[]
+
+/** Every filter, in the order their parameters are numbered. */
+export const APPOINTMENT_FILTERS = FILTERS.map((filter) => filter.param as FilterName)
 
 /**
- * The filters the buckets know (migration 009 cuts the list of all active appointments, and each
- * status's, into buckets of at most 2,000 in list order; a date range is a contiguous part of
- * either). The buckets answer a total and place a deep page only when every filter given is one
- * of these; any other filter, and any filter added later, counts from an index.
+ * Whether the buckets answer a total and place a deep page for these filters (migration 009 cuts
+ * the list of all active appointments, and each bucket list of a `many` filter's value, into
+ * buckets of at most 2,000 in list order; a date range is a contiguous part of either): every
+ * filter is `many`, and at most one of them picks a bucket list. Any other set, and so any `few`
+ * filter, counts from the few filter's index.
  */
-const BUCKET_FILTERS: ReadonlySet<keyof AppointmentFilters> = new Set(['status', 'startDate', 'endDate'])
+function bucketed(given: readonly FilterDescription[]): boolean {
+  return (
+    given.every((filter) => filter.rows === 'many') && given.filter((f) => f.compare === 'equals').length <= 1
+  )
+}
 
-/** The parameter numbers of the filters a request gives. */
-type FilterParams = Partial<Record<keyof AppointmentFilters, number>>
+/** The filters a request gives, each with its parameter's number. */
+interface Numbered {
+  readonly filter: FilterDescription
+  readonly n: number
+}
 
 /**
- * The list as pieces (`PageStatementParts.pieces`) when only status and dates filter: the buckets
- * of the status's list (or of all appointments) from the one the range's start falls in to the
+ * The list as pieces (`PageStatementParts.pieces`) when the buckets count it (`bucketed`): the
+ * buckets of the value's bucket list (or of all appointments) from the one the range's start falls in to the
  * one its end falls in. Those two are cut at the range's ends by counting index entries inside
  * them: below the start in the first, up to the end in the last (at most 2,000 each). A bucket's
  * upper end is the next one's bound, so each count runs from a bucket's bound up to a range's end:
  * `bs`/`cs` the start's bucket and the entries of it below the start, `be`/`ce` the end's bucket
  * and the entries of it up to the end.
  */
-function bucketPieces(filters: FilterParams): { ctes: string | undefined; pieces: string } {
-  const { status, startDate, endDate } = filters
-  const list = (alias: string) =>
-    `${tenantCondition(alias)} AND ${alias}.list = ${status ? `'appointments:' || $${status}::text` : "'appointments'"}`
+function bucketPieces(given: readonly Numbered[]): { ctes: string | undefined; pieces: string } {
+  const value = given.find(({ filter }) => filter.compare === 'equals')
+  const startDate = given.find(({ filter }) => filter.compare === 'from')?.n
+  const endDate = given.find(({ filter }) => filter.compare === 'to')?.n
+  const listName =
+    value?.filter.compare === 'equals' && value.filter.rows === 'many'
+      ? `'${value.filter.bucketList}' || $${value.n}::text`
+      : "'appointments'"
+  const list = (alias: string) => `${tenantCondition(alias)} AND ${alias}.list = ${listName}`
   // The list without its date range: what the buckets count.
-  const base = [tenantCondition('k'), 'k.is_active', status && `k.status = $${status}`]
+  const base = [tenantCondition('k'), 'k.is_active', value && conditionOf(value.filter, value.n)]
     .filter(Boolean)
     .join(' AND ')
   const start = startDate && `$${startDate}::timestamptz`
@@ -111,13 +127,13 @@ function bucketPieces(filters: FilterParams): { ctes: string | undefined; pieces
 
 /** The page statement of active appointments of `tenant`, filters combined with AND, latest start first. */
 export function appointmentsPage(tenant: Tenant, filters: AppointmentFilters): PageStatement {
-  const given = APPOINTMENT_FILTERS.filter((name) => filters[name] !== undefined)
-  const params = [tenant, ...given.map((name) => filters[name])]
-  // Thirty-two shapes at most, one per set of filters given: each built once.
-  const shape = given.join(',')
+  const given = FILTERS.filter((filter) => filters[filter.param as FilterName] !== undefined)
+  const params = [tenant, ...given.map((filter) => filters[filter.param as FilterName])]
+  // One shape per set of filters given (32 today): each built once.
+  const shape = given.map((filter) => filter.param).join(',')
   let sql = SHAPES.get(shape)
   if (!sql) {
-    sql = sqlFor(given)
+    sql = sqlFor(given.map((filter, index) => ({ filter, n: index + 2 })))
     SHAPES.set(shape, sql)
   }
   return { ...sql, params }
@@ -126,40 +142,36 @@ export function appointmentsPage(tenant: Tenant, filters: AppointmentFilters): P
 const SHAPES = new Map<string, PageSql>()
 
 /** The page's SQL for the filters given, their parameters numbered from `$2` in that order. */
-function sqlFor(given: readonly (keyof AppointmentFilters)[]): PageSql {
-  const numbers: FilterParams = {}
+function sqlFor(given: readonly Numbered[]): PageSql {
   const conditions = [tenantCondition('k'), 'k.is_active']
-  const byPerson = given.includes('customerId') || given.includes('staffId')
+  const few = given.some(({ filter }) => filter.rows === 'few')
   // Without the range's lower bound, and without its upper bound (PageStatementParts.seekWhere).
   const up: string[] = [...conditions]
   const down: string[] = [...conditions]
-  given.forEach((name, index) => {
-    numbers[name] = index + 2
-    // With a person, the person's index is read and the status checked on each of their rows: the
-    // status written so leaves the status index no condition to start from. Read instead, that
-    // index would yield every appointment of the status to find the person's, each from the heap
-    // (the person indexes do not hold the status); the planner's estimates alone chose between them.
+  for (const { filter, n } of given) {
+    // With a few filter (a person), its index is read and a many filter's value checked on each of
+    // its rows: the condition written so leaves the many filter's index no condition to start
+    // from. Read instead, that index would yield every appointment of the status to find the
+    // person's, each from the heap (the person indexes do not hold the status); the planner's
+    // estimates alone chose between them.
     const condition =
-      name === 'status' && byPerson ? `(k.status = $${index + 2}) IS TRUE` : FILTER_SQL[name](index + 2)
+      few && filter.compare === 'equals' && filter.rows === 'many'
+        ? `(${conditionOf(filter, n)}) IS TRUE`
+        : conditionOf(filter, n)
     conditions.push(condition)
-    if (name !== 'startDate') up.push(condition)
-    if (name !== 'endDate') down.push(condition)
-  })
+    if (filter.compare !== 'from') up.push(condition)
+    if (filter.compare !== 'to') down.push(condition)
+  }
   const where = conditions.join(' AND ')
-  // Any other filter counts from its index: a customer's or staff member's appointments are few.
-  if (!given.every((name) => BUCKET_FILTERS.has(name)))
-    return pageSql({
-      table: 'appointments',
-      where,
-      paramCount: given.length + 1,
-      orderBy: ORDER_BY,
-      fields: FIELDS,
-    })
-  const { ctes, pieces } = bucketPieces(numbers)
+  const paramCount = given.length + 1
+  // Any other set counts from an index: a few filter's value selects few rows (FEW_ROWS).
+  if (!bucketed(given.map(({ filter }) => filter)))
+    return pageSql({ table: 'appointments', where, paramCount, orderBy: ORDER_BY, fields: FIELDS })
+  const { ctes, pieces } = bucketPieces(given)
   return pageSql({
     table: 'appointments',
     where,
-    paramCount: given.length + 1,
+    paramCount,
     orderBy: ORDER_BY,
     fields: FIELDS,
     // Unfiltered, one row per organization (migration 006); filtered, the pieces summed.

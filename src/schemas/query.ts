@@ -64,6 +64,8 @@ export type QueryResult<Out> = { success: true; data: Out } | { success: false; 
 export interface Query<Out> {
   /** What each parameter accepts, as the OpenAPI document publishes it. */
   readonly schema: z.AnyZodObject
+  /** Parameters that must not be before another one, by name (endDate → startDate). */
+  readonly notBefore?: Readonly<Record<string, string>>
   safeParse(query: unknown): QueryResult<Out>
 }
 
@@ -75,6 +77,8 @@ export interface QueryDefinition<Shape extends z.ZodRawShape, Out> {
   readonly check?: (value: z.output<z.ZodObject<Shape>>) => CrossIssue | undefined
   /** The values the list reads. */
   readonly finish: (value: z.output<z.ZodObject<Shape>>) => Out
+  /** What `check` holds of pairs of parameters, for the document (`Query.notBefore`). */
+  readonly notBefore?: Readonly<Record<string, string>>
 }
 
 /**
@@ -104,7 +108,7 @@ export const dateTimeTwinOf = (schema: z.ZodTypeAny): DateTimeTwin | undefined =
 export function defineQuery<Shape extends z.ZodRawShape, Out>(
   definition: QueryDefinition<Shape, Out>,
 ): Query<Out> {
-  const { schema, readers, check, finish } = definition
+  const { schema, readers, check, finish, notBefore } = definition
   const names = Object.keys(schema.shape) as (keyof Shape & string)[]
   // The date-time parameters, each with its twin that leaves the checks out.
   const dateTimes = names.flatMap((name) => {
@@ -120,6 +124,7 @@ export function defineQuery<Shape extends z.ZodRawShape, Out>(
         ) as unknown as z.ZodObject<Shape>)
   return {
     schema,
+    ...(notBefore ? { notBefore } : {}),
     safeParse(query) {
       const given = (query ?? {}) as Record<string, unknown>
       const input: Record<string, unknown> = {}

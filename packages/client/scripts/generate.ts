@@ -41,10 +41,73 @@ export async function documentFromUrl(url: string): Promise<OpenAPI3> {
   return (await response.json()) as OpenAPI3
 }
 
+/** A query parameter as the client checks it before a request (src/validate.ts). */
+type ParameterCheck =
+  | { name: string; kind: 'integer'; minimum: number; maximum: number; nullable: boolean }
+  | { name: string; kind: 'enum'; values: string[] }
+  | { name: string; kind: 'dateTime'; notBefore?: string }
+  | { name: string; kind: 'string'; minLength: number; maxLength: number; pattern?: string }
+
+interface ParameterObject {
+  name: string
+  in: string
+  schema?: Record<string, unknown>
+  'x-not-before'?: string
+  $ref?: string
+}
+
+/** Each operation's query parameters, as the document declares them, in its order. */
+export function parameterChecks(document: OpenAPI3): Record<string, ParameterCheck[]> {
+  const components = (document.components?.parameters ?? {}) as Record<string, ParameterObject>
+  const resolve = (parameter: ParameterObject): ParameterObject =>
+    parameter.$ref
+      ? (components[parameter.$ref.replace('#/components/parameters/', '')] ?? parameter)
+      : parameter
+  const checks: Record<string, ParameterCheck[]> = {}
+  for (const item of Object.values(document.paths ?? {})) {
+    const operation = (item as { get?: { operationId?: string; parameters?: ParameterObject[] } }).get
+    if (!operation?.operationId) continue
+    checks[operation.operationId] = (operation.parameters ?? [])
+      .map(resolve)
+      .filter((parameter) => parameter.in === 'query')
+      .map((parameter) => checkOf(parameter))
+  }
+  return checks
+}
+
+function checkOf({ name, schema = {}, 'x-not-before': notBefore }: ParameterObject): ParameterCheck {
+  const types = ([] as unknown[]).concat(schema.type)
+  if (types.includes('integer'))
+    return {
+      name,
+      kind: 'integer',
+      minimum: Number(schema.minimum ?? Number.MIN_SAFE_INTEGER),
+      maximum: Number(schema.maximum ?? Number.MAX_SAFE_INTEGER),
+      nullable: types.includes('null'),
+    }
+  if (Array.isArray(schema.enum)) return { name, kind: 'enum', values: schema.enum.map(String) }
+  if (schema.format === 'date-time') return { name, kind: 'dateTime', ...(notBefore ? { notBefore } : {}) }
+  if (types.includes('string'))
+    return {
+      name,
+      kind: 'string',
+      minLength: Number(schema.minLength ?? 0),
+      maxLength: Number(schema.maxLength ?? Number.MAX_SAFE_INTEGER),
+      ...(typeof schema.pattern === 'string' ? { pattern: schema.pattern } : {}),
+    }
+  throw new Error(
+    `the query parameter ${name} has a schema the client cannot check: ${JSON.stringify(schema)}`,
+  )
+}
+
 /** The TypeScript source for a document, formatted as the repository's Biome settings want it. */
 export async function generateTypes(document: OpenAPI3): Promise<string> {
   const ast = await openapiTS(document, { exportType: true, alphabetize: false })
-  const source = HEADER + astToString(ast)
+  const checks = `
+/** Each operation's query parameters, as the document declares them: what the client checks (validate.ts). */
+export const QUERY_PARAMETERS = ${JSON.stringify(parameterChecks(document))} as const
+`
+  const source = HEADER + astToString(ast) + checks
   const biome = spawnSync(
     process.execPath,
     [

@@ -3,7 +3,7 @@ import { UsageError } from './errors.js'
 import type { components, operations } from './generated/api.js'
 import { type AutoPage, type Cursor, type PaginationStats, paginate, type RawPage } from './paginate.js'
 import { type ClientEvent, type PerRequestOptions, type RetryOptions, Transport } from './transport.js'
-import { appointmentsIssues, customersIssues, refuse, type Wire } from './validate.js'
+import { appointmentsIssues, customersIssues, parameterNames, refuse, type Wire } from './validate.js'
 
 export const CLIENT_VERSION = '1.0.0'
 
@@ -133,7 +133,7 @@ class Customers {
 
   /** One page of active customers, newest first (createdAt descending, then id descending). */
   async list(params: CustomerListParams = {}, options: PerRequestOptions = {}): Promise<Page<Customer>> {
-    const query = toWire(params, ['limit', 'offset'])
+    const query = toWire(params, parameterNames('listCustomers'))
     refuse(customersIssues(query))
     const url = this.#transport.url(`${PREFIX.slice(1)}customers`, query)
     const answer = await this.#transport.getJson(url, options)
@@ -160,7 +160,7 @@ class Customers {
   }
 }
 
-const APPOINTMENT_PARAMS = ['limit', 'offset', 'status', 'customerId', 'staffId', 'startDate', 'endDate']
+const APPOINTMENT_PARAMS = parameterNames('listAppointments')
 
 class Appointments {
   readonly #transport: Transport
@@ -184,7 +184,14 @@ class Appointments {
   all(filters: AppointmentFilters = {}, options: AllOptions = {}): AutoPaginator<Appointment> {
     const pageSize = checkPageSize(options.pageSize)
     // Refused now, before any request, rather than at the first page.
-    refuse(appointmentsIssues(toWire(filters, APPOINTMENT_PARAMS.slice(2))))
+    refuse(
+      appointmentsIssues(
+        toWire(
+          filters,
+          APPOINTMENT_PARAMS.filter((name) => name !== 'limit' && name !== 'offset'),
+        ),
+      ),
+    )
     return new AutoPaginator((stats) =>
       paginate<Appointment>(
         {

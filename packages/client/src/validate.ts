@@ -1,24 +1,26 @@
 import { InvalidParametersError, type ValidationIssue } from './errors.js'
+import { QUERY_PARAMETERS } from './generated/api.js'
 
 /**
- * The server's query validation (src/schemas/query.ts and the routes' schemas), redone here so
- * that a bad parameter is refused before any request, with the server's own words: the same
- * issues in the same order, and the same joined message. Values are checked as the server
- * receives them: as the query string's text.
+ * The server's query validation, redone here so that a bad parameter is refused before any
+ * request, with the server's own words: the same issues in the same order, and the same joined
+ * message. What each parameter accepts comes from the server's OpenAPI document
+ * (`QUERY_PARAMETERS`, generated with the types); the words are the server's (src/schemas/).
+ * Values are checked as the server receives them: as the query string's text.
  */
 
-export const APPOINTMENT_STATUSES = [
-  'scheduled',
-  'confirmed',
-  'checked_in',
-  'no_show',
-  'cancelled',
-  'completed',
-] as const
+type Operation = keyof typeof QUERY_PARAMETERS
+type ParameterCheck = (typeof QUERY_PARAMETERS)[Operation][number]
+
+/** The query parameters of an operation, in the document's order. */
+export const parameterNames = (operation: Operation): readonly string[] =>
+  QUERY_PARAMETERS[operation].map((parameter) => parameter.name)
+
+const statusParameter = QUERY_PARAMETERS.listAppointments.find((parameter) => parameter.name === 'status')
+export const APPOINTMENT_STATUSES = statusParameter?.kind === 'enum' ? statusParameter.values : []
 export type AppointmentStatus = (typeof APPOINTMENT_STATUSES)[number]
 
 const DECIMAL = /^-?[0-9]+$/
-const PRINTABLE = /^[^\p{Cc}]+$/u
 const DAYS_IN_MONTH = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
 const MAX_FRACTION_DIGITS = 9
 const FRACTION = /\.(\d+)/
@@ -84,30 +86,37 @@ function integer(
   return issues
 }
 
-function id(name: string, raw: string | undefined): ValidationIssue[] {
+function string(
+  name: string,
+  raw: string | undefined,
+  minLength: number,
+  maxLength: number,
+  pattern: string | undefined,
+): ValidationIssue[] {
   const issues: ValidationIssue[] = []
   if (raw === undefined) return issues
-  if (raw.length < 1)
+  if (raw.length < minLength)
     issues.push({
       code: 'too_small',
-      minimum: 1,
+      minimum: minLength,
       type: 'string',
       inclusive: true,
       exact: false,
-      message: 'String must contain at least 1 character(s)',
+      message: `String must contain at least ${minLength} character(s)`,
       path: [name],
     })
-  if (raw.length > 128)
+  if (raw.length > maxLength)
     issues.push({
       code: 'too_big',
-      maximum: 128,
+      maximum: maxLength,
       type: 'string',
       inclusive: true,
       exact: false,
-      message: 'String must contain at most 128 character(s)',
+      message: `String must contain at most ${maxLength} character(s)`,
       path: [name],
     })
-  if (!PRINTABLE.test(raw))
+  // The one pattern the server publishes: printable text, no control characters.
+  if (pattern !== undefined && !new RegExp(pattern, 'u').test(raw))
     issues.push({
       validation: 'regex',
       code: 'invalid_string',
@@ -175,51 +184,61 @@ function dateTime(name: string, raw: string | undefined): ValidationIssue[] {
   return issues
 }
 
-function status(raw: string | undefined): ValidationIssue[] {
+function oneOf(name: string, raw: string | undefined, values: readonly string[]): ValidationIssue[] {
   const issues: ValidationIssue[] = []
-  if (raw === undefined || (APPOINTMENT_STATUSES as readonly string[]).includes(raw)) return issues
-  const message = `Invalid enum value. Expected ${APPOINTMENT_STATUSES.map((s) => `'${s}'`).join(' | ')}, received '${raw}'`
-  issues.push({
-    received: raw,
-    code: 'invalid_enum_value',
-    options: [...APPOINTMENT_STATUSES],
-    path: ['status'],
-    message,
-  })
+  if (raw === undefined || values.includes(raw)) return issues
+  const message = `Invalid enum value. Expected ${values.map((s) => `'${s}'`).join(' | ')}, received '${raw}'`
+  issues.push({ received: raw, code: 'invalid_enum_value', options: [...values], path: [name], message })
   return issues
 }
 
-function pagination(query: Wire): ValidationIssue[][] {
-  return [
-    integer('limit', query.limit, 1, 100, false),
-    integer('offset', query.offset, 0, Number.MAX_SAFE_INTEGER, true),
-  ]
+function parameterIssues(check: ParameterCheck, raw: string | undefined): ValidationIssue[] {
+  switch (check.kind) {
+    case 'integer':
+      return integer(check.name, raw, check.minimum, check.maximum, check.nullable)
+    case 'enum':
+      return oneOf(check.name, raw, check.values)
+    case 'dateTime':
+      return dateTime(check.name, raw)
+    case 'string':
+      return string(
+        check.name,
+        raw,
+        check.minLength,
+        check.maxLength,
+        'pattern' in check ? check.pattern : undefined,
+      )
+  }
+}
+
+/** The issues the server would report for an operation's query, in its order. */
+export function queryIssues(operation: Operation, query: Wire): ValidationIssue[] {
+  const checks: readonly ParameterCheck[] = QUERY_PARAMETERS[operation]
+  const issues = checks.flatMap((check) => parameterIssues(check, query[check.name]))
+  // Bounds are checked together only once every parameter is valid on its own.
+  if (issues.length > 0) return issues
+  for (const check of checks) {
+    if (check.kind !== 'dateTime' || !('notBefore' in check)) continue
+    const low = query[check.notBefore]
+    const high = query[check.name]
+    if (!low || !high) continue
+    const start = epochNanoseconds(upperCaseDesignators(low))
+    const end = epochNanoseconds(upperCaseDesignators(high))
+    if (start !== undefined && end !== undefined && end < start)
+      issues.push({
+        code: 'custom',
+        path: [check.name],
+        message: `${check.name} must not be before ${check.notBefore}`,
+      })
+  }
+  return issues
 }
 
 /** The issues the server would report for a customers query, in its order. */
-export function customersIssues(query: Wire): ValidationIssue[] {
-  return pagination(query).flat()
-}
+export const customersIssues = (query: Wire): ValidationIssue[] => queryIssues('listCustomers', query)
 
 /** The issues the server would report for an appointments query, in its order. */
-export function appointmentsIssues(query: Wire): ValidationIssue[] {
-  const fields = [
-    ...pagination(query),
-    status(query.status),
-    id('customerId', query.customerId),
-    id('staffId', query.staffId),
-    dateTime('startDate', query.startDate),
-    dateTime('endDate', query.endDate),
-  ]
-  const issues = fields.flat()
-  // The bounds are checked together only once every parameter is valid on its own.
-  if (issues.length > 0 || !query.startDate || !query.endDate) return issues
-  const start = epochNanoseconds(upperCaseDesignators(query.startDate))
-  const end = epochNanoseconds(upperCaseDesignators(query.endDate))
-  if (start !== undefined && end !== undefined && end < start)
-    issues.push({ code: 'custom', path: ['endDate'], message: 'endDate must not be before startDate' })
-  return issues
-}
+export const appointmentsIssues = (query: Wire): ValidationIssue[] => queryIssues('listAppointments', query)
 
 /** The server's one-line summary of the issues. */
 export function issuesMessage(issues: readonly ValidationIssue[]): string {

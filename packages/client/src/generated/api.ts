@@ -460,3 +460,25 @@ export interface operations {
     }
   }
 }
+
+/** Each operation's query parameters, as the document declares them: what the client checks (validate.ts). */
+export const QUERY_PARAMETERS = {
+  listCustomers: [
+    { name: 'limit', kind: 'integer', minimum: 1, maximum: 100, nullable: false },
+    { name: 'offset', kind: 'integer', minimum: 0, maximum: 9007199254740991, nullable: true },
+  ],
+  listAppointments: [
+    { name: 'limit', kind: 'integer', minimum: 1, maximum: 100, nullable: false },
+    { name: 'offset', kind: 'integer', minimum: 0, maximum: 9007199254740991, nullable: true },
+    {
+      name: 'status',
+      kind: 'enum',
+      values: ['scheduled', 'confirmed', 'checked_in', 'no_show', 'cancelled', 'completed'],
+    },
+    { name: 'customerId', kind: 'string', minLength: 1, maxLength: 128, pattern: '^[^\\p{Cc}]+$' },
+    { name: 'staffId', kind: 'string', minLength: 1, maxLength: 128, pattern: '^[^\\p{Cc}]+$' },
+    { name: 'startDate', kind: 'dateTime' },
+    { name: 'endDate', kind: 'dateTime', notBefore: 'startDate' },
+  ],
+  getOpenApiDocument: [],
+} as const

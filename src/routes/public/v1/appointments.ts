@@ -1,62 +1,10 @@
-import { z } from 'zod'
 import { listAppointments } from '../../../queries/appointments.js'
-import {
-  dateTimeParam,
-  defineQuery,
-  epochNanoseconds,
-  idParam,
-  limitParam,
-  offsetParam,
-  PAGINATION_READERS,
-  pageOf,
-  readDateTime,
-  toMicroseconds,
-} from '../../../schemas/query.js'
-import { APPOINTMENT_STATUSES, appointmentSchema } from '../../../schemas/resources.js'
+import { APPOINTMENT_LIST, listQuery } from '../../../schemas/filters.js'
+import { appointmentSchema } from '../../../schemas/resources.js'
 import type { ListRoute, QueryOutput } from './list-route.js'
 
-export const appointmentsQuery = defineQuery({
-  schema: z.object({
-    limit: limitParam,
-    offset: offsetParam,
-    status: z
-      .enum(APPOINTMENT_STATUSES, { invalid_type_error: 'status must be one of the statuses, given once' })
-      .optional()
-      .describe('Only appointments in this status'),
-    customerId: idParam('customerId', 'Only appointments of this customer'),
-    staffId: idParam('staffId', 'Only appointments of this staff member'),
-    startDate: dateTimeParam(
-      'startDate',
-      'Inclusive lower bound on the start time; up to 9 fractional-second digits, compared to the microsecond',
-    ),
-    endDate: dateTimeParam(
-      'endDate',
-      'Inclusive upper bound on the start time; up to 9 fractional-second digits, compared to the microsecond',
-    ),
-  }),
-  readers: { ...PAGINATION_READERS, startDate: readDateTime, endDate: readDateTime },
-  check: ({ startDate, endDate }) => {
-    if (!startDate || !endDate) return undefined
-    // Compared as sent, to the nanosecond: two bounds within one microsecond are not reversed.
-    const start = epochNanoseconds(startDate)
-    const end = epochNanoseconds(endDate)
-    return start !== undefined && end !== undefined && end < start
-      ? { path: 'endDate', message: 'endDate must not be before startDate' }
-      : undefined
-  },
-  // Start times are kept to the microsecond: the lower bound rounds up and the upper bound down,
-  // so that each still selects exactly the start times it names.
-  finish: ({ startDate, endDate, status, customerId, staffId, ...page }) => ({
-    page: pageOf(page),
-    filters: {
-      status,
-      customerId,
-      staffId,
-      startDate: startDate === undefined ? undefined : toMicroseconds(startDate, 'up'),
-      endDate: endDate === undefined ? undefined : toMicroseconds(endDate, 'down'),
-    },
-  }),
-})
+/** Paging and the filters of `APPOINTMENT_LIST`, each described once there. */
+export const appointmentsQuery = listQuery(APPOINTMENT_LIST)
 
 export const appointmentsRoute: ListRoute<QueryOutput<typeof appointmentsQuery>, typeof appointmentSchema> = {
   operationId: 'listAppointments',
