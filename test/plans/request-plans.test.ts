@@ -5,6 +5,12 @@ import { authenticateKey } from '../../src/queries/api-keys.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
 import { type PageStatement, SEEK_FROM } from '../../src/queries/page.js'
+import {
+  APPOINTMENT_LIST,
+  FEW_ROWS,
+  type FilterDescription,
+  filterColumn,
+} from '../../src/schemas/filters.js'
 import { DEMO_ORG_ID, seedDemoIfEmpty } from '../../src/seed/demo.js'
 import { PAST_STATUSES, planOrganizations } from '../../src/seed/synthetic.js'
 import type { Store } from '../../src/store/types.js'
@@ -81,7 +87,13 @@ function timeOf(spread: string): string {
     ELSE ${spread} END`
 }
 
-/** Rows whose ids, times and flags come from md5 of the organization and the row's number. */
+/**
+ * Rows whose ids, times and flags come from md5 of the organization and the row's number. Every
+ * column a filter may read holds values of very different sizes, so that a filter described as
+ * selecting few rows (schemas/filters.ts) but selecting many fails: customer 1 holds about 1 % of
+ * an organization's appointments and every other customer a few; staff member 1 about 2.5 % more
+ * than the others; service srv_1 half of them; `in_person` 90 %; `completed` most statuses.
+ */
 async function importOrganizations(store: Store, orgs: readonly OrgSize[]): Promise<void> {
   const params = [
     orgs.map((o) => o.id),
@@ -110,7 +122,8 @@ async function importOrganizations(store: Store, orgs: readonly OrgSize[]): Prom
       params,
     )
     await sql.query(
-      `INSERT INTO services (org_id, id, name, is_active) SELECT o.id, 'srv_1', 'Consultation', true FROM ${each}`,
+      `INSERT INTO services (org_id, id, name, is_active)
+       SELECT o.id, 'srv_' || s, 'Service ' || s, true FROM ${each} CROSS JOIN generate_series(1, 8) s`,
       params,
     )
     await sql.query(
@@ -130,9 +143,11 @@ async function importOrganizations(store: Store, orgs: readonly OrgSize[]): Prom
          location_type, price_cents, currency, payment_status, requires_payment, day_key, is_active,
          created_at, updated_at)
        SELECT o.id, 'apt_' || left(m.m, 16),
-         CASE WHEN o.customers > 0 AND h.c % 33 <> 0 THEN ${customerId('1 + h.a % greatest(o.customers, 1)')} END,
-         'stf_' || (1 + g % o.staff), 'srv_1', s.start_at, s.start_at + interval '45 minutes',
-         ('{${PAST_STATUSES.join(',')}}'::text[])[1 + h.b % ${PAST_STATUSES.length}], 'in_person', 4500, 'EUR',
+         CASE WHEN o.customers > 0 AND h.c % 33 <> 0 THEN ${customerId(`CASE WHEN h.c % 97 = 1 THEN 1 ELSE 1 + h.a % greatest(o.customers, 1) END`)} END,
+         'stf_' || CASE WHEN g % 40 = 0 THEN 1 ELSE 1 + g % o.staff END,
+         'srv_' || CASE WHEN h.b % 2 = 0 THEN 1 ELSE 2 + h.a % 7 END, s.start_at, s.start_at + interval '45 minutes',
+         ('{${PAST_STATUSES.join(',')}}'::text[])[1 + h.b % ${PAST_STATUSES.length}],
+         CASE WHEN h.a % 10 = 0 THEN 'online' ELSE 'in_person' END, 4500, 'EUR',
          'unpaid', false, to_char(s.start_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), h.c % 31 <> 0,
          s.start_at - interval '7 days', s.start_at - interval '7 days'
        FROM ${each} CROSS JOIN generate_series(1, o.appointments) g ${hash("o.id || ':' || g")}
@@ -332,49 +347,57 @@ const SCENARIOS: readonly Scenario[] = [
 // Requests: every list, every set of filters, first, middle, last page and past the end.
 // ---------------------------------------------------------------------------------------------
 
-type FilterName = keyof AppointmentFilters
+/** Which value of an `equals` filter a shape asks for: the one selecting most rows, or fewest. */
+type Pick = 'busiest' | 'rarest'
 
 interface Shape {
   readonly list: 'customers' | 'appointments'
-  readonly filters: readonly FilterName[]
-  /** The status asked for: the most common one or a rare one. */
-  readonly status?: 'completed' | 'no_show'
+  /** The filters given, each with the value it asks for (bounds: a range over the middle). */
+  readonly filters: readonly { readonly filter: FilterDescription; readonly pick: Pick }[]
 }
 
+const FILTERS: readonly FilterDescription[] = APPOINTMENT_LIST.filters
+const EQUALS = FILTERS.filter((filter) => filter.compare === 'equals')
+const BOUNDS = FILTERS.filter((filter) => filter.compare !== 'equals')
+const busiest = (filter: FilterDescription) => ({ filter, pick: 'busiest' as const })
+
+/**
+ * The request shapes, from the filter descriptions: no filter; each filter alone (a value filter
+ * at its busiest and its rarest value); both bounds, alone and with each value filter; each pair
+ * of value filters; every filter at once.
+ */
 const SHAPES: readonly Shape[] = [
   { list: 'customers', filters: [] },
   { list: 'appointments', filters: [] },
-  { list: 'appointments', filters: ['status'], status: 'completed' },
-  { list: 'appointments', filters: ['status'], status: 'no_show' },
-  { list: 'appointments', filters: ['customerId'] },
-  { list: 'appointments', filters: ['staffId'] },
-  { list: 'appointments', filters: ['startDate'] },
-  { list: 'appointments', filters: ['endDate'] },
-  { list: 'appointments', filters: ['startDate', 'endDate'] },
-  { list: 'appointments', filters: ['status', 'startDate', 'endDate'], status: 'completed' },
-  { list: 'appointments', filters: ['status', 'startDate', 'endDate'], status: 'no_show' },
-  { list: 'appointments', filters: ['staffId', 'startDate', 'endDate'] },
-  { list: 'appointments', filters: ['customerId', 'staffId'] },
-  { list: 'appointments', filters: ['status', 'staffId'], status: 'completed' },
-  { list: 'appointments', filters: ['status', 'customerId'], status: 'completed' },
-  {
-    list: 'appointments',
-    filters: ['status', 'customerId', 'staffId', 'startDate', 'endDate'],
-    status: 'completed',
-  },
+  ...EQUALS.flatMap((filter) =>
+    (['busiest', 'rarest'] as const).map((pick) => ({
+      list: 'appointments' as const,
+      filters: [{ filter, pick }],
+    })),
+  ),
+  ...BOUNDS.map((filter) => ({ list: 'appointments' as const, filters: [busiest(filter)] })),
+  { list: 'appointments', filters: BOUNDS.map(busiest) },
+  ...EQUALS.map((filter) => ({ list: 'appointments' as const, filters: [filter, ...BOUNDS].map(busiest) })),
+  ...EQUALS.flatMap((first, i) =>
+    EQUALS.slice(i + 1).map((second) => ({
+      list: 'appointments' as const,
+      filters: [first, second].map(busiest),
+    })),
+  ),
+  { list: 'appointments', filters: FILTERS.map(busiest) },
 ]
 
 const shapeName = (shape: Shape) =>
   shape.filters.length === 0
     ? shape.list
-    : `${shape.list}?${shape.filters.map((f) => (f === 'status' ? `status=${shape.status}` : f)).join('&')}`
+    : `${shape.list}?${shape.filters
+        .map(({ filter, pick }) => (filter.compare === 'equals' ? `${filter.param}=${pick}` : filter.param))
+        .join('&')}`
 
-/** An organization's filter values: its busiest customer and staff member, a range over its middle. */
+/** An organization's filter values: each value filter's busiest and rarest value, a range over its middle. */
 interface OrgValues {
-  readonly customerId: string
-  readonly staffId: string
-  readonly startDate: string
-  readonly endDate: string
+  readonly equals: Readonly<Record<string, Readonly<Record<Pick, string>>>>
+  readonly bounds: Readonly<Record<string, string>>
 }
 
 /** The date ranges of the crowded organizations: ends on the crowded instant, and inside the crowded day. */
@@ -385,13 +408,21 @@ const CROWDED_RANGES: Readonly<Record<string, readonly [string, string]>> = {
 
 async function valuesOf(store: Store, orgId: string): Promise<OrgValues> {
   return store.admin(async (sql) => {
-    const busiest = async (column: string) => {
+    const mostOrLeast = async (column: string, order: 'DESC' | 'ASC') => {
       const [row] = await sql.query<{ id: string }>(
         `SELECT ${column} AS id FROM appointments WHERE org_id = $1 AND is_active AND ${column} IS NOT NULL
-         GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1`,
+         GROUP BY 1 ORDER BY count(*) ${order}, 1 LIMIT 1`,
         [orgId],
       )
       return row?.id ?? 'none'
+    }
+    const equals: Record<string, Record<Pick, string>> = {}
+    for (const filter of EQUALS) {
+      const column = filterColumn(APPOINTMENT_LIST, filter)
+      equals[filter.param] = {
+        busiest: await mostOrLeast(column, 'DESC'),
+        rarest: await mostOrLeast(column, 'ASC'),
+      }
     }
     const [span] = await sql.query<{ first: Date; last: Date }>(
       'SELECT min(start_at) AS first, max(start_at) AS last FROM appointments WHERE org_id = $1',
@@ -403,78 +434,91 @@ async function valuesOf(store: Store, orgId: string): Promise<OrgValues> {
     const at = (fraction: number) => new Date(first + Math.round(length * fraction) + 37_000).toISOString()
     // A crowd's range ends inside it: at its instant, and inside its day.
     const crowded = CROWDED_RANGES[orgId]
-    return {
-      customerId: await busiest('customer_id'),
-      staffId: await busiest('staff_id'),
-      startDate: crowded?.[0] ?? at(0.3),
-      endDate: crowded?.[1] ?? at(0.7),
-    }
+    const bounds: Record<string, string> = {}
+    for (const filter of BOUNDS)
+      bounds[filter.param] = filter.compare === 'from' ? (crowded?.[0] ?? at(0.3)) : (crowded?.[1] ?? at(0.7))
+    return { equals, bounds }
   })
 }
+
+/** The value a shape gives a filter. */
+const valueFor = (values: OrgValues, { filter, pick }: Shape['filters'][number]): string =>
+  (filter.compare === 'equals' ? values.equals[filter.param]?.[pick] : values.bounds[filter.param]) ?? ''
 
 /** The page statement of a request by the organization. */
 function statementFor(shape: Shape, orgId: string, values: OrgValues): PageStatement {
   if (shape.list === 'customers') return customersPage(orgId)
   const filters: Record<string, string> = {}
-  for (const name of shape.filters) filters[name] = name === 'status' ? (shape.status ?? '') : values[name]
-  return appointmentsPage(orgId, filters)
+  for (const given of shape.filters) filters[given.filter.param] = valueFor(values, given)
+  return appointmentsPage(orgId, filters as AppointmentFilters)
 }
 
+/** The few filters a shape gives: read and counted along their own index. */
+const fewOf = (shape: Shape) => shape.filters.filter(({ filter }) => filter.rows === 'few')
+
 /**
- * The appointments' index entries the count must read beside the page's. With a person: the
- * person's entries in the range (their own index counts them; with two persons, the busier one's,
- * whichever index the planner walks). Without: at each end of a range, the entries of the bucket
- * the end falls in from its bound up to the end (the buckets between are summed). Status aside:
- * the person indexes do not hold it.
+ * The appointments' index entries the count must read beside the page's. With a few filter: its
+ * value's entries in the range (its own index counts them; with two, the busier one's, whichever
+ * index the planner walks). Without: at each end of a range, the entries of the bucket the end
+ * falls in from its bound up to the end (the buckets between are summed). A many value filter
+ * aside: the few filters' indexes do not hold it.
  */
 async function countEntries(store: Store, shape: Shape, orgId: string, values: OrgValues): Promise<number> {
   if (shape.list === 'customers') return 0
-  const has = (name: FilterName) => shape.filters.includes(name)
-  const count = (condition: string, params: readonly unknown[]) =>
+  const bound = (compare: 'from' | 'to') => shape.filters.find(({ filter }) => filter.compare === compare)
+  const from = bound('from')
+  const to = bound('to')
+  const params = [from ? valueFor(values, from) : '', to ? valueFor(values, to) : '']
+  const count = (condition: string, more: readonly unknown[]) =>
     store.admin(async (sql) => {
       const [row] = await sql.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM appointments WHERE org_id = $1 AND is_active AND ${condition}`,
-        [orgId, ...params],
+        [orgId, ...params, ...more],
       )
       return row?.n ?? 0
     })
   const range = [
-    has('startDate') ? 'start_at >= $3::timestamptz' : '$3::text IS NOT NULL',
-    has('endDate') ? 'start_at <= $4::timestamptz' : '$4::text IS NOT NULL',
+    from ? 'start_at >= $2::timestamptz' : '$2::text IS NOT NULL',
+    to ? 'start_at <= $3::timestamptz' : '$3::text IS NOT NULL',
   ].join(' AND ')
-  const persons = (['customerId', 'staffId'] as const).filter(has)
-  if (persons.length > 0) {
-    const column = { customerId: 'customer_id', staffId: 'staff_id' }
+  const few = fewOf(shape)
+  if (few.length > 0) {
     const counts = await Promise.all(
-      persons.map((person) =>
-        count(`${column[person]} = $2 AND ${range}`, [values[person], values.startDate, values.endDate]),
+      few.map((given) =>
+        count(`${filterColumn(APPOINTMENT_LIST, given.filter)} = $4 AND ${range}`, [valueFor(values, given)]),
       ),
     )
     return Math.max(...counts)
   }
   // A range's ends: in the bucket each falls in (list_buckets, migration 009), the entries from
   // the bucket's bound up to the end.
-  const list = has('status') ? `appointments:${shape.status}` : 'appointments'
-  const statusCondition = has('status') ? 'k.status = $3' : '$3::text IS NOT NULL'
+  const value = shape.filters.find(({ filter }) => filter.compare === 'equals')
+  const list =
+    value?.filter.compare === 'equals' && value.filter.rows === 'many'
+      ? `${value.filter.bucketList}${valueFor(values, value)}`
+      : 'appointments'
+  const valueCondition = value
+    ? `k.${filterColumn(APPOINTMENT_LIST, value.filter)} = $3`
+    : '$3::text IS NOT NULL'
   const inBucket = (bucket: string, end: string) =>
     store.admin(async (sql) => {
       const [row] = await sql.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM (
            SELECT b.lo_at, b.lo_id FROM list_buckets b WHERE b.org_id = $1 AND b.list = $2 AND ${bucket}
            ORDER BY b.lo_at DESC, b.lo_id DESC LIMIT 1) b
-         JOIN appointments k ON k.org_id = $1 AND k.is_active AND ${statusCondition}
+         JOIN appointments k ON k.org_id = $1 AND k.is_active AND ${valueCondition}
            AND (k.start_at, k.id) >= (b.lo_at, b.lo_id) AND ${end}`,
-        [orgId, list, shape.status ?? '', values.startDate, values.endDate],
+        [orgId, list, value ? valueFor(values, value) : '', ...params],
       )
       return row?.n ?? 0
     })
   let counted = 0
-  if (has('startDate'))
+  if (from)
     counted += await inBucket(
       'b.lo_at < $4::timestamptz AND $5::text IS NOT NULL',
       'k.start_at < $4::timestamptz',
     )
-  if (has('endDate'))
+  if (to)
     counted += await inBucket(
       'b.lo_at <= $5::timestamptz AND $4::text IS NOT NULL',
       'k.start_at <= $5::timestamptz',
@@ -482,8 +526,39 @@ async function countEntries(store: Store, shape: Shape, orgId: string, values: O
   return counted
 }
 
-/** Whether the list's pages seek by bucket: customers, and appointments filtered by none but status and dates. */
-const seeks = (shape: Shape) => !shape.filters.some((f) => f === 'customerId' || f === 'staffId')
+/** Whether the list's pages seek by bucket: customers, and appointments filtered by many filters alone. */
+const seeks = (shape: Shape) => fewOf(shape).length === 0
+
+/**
+ * A few filter whose value selects more rows than a few filter is built for (FEW_ROWS): its count
+ * reads them all, on every request. The fault names what the filter needs instead.
+ */
+async function tooManyForFew(
+  store: Store,
+  orgId: string,
+  given: readonly { readonly filter: FilterDescription; readonly value: string }[],
+): Promise<string[]> {
+  const found: string[] = []
+  for (const { filter, value } of given) {
+    if (filter.rows !== 'few') continue
+    const n = await store.admin(async (sql) => {
+      const [row] = await sql.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM appointments
+         WHERE org_id = $1 AND is_active AND ${filterColumn(APPOINTMENT_LIST, filter)} = $2`,
+        [orgId, value],
+      )
+      return row?.n ?? 0
+    })
+    if (n > FEW_ROWS)
+      found.push(
+        `${orgId} ${filter.param}=${value} selects ${n} rows, more than a 'few' filter is built for ` +
+          `(FEW_ROWS, ${FEW_ROWS}): its total counts them all on every request. Describe ${filter.param} ` +
+          "as rows: 'many' in src/schemas/filters.ts, with a bucket list per value in list_buckets (a migration " +
+          'like 009: its triggers and list_buckets_key_after), or keep it few only where no value can select that many.',
+      )
+  }
+  return found
+}
 
 // ---------------------------------------------------------------------------------------------
 // Plans: run as the request path runs them, and judged.
@@ -621,9 +696,10 @@ function allowanceFor(
   counted: number,
   withPage: boolean,
 ): Allowance {
-  const persons = shape.filters.filter((f) => f === 'customerId' || f === 'staffId').length
-  // A filter the walked index does not hold: the status, or the other person.
-  const onHeap = persons > 0 && (shape.filters.includes('status') || persons > 1)
+  // A filter the walked few filter's index does not hold: a many value filter, or another few one.
+  const few = fewOf(shape).length
+  const manyValue = shape.filters.some(({ filter }) => filter.compare === 'equals' && filter.rows === 'many')
+  const onHeap = few > 0 && (manyValue || few > 1)
   const entries = stepped + counted
   const heapFiltered = onHeap ? counted * (withPage ? 2 : 1) : 0
   // The first key, read again as the page's first row.
@@ -660,7 +736,11 @@ async function planFaults(
   const statement = statementFor(shape, orgId, values)
   const total = await totalOf(store, orgId, statement)
   const counted = await countEntries(store, shape, orgId, values)
-  const problems: string[] = []
+  const problems = await tooManyForFew(
+    store,
+    orgId,
+    shape.filters.map((given) => ({ filter: given.filter, value: valueFor(values, given) })),
+  )
   let example: Example | undefined
   const report = (what: string, plan: PlanNode, allowance: Allowance) => {
     const found = faults(plan, allowance)
@@ -732,5 +812,53 @@ describe.skipIf(!postgresAvailable())('request-path plans on PostgreSQL', () => 
         },
       )
     })
+  })
+})
+
+describe.skipIf(!postgresAvailable())('the plan test fails a filter for a reason', () => {
+  let db: Db
+  beforeAll(async () => {
+    db = await Db.open()
+    await importOrganizations(db.store, [{ id: 'org_reason', customers: 12_000, appointments: 24_000 }])
+  }, 120_000)
+  afterAll(async () => {
+    await db?.close()
+  })
+
+  // A newcomer's filters described as a person's (few rows) where one value selects half or 90 %
+  // of an organization: the data holds such values, and the check names the filter and the fix.
+  it.each([
+    ['serviceId', 'serviceId'],
+    ['locationType', 'locationType'],
+  ])(
+    'a few filter on %s, whose busiest value selects most rows, is a fault that says what to do',
+    async (param, field) => {
+      const filter: FilterDescription = {
+        param,
+        field,
+        compare: 'equals',
+        description: "a newcomer's filter",
+        rows: 'few',
+        index: `appointments_active_${param}_idx`,
+      }
+      const column = filterColumn(APPOINTMENT_LIST, filter)
+      const [busiest] = await db.store.admin((sql) =>
+        sql.query<{ value: string }>(
+          `SELECT ${column} AS value FROM appointments WHERE org_id = 'org_reason' GROUP BY 1 ORDER BY count(*) DESC LIMIT 1`,
+        ),
+      )
+      const faults = await tooManyForFew(db.store, 'org_reason', [{ filter, value: busiest?.value ?? '' }])
+      expect(faults).toHaveLength(1)
+      expect(faults[0]).toMatch(
+        new RegExp(`${param}=.* selects \\d+ rows, more than a 'few' filter is built for`),
+      )
+      expect(faults[0]).toContain("rows: 'many' in src/schemas/filters.ts")
+    },
+  )
+
+  it("passes the described few filters at their busiest values: a person's rows stay under FEW_ROWS", async () => {
+    const values = await valuesOf(db.store, 'org_reason')
+    const given = EQUALS.map((filter) => ({ filter, value: values.equals[filter.param]?.busiest ?? '' }))
+    expect(await tooManyForFew(db.store, 'org_reason', given)).toEqual([])
   })
 })
