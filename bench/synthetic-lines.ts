@@ -1,11 +1,11 @@
+import { fieldOf, type RecordType } from '../src/import/tables.js'
 import { organizationRows, planOrganizations, type Row, type SyntheticPlan } from '../src/seed/synthetic.js'
-import { fieldOf, type RecordType } from '../src/store/bulk.js'
 
 /** One synthetic row as an import line: its type, the API's field names, empty fields left out. */
 export function toLine(type: RecordType, row: Row): string {
   const record: Record<string, unknown> = { type }
   for (const [column, value] of Object.entries(row)) {
-    if (value !== null) record[fieldOf(column)] = value
+    if (value !== null) record[fieldOf(type, column)] = value
   }
   return JSON.stringify(record)
 }

@@ -1,7 +1,7 @@
-import { type RecordType, TABLES } from '../store/bulk.js'
 import type { AdminSql } from '../store/types.js'
 import { ImportError } from './errors.js'
 import { keyLog, staging } from './staging.js'
+import { type RecordType, TABLES } from './tables.js'
 
 /**
  * The rules COPY cannot check, as one set-based query over a chunk's staging tables: every

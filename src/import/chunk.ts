@@ -1,4 +1,4 @@
-import { FIELDS, KEPT_COLUMNS, KEY_FIELDS, type RecordType, TABLES, WRITE_ORDER } from '../store/bulk.js'
+import { FIELDS, KEPT_COLUMNS, KEY_FIELDS, type RecordType, TABLES, WRITE_ORDER } from './tables.js'
 
 /** Rows gathered for one round trip of the bulk loader, already in COPY's text format. */
 

@@ -1,5 +1,5 @@
-import { type RecordType, TABLES } from '../store/bulk.js'
 import type { AdminSql } from '../store/types.js'
+import { type RecordType, TABLES } from './tables.js'
 
 /**
  * A first load is loaded as pg_restore does: an empty table's secondary indexes and foreign keys

@@ -1,7 +1,7 @@
-import { insertSql, type RecordType, TABLES } from '../store/bulk.js'
 import type { AdminSql } from '../store/types.js'
 import { ImportError } from './errors.js'
 import { staging } from './staging.js'
+import { insertSql, type RecordType, TABLES } from './tables.js'
 
 /**
  * Merges one staged type into its table. Into a table of the first-load path a key is almost

@@ -1,11 +1,11 @@
 import type { Readable } from 'node:stream'
 import type { PlanRevocation } from '../domain/api-keys.js'
-import type { RecordType } from '../store/bulk.js'
 import type { Store } from '../store/types.js'
 import { ImportError } from './errors.js'
 import { inputLines } from './lines.js'
 import { bulkLoad } from './loader.js'
 import { parseLine } from './parse-line.js'
+import type { RecordType } from './tables.js'
 import { decodeLine } from './utf8.js'
 
 export { ImportError } from './errors.js'

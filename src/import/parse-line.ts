@@ -1,6 +1,6 @@
-import { RECORD_TYPES, type RecordType } from '../store/bulk.js'
 import { ImportError } from './errors.js'
 import { RECORD_SCHEMAS } from './records.js'
+import { RECORD_TYPES, type RecordType } from './tables.js'
 
 /** One NDJSON line → its record type and its record (field names), or an error naming line and field. */
 export function parseLine(

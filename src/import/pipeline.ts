@@ -1,5 +1,5 @@
-import type { RecordType } from '../store/bulk.js'
 import { Chunk } from './chunk.js'
+import type { RecordType } from './tables.js'
 
 /** Adds one row to the load; resolves at once unless a full chunk has to wait for the database. */
 export type AddRow = (

@@ -3,7 +3,7 @@
 import { z } from 'zod/v4'
 import { PLANS, ROLES } from '../domain/plans.js'
 import { APPOINTMENT, CUSTOMER, type FieldType, type ResourceDescription } from '../schemas/descriptions.js'
-import type { RecordType } from '../store/bulk.js'
+import type { RecordType } from './tables.js'
 
 /** The NDJSON import's record schemas: the API's field names, strict about unknown fields. */
 const id = z.string().min(1).max(128)

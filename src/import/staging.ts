@@ -1,7 +1,7 @@
-import { fieldOf, RECORD_TYPES, type RecordType, TABLES } from '../store/bulk.js'
 import type { AdminSql } from '../store/types.js'
 import type { Chunk } from './chunk.js'
 import { ImportError } from './errors.js'
+import { fieldOf, RECORD_TYPES, type RecordType, TABLES } from './tables.js'
 
 /**
  * The import's temporary tables, dropped at commit: one staging table per type that a chunk is
@@ -54,7 +54,7 @@ export async function copyToStaging(
       const at = copyErrorAt(error)
       const line = at && chunk.lineOf(type, at.n)
       if (line === undefined) throw error
-      const field = at?.column ? `.${fieldOf(at.column)}` : ''
+      const field = at?.column ? `.${fieldOf(type, at.column)}` : ''
       throw new ImportError(`line ${line}: ${type}${field}: ${(error as Error).message}`)
     }
   }

@@ -1,5 +1,5 @@
 import { createApiKey } from '../domain/api-keys.js'
-import { upsertRows } from '../store/bulk.js'
+import { upsertRows } from '../import/tables.js'
 import type { Store } from '../store/types.js'
 import { organizationRows } from './synthetic.js'
 

@@ -1,5 +1,5 @@
 import { bulkLoad } from '../import/loader.js'
-import type { RecordType } from '../store/bulk.js'
+import type { RecordType } from '../import/tables.js'
 import type { Store } from '../store/types.js'
 import { organizationRows, planOrganizations, type SyntheticPlan } from './synthetic.js'
 

@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest'
 import type { z } from 'zod'
+import { TABLES } from '../../src/import/tables.js'
 import {
   APPOINTMENT,
   CUSTOMER,
@@ -9,7 +10,6 @@ import {
   type ResourceDescription,
 } from '../../src/schemas/descriptions.js'
 import { appointmentSchema, customerSchema } from '../../src/schemas/resources.js'
-import { TABLES } from '../../src/store/bulk.js'
 import { describeEachStore } from '../helpers/stores.js'
 
 // Each resource is described once (src/schemas/descriptions.ts); the query's fields, the bulk

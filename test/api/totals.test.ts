@@ -1,13 +1,13 @@
 import fc from 'fast-check'
 import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, expect, it } from 'vitest'
+import { upsertRows } from '../../src/import/tables.js'
 import {
   APPOINTMENT_FILTERS,
   type AppointmentFilters,
   listAppointments,
 } from '../../src/queries/appointments.js'
 import { APPOINTMENT_STATUSES } from '../../src/schemas/resources.js'
-import { upsertRows } from '../../src/store/bulk.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { addAppointments, addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
 import { describeEachStore } from '../helpers/stores.js'

@@ -1,8 +1,8 @@
 import type { KeyEnv } from '../../src/domain/api-key-secret.js'
 import { createApiKey } from '../../src/domain/api-keys.js'
 import type { Plan } from '../../src/domain/plans.js'
+import { upsertRows } from '../../src/import/tables.js'
 import { APPOINTMENT, CUSTOMER, columnOf, type ResourceDescription } from '../../src/schemas/descriptions.js'
-import { upsertRows } from '../../src/store/bulk.js'
 import type { Store } from '../../src/store/types.js'
 
 export const BRAND = 'svc'

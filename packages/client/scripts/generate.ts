@@ -100,12 +100,30 @@ function checkOf({ name, schema = {}, 'x-not-before': notBefore }: ParameterObje
   )
 }
 
+/** The fields of the schemas the list envelopes hold, by schema name, in the document's order. */
+export function itemFields(document: OpenAPI3): Record<string, string[]> {
+  type Schema = { properties?: Record<string, Schema>; items?: Schema & { $ref?: string } }
+  const schemas = (document.components?.schemas ?? {}) as Record<string, Schema>
+  const fields: Record<string, string[]> = {}
+  for (const [name, schema] of Object.entries(schemas)) {
+    const items = schema.properties?.data?.items
+    if (!items) continue
+    // The item by reference (`Customer`), or inline in the list (`CustomerList`'s).
+    const item = items.$ref ? items.$ref.replace('#/components/schemas/', '') : name.replace(/List$/, '')
+    fields[item] = Object.keys((items.$ref ? schemas[item] : items)?.properties ?? {})
+  }
+  return fields
+}
+
 /** The TypeScript source for a document, formatted as the repository's Biome settings want it. */
 export async function generateTypes(document: OpenAPI3): Promise<string> {
   const ast = await openapiTS(document, { exportType: true, alphabetize: false })
   const checks = `
 /** Each operation's query parameters, as the document declares them: what the client checks (validate.ts). */
 export const QUERY_PARAMETERS = ${JSON.stringify(parameterChecks(document))} as const
+
+/** Each item schema's fields, in the document's (the contract's) order: the sync's CSV columns (sync/fields.ts). */
+export const ITEM_FIELDS = ${JSON.stringify(itemFields(document))} as const
 `
   const source = HEADER + astToString(ast) + checks
   const biome = spawnSync(

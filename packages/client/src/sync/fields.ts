@@ -1,61 +1,13 @@
-/**
- * The columns of the CSV output, in the contract's order, and `deletedAt` for tombstones (and
- * for appointments `leftWindowAt`, for rows that left the window).
- */
-export const CUSTOMER_COLUMNS = [
-  'id',
-  'supportId',
-  'firstName',
-  'lastName',
-  'displayName',
-  'email',
-  'phone',
-  'primaryPhone',
-  'secondaryPhone',
-  'preferredContactMethod',
-  'dateOfBirth',
-  'gender',
-  'notes',
-  'marketingConsent',
-  'addressLine1',
-  'city',
-  'region',
-  'postalCode',
-  'country',
-  'preferredStaffId',
-  'isActive',
-  'createdAt',
-  'updatedAt',
-  'deletedAt',
-] as const
+import { ITEM_FIELDS } from '../generated/api.js'
 
-export const APPOINTMENT_COLUMNS = [
-  'id',
-  'start',
-  'end',
-  'orgId',
-  'customerId',
-  'staffId',
-  'serviceId',
-  'status',
-  'locationType',
-  'resourceId',
-  'priceCents',
-  'currency',
-  'note',
-  'paymentStatus',
-  'amountPaidCents',
-  'paymentKind',
-  'paymentId',
-  'invoiceId',
-  'requiresPayment',
-  'confirmedAfterPayment',
-  'dayKey',
-  'createdAt',
-  'updatedAt',
-  'deletedAt',
-  'leftWindowAt',
-] as const
+/**
+ * The columns of the CSV output: the item's fields in the contract's order, as the server's OpenAPI
+ * document declares them (`ITEM_FIELDS`, generated with the types), and `deletedAt` for
+ * tombstones (and for appointments `leftWindowAt`, for rows that left the window).
+ */
+export const CUSTOMER_COLUMNS = [...ITEM_FIELDS.Customer, 'deletedAt'] as const
+
+export const APPOINTMENT_COLUMNS = [...ITEM_FIELDS.Appointment, 'deletedAt', 'leftWindowAt'] as const
 
 /** RFC 4180: quoted when it holds a comma, a quote or a line break; a formula's lead character defused. */
 export function csvField(value: unknown): string {

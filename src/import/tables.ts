@@ -1,46 +1,110 @@
-import { APPOINTMENT, CUSTOMER, columnsOf } from '../schemas/descriptions.js'
-import type { Sql } from './types.js'
-
-/** How each record type is stored: table, columns (snake_case) and upsert key. */
-export const TABLES = {
-  organization: {
-    table: 'organizations',
-    key: ['id'],
-    columns: ['id', 'name', 'plan', 'created_at'],
-    defaults: { created_at: 'now()' },
-    // A record without createdAt keeps the stored one: now() again would rewrite the row.
-    keep: ['created_at'],
-  },
-  user: { table: 'users', key: ['id'], columns: ['id', 'email', 'name'] },
-  membership: { table: 'memberships', key: ['org_id', 'user_id'], columns: ['org_id', 'user_id', 'role'] },
-  staff: {
-    table: 'staff',
-    key: ['org_id', 'id'],
-    columns: ['org_id', 'id', 'name', 'is_active'],
-    defaults: { is_active: 'true' },
-  },
-  service: {
-    table: 'services',
-    key: ['org_id', 'id'],
-    columns: ['org_id', 'id', 'name', 'is_active'],
-    defaults: { is_active: 'true' },
-  },
-  // The API's resources: their columns from their one description.
-  customer: { table: CUSTOMER.table, key: CUSTOMER.key, columns: columnsOf(CUSTOMER) },
-  appointment: { table: APPOINTMENT.table, key: APPOINTMENT.key, columns: columnsOf(APPOINTMENT) },
-} as const satisfies Record<string, TableSpec>
+import { APPOINTMENT, CUSTOMER, columnsOf, type ResourceDescription } from '../schemas/descriptions.js'
+import type { Sql } from '../store/types.js'
 
 /**
+ * How each record type of the import is stored: its table, its fields each with its column, the
+ * upsert key. A record's value is read by its field's name, never by a name made from the column.
  * `defaults`: the value of a column left out of a new row. `keep`: columns that, left out, keep
  * an existing row's value rather than take the default (a record without them changes nothing).
  */
 interface TableSpec {
   readonly table: string
   readonly key: readonly string[]
+  /** The import format's field names, in the order of `columns`. */
+  readonly fields: readonly string[]
   readonly columns: readonly string[]
   readonly defaults?: Readonly<Record<string, string>>
   readonly keep?: readonly string[]
 }
+
+/** A table's spec from [field, column] pairs, in the columns' order. */
+function spec(
+  table: string,
+  key: readonly string[],
+  pairs: readonly (readonly [field: string, column: string])[],
+  more: Pick<TableSpec, 'defaults' | 'keep'> = {},
+): TableSpec {
+  return {
+    table,
+    key,
+    fields: pairs.map(([field]) => field),
+    columns: pairs.map(([, column]) => column),
+    ...more,
+  }
+}
+
+/** An API resource's spec, from its one description: its columns the key's first (the bulk loader's order). */
+function resourceSpec(resource: ResourceDescription): TableSpec {
+  const columns = columnsOf(resource)
+  const fieldOf = new Map(resource.fields.map(({ field, column }) => [column, field]))
+  return spec(
+    resource.table,
+    resource.key,
+    columns.map((column) => {
+      const field = fieldOf.get(column)
+      if (!field) throw new Error(`${resource.table}.${column} has no field in its description`)
+      return [field, column] as const
+    }),
+  )
+}
+
+export const TABLES = {
+  organization: spec(
+    'organizations',
+    ['id'],
+    [
+      ['id', 'id'],
+      ['name', 'name'],
+      ['plan', 'plan'],
+      ['createdAt', 'created_at'],
+    ],
+    // A record without createdAt keeps the stored one: now() again would rewrite the row.
+    { defaults: { created_at: 'now()' }, keep: ['created_at'] },
+  ),
+  user: spec(
+    'users',
+    ['id'],
+    [
+      ['id', 'id'],
+      ['email', 'email'],
+      ['name', 'name'],
+    ],
+  ),
+  membership: spec(
+    'memberships',
+    ['org_id', 'user_id'],
+    [
+      ['orgId', 'org_id'],
+      ['userId', 'user_id'],
+      ['role', 'role'],
+    ],
+  ),
+  staff: spec(
+    'staff',
+    ['org_id', 'id'],
+    [
+      ['orgId', 'org_id'],
+      ['id', 'id'],
+      ['name', 'name'],
+      ['isActive', 'is_active'],
+    ],
+    { defaults: { is_active: 'true' } },
+  ),
+  service: spec(
+    'services',
+    ['org_id', 'id'],
+    [
+      ['orgId', 'org_id'],
+      ['id', 'id'],
+      ['name', 'name'],
+      ['isActive', 'is_active'],
+    ],
+    { defaults: { is_active: 'true' } },
+  ),
+  // The API's resources: their fields and columns from their one description.
+  customer: resourceSpec(CUSTOMER),
+  appointment: resourceSpec(APPOINTMENT),
+} as const satisfies Record<string, TableSpec>
 
 export type RecordType = keyof typeof TABLES
 export const RECORD_TYPES = Object.keys(TABLES) as RecordType[]
@@ -55,17 +119,18 @@ export const WRITE_ORDER: readonly RecordType[] = [
   'appointment',
 ]
 
-/** The import format's (and the API's) name of a column: camelCase, `start_at`/`end_at` as `start`/`end`. */
-export function fieldOf(column: string): string {
-  if (column === 'start_at') return 'start'
-  if (column === 'end_at') return 'end'
-  return column.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase())
+/** The field of one of a type's columns, by its spec. */
+export function fieldOf(type: RecordType, column: string): string {
+  const spec: TableSpec = TABLES[type]
+  const field = spec.fields[spec.columns.indexOf(column)]
+  if (field === undefined) throw new Error(`${spec.table} has no column ${column}`)
+  return field
 }
 
 /** Each type's field names, in the order of its columns. */
 export const FIELDS: Readonly<Record<RecordType, readonly string[]>> = (() => {
   const fields = {} as Record<RecordType, readonly string[]>
-  for (const type of RECORD_TYPES) fields[type] = TABLES[type].columns.map(fieldOf)
+  for (const type of RECORD_TYPES) fields[type] = TABLES[type].fields
   return fields
 })()
 
@@ -82,7 +147,7 @@ export const KEPT_COLUMNS: Readonly<Record<RecordType, readonly number[]>> = (()
 /** Each type's key, by field name. */
 export const KEY_FIELDS: Readonly<Record<RecordType, readonly string[]>> = (() => {
   const keys = {} as Record<RecordType, readonly string[]>
-  for (const type of RECORD_TYPES) keys[type] = TABLES[type].key.map(fieldOf)
+  for (const type of RECORD_TYPES) keys[type] = TABLES[type].key.map((column) => fieldOf(type, column))
   return keys
 })()
 
