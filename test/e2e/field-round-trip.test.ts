@@ -3,6 +3,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { csvField } from '../../packages/client/src/sync/fields.js'
+import {
+  createDatabase,
+  hasPostgres,
+  type TestDatabase,
+} from '../../packages/client/test/helpers/postgres.js'
+import { startServer, type TestServer } from '../../packages/client/test/helpers/server.js'
+import { sync } from '../../packages/client/test/helpers/sync.js'
 import {
   APPOINTMENT,
   CUSTOMER,
@@ -10,10 +18,6 @@ import {
   itemFields,
   type ResourceDescription,
 } from '../../src/schemas/descriptions.js'
-import { csvField } from '../../packages/client/src/sync/fields.js'
-import { createDatabase, hasPostgres, type TestDatabase } from '../../packages/client/test/helpers/postgres.js'
-import { startServer, type TestServer } from '../../packages/client/test/helpers/server.js'
-import { sync } from '../../packages/client/test/helpers/sync.js'
 
 // Every field the server describes (src/schemas/descriptions.ts), end to end: written by
 // `openbook import` with a value of its own, read back from the API, and written by
