@@ -113,7 +113,9 @@ afterAll(async () => {
 })
 
 const syncTo = async (resource: string, target: readonly string[]) => {
-  const run = await sync([resource, '--key-file', keyFile, '--base-url', server.baseUrl, ...target]).done
+  const run = await sync([resource, '--key-file', keyFile, '--base-url', server.baseUrl, ...target], {
+    cwd: directory,
+  }).done
   expect(run.code, run.stderr).toBe(0)
 }
 
