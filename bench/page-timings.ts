@@ -14,7 +14,7 @@ import pg from 'pg'
 import { appointmentsPage } from '../src/queries/appointments.js'
 import { customersPage } from '../src/queries/customers.js'
 import type { PageStatement } from '../src/queries/page.js'
-import { readerPreamble } from '../src/queries/sql.js'
+import { readerPreamble } from '../src/store/reader-settings.js'
 import { PAGE_SIZE } from './mixes.js'
 
 const DAY = 86_400_000

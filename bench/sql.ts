@@ -8,7 +8,7 @@ import {
 } from '../src/queries/appointments.js'
 import { customersPage, listCustomers } from '../src/queries/customers.js'
 import type { Page, PageRequest } from '../src/queries/page.js'
-import { readerPreamble } from '../src/queries/sql.js'
+import { readerPreamble } from '../src/store/reader-settings.js'
 import type { Sql, StoreAdapter, Tenant } from '../src/store/types.js'
 
 export type Resource = 'customers' | 'appointments'

@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream'
 import { connectOperatorSocket, forwardCommand } from '../operator/client.js'
-import { errorLine } from '../operator/errors.js'
 import type { ServerRelease } from '../operator/protocol.js'
+import { errorLine } from '../operator-error.js'
 import { LATEST_VERSION } from '../store/schema-version.js'
 import { openInput } from './input.js'
 

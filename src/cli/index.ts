@@ -1,5 +1,5 @@
 import { ConfigError, loadConfig } from '../config.js'
-import { errorLine } from '../operator/errors.js'
+import { errorLine } from '../operator-error.js'
 import { forwardToServer } from './forward.js'
 import { localContext } from './local.js'
 import { runCli } from './program.js'

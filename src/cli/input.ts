@@ -1,7 +1,7 @@
 import { constants, createReadStream } from 'node:fs'
 import { access, stat } from 'node:fs/promises'
 import type { Readable } from 'node:stream'
-import { OperatorError } from '../operator/errors.js'
+import { OperatorError } from '../operator-error.js'
 
 /** Opens the input of `import`: a readable file, or `-` for standard input. */
 export async function openInput(file: string): Promise<Readable> {

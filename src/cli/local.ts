@@ -1,6 +1,6 @@
 import type { Config } from '../config.js'
 import { cancellable } from '../operator/cancellable.js'
-import { OperatorError } from '../operator/errors.js'
+import { OperatorError } from '../operator-error.js'
 import { assertSchemaServable } from '../store/migrate.js'
 import { assertOperatorAccess, openStore } from '../store/open.js'
 import type { CliContext } from './context.js'

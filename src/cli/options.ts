@@ -2,7 +2,7 @@ import { InvalidArgumentError } from 'commander'
 import { KEY_ENVS, type KeyEnv } from '../domain/api-key-secret.js'
 import { type CreateKeyInput, MAX_KEY_LIFETIME_MS } from '../domain/api-keys.js'
 import { PLANS, type Plan } from '../domain/plans.js'
-import { OperatorError } from '../operator/errors.js'
+import { OperatorError } from '../operator-error.js'
 
 /** Option values checked before the store opens: a command refuses a typo without touching the data. */
 

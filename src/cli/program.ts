@@ -1,5 +1,5 @@
 import { Command, CommanderError } from 'commander'
-import { errorLine, failureReason } from '../operator/errors.js'
+import { errorLine, failureReason } from '../operator-error.js'
 import type { RegisterCommand } from './commands/command.js'
 import { registerImport } from './commands/import.js'
 import { registerKeys } from './commands/keys.js'

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { OperatorError } from '../operator/errors.js'
+import { OperatorError } from '../operator-error.js'
 import { iso } from '../queries/sql.js'
 import type { Sql } from '../store/types.js'
 import { generateSecret, type KeyEnv } from './api-key-secret.js'

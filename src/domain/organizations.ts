@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { OperatorError } from '../operator/errors.js'
+import { OperatorError } from '../operator-error.js'
 import { iso } from '../queries/sql.js'
 import type { Sql } from '../store/types.js'
 import { activeKey } from './api-keys.js'

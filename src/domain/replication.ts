@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { OperatorError } from '../operator/errors.js'
+import { OperatorError } from '../operator-error.js'
 import type { Store } from '../store/types.js'
 
 export interface StandbyReplay {

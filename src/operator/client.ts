@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { createConnection, type Socket } from 'node:net'
 import type { Readable } from 'node:stream'
-import { errorLine } from './errors.js'
+import { errorLine } from '../operator-error.js'
 import { InputFramer } from './framing.js'
 import {
   type Answer,

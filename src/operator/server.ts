@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, rmSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
 import { PassThrough } from 'node:stream'
-import { errorLine } from './errors.js'
+import { errorLine } from '../operator-error.js'
 import { InputUnframer } from './framing.js'
 import {
   type Answer,

@@ -23,6 +23,11 @@ export interface Page {
   readonly pagination: Pagination
 }
 
+/** The response body: the list envelope (schemas/envelope.ts) around the page's items. */
+export function pageBody(page: Page): string {
+  return `{"data":[${page.items}],"pagination":${JSON.stringify(page.pagination)}}`
+}
+
 /** One field of an item: its JSON key and the SQL of its value. */
 export interface ItemField {
   readonly key: string

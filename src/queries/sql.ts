@@ -1,6 +1,7 @@
 /**
- * The SQL text helpers of the request path: formats, the tenant condition, index counts, and the
- * settings every request-path transaction opens with, which the page statements count on.
+ * The SQL text helpers of the request path: formats, the tenant condition, index counts. The
+ * settings every request-path transaction opens with, which the page statements count on, are the
+ * store's (store/reader-settings.ts).
  */
 
 /** Formats a timestamptz exactly as Date#toISOString does (milliseconds, Z). */
@@ -36,68 +37,10 @@ export function tenantCondition(alias: string): string {
  * SQL of the number of rows of `table` (alias `k`) that meet `where`, counted along an index in
  * the list's order: the order asked for leaves the planner no index but those that hold the
  * filter's columns before the order's (a sort costs more than any plan with none: see
- * `readerPreamble`). Without it, an index on org_id alone counts as well in its eyes, and it reads
- * every row of the organization to filter them.
+ * `readerPreamble` in store/reader-settings.ts). Without it, an index on org_id alone counts as
+ * well in its eyes, and it reads every row of the organization to filter them.
  */
 export function indexCount(table: string, where: string, orderBy: readonly string[]): string {
   const order = orderBy.map((column) => `k.${column} DESC`).join(', ')
   return `(SELECT count(*) FROM (SELECT FROM ${table} k WHERE ${where} ORDER BY ${order} OFFSET 0) k)`
-}
-
-/** The COPY statement both stores run; `source` is STDIN or PGlite's '/dev/blob'. */
-export const copyStatement = (table: string, columns: readonly string[], source: string) =>
-  `COPY ${table} (${columns.join(', ')}) FROM ${source}`
-
-// The request path's transaction (both stores open every request with these settings).
-
-/** The role the request path reads as: SELECT on the tenant tables, under row-level security. */
-export const READER_ROLE = 'openbook_reader'
-
-const LOCK_TIMEOUT_MS = 1_000
-
-/**
- * Plan shapes the request path never wants, whatever the planner expects of the rows: a page is
- * an index read in list order with its rows looked up by primary key, a total a counts table or
- * an index read in list order (src/queries/page.ts). Each setting only prices its kind of plan
- * out while another exists, so a statement with no other way still runs. Without them, statistics
- * that misjudge an organization (one that dominates the table, one imported since the last
- * ANALYZE) turn a 1 ms page into a scan of the table, a hash join against it, or a sort of all
- * the organization's rows (test/plans/request-plans.test.ts).
- */
-const PLANNER_SETTINGS = [
-  'enable_seqscan',
-  'enable_bitmapscan',
-  'enable_hashjoin',
-  'enable_mergejoin',
-  'enable_sort',
-]
-
-/**
- * Statements that open every request-path transaction, after BEGIN: the settings go in one
- * SELECT of set_config(…, true), the same as SET LOCAL each, which PostgreSQL parses and runs as
- * one statement rather than ten (83 → 35 µs a transaction in pgbench, bench/RESULTS.md).
- */
-export function readerPreamble(readOnly: boolean, statementTimeoutMs: number): string {
-  const settings: [string, string | number][] = [
-    // SET LOCAL ROLE: the role the statements after it run as.
-    ['role', READER_ROLE],
-    ['statement_timeout', Math.trunc(statementTimeoutMs)],
-    // A request never queues behind a table lock (a migration, a maintenance command): after a
-    // second it is answered 503 with Retry-After instead of waiting out the statement time-out.
-    ['lock_timeout', LOCK_TIMEOUT_MS],
-    // JIT compilation pays off for long analytic queries; a page costs 2-3 ms, and compiling one
-    // cost 40 ms whenever its estimate crossed jit_above_cost (bench/RESULTS.md, Findings).
-    ['jit', 'off'],
-    ...PLANNER_SETTINGS.map((setting): [string, string] => [setting, 'off']),
-    // A prepared statement keeps one plan for every organization and page, never planned again:
-    // the plans above hold for any parameters (the plan test checks them as generic plans).
-    ['plan_cache_mode', 'force_generic_plan'],
-    // Timestamps and dates as text in one fixed form, whatever the server's or the role's
-    // defaults: a page's rows carry them so, and Node writes the ISO form (queries/page.ts).
-    ['TimeZone', 'UTC'],
-    ['DateStyle', 'ISO, YMD'],
-  ]
-  // SET TRANSACTION READ ONLY is this setting, made transaction-local the same way.
-  if (readOnly) settings.unshift(['transaction_read_only', 'on'])
-  return `SELECT ${settings.map(([name, value]) => `set_config('${name}', '${value}', true)`).join(', ')}`
 }

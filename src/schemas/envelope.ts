@@ -1,5 +1,4 @@
 import { z } from 'zod'
-import type { Page } from '../queries/page.js'
 
 export const paginationSchema = z
   .object({
@@ -30,8 +29,3 @@ export const validationIssueSchema = z
     message: z.string(),
   })
   .passthrough()
-
-/** The response body: the envelope around the page's items. */
-export function pageBody(page: Page): string {
-  return `{"data":[${page.items}],"pagination":${JSON.stringify(page.pagination)}}`
-}

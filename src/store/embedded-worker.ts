@@ -22,7 +22,7 @@ import {
   protocol,
   type Results,
 } from '@electric-sql/pglite'
-import { copyStatement } from '../queries/sql.js'
+import { copyStatement } from './copy.js'
 import {
   type DatabaseRequest,
   type DatabaseResponse,

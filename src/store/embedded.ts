@@ -1,7 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { Worker } from 'node:worker_threads'
-import { errorLine } from '../operator/errors.js'
-import { readerPreamble } from '../queries/sql.js'
+import { errorLine } from '../operator-error.js'
 import { StoreBusyError } from './busy.js'
 import { type DataDirLock, lockDataDir } from './data-dir-lock.js'
 import {
@@ -11,6 +10,7 @@ import {
   type WorkerData,
 } from './embedded-protocol.js'
 import { explainOpenFailure, freeBytes } from './open-failure.js'
+import { readerPreamble } from './reader-settings.js'
 import type { AdminSql, Store, StoreAdapter } from './types.js'
 
 /**

@@ -1,4 +1,4 @@
-import { READER_ROLE } from '../queries/sql.js'
+import { READER_ROLE } from './reader-settings.js'
 import {
   assertServable,
   compatibleFromAt,

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { from as copyFrom } from 'pg-copy-streams'
 import type { PreparedStatements } from '../config.js'
-import { copyStatement, readerPreamble } from '../queries/sql.js'
+import { copyStatement } from './copy.js'
 import {
   executeText,
   isPoolerSymptom,
@@ -13,6 +13,7 @@ import {
   prepareOnServerText,
   prepareText,
 } from './one-trip.js'
+import { readerPreamble } from './reader-settings.js'
 import type { AdminSql, Store, StoreAdapter } from './types.js'
 
 export interface PostgresStoreOptions {

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { ImportError } from '../../src/import/errors.js'
 import { mergeStaged } from '../../src/import/merge.js'
-import { failureReason } from '../../src/operator/errors.js'
+import { failureReason } from '../../src/operator-error.js'
 import { EmbeddedOpenError, explainOpenFailure } from '../../src/store/open-failure.js'
 import type { AdminSql } from '../../src/store/types.js'
 

@@ -1,4 +1,4 @@
-import { OperatorError } from '../../operator/errors.js'
+import { OperatorError } from '../../operator-error.js'
 import { seedSynthetic } from '../../seed/run.js'
 import { refreshStatistics } from '../../store/migrate.js'
 import type { CliContext } from '../context.js'

@@ -1,8 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { z } from 'zod'
 import { invalidQuery } from '../../../errors.js'
-import type { Page } from '../../../queries/page.js'
-import { pageBody } from '../../../schemas/envelope.js'
+import { type Page, pageBody } from '../../../queries/page.js'
 import type { Query } from '../../../schemas/query.js'
 import type { Sql, StoreAdapter, Tenant } from '../../../store/types.js'
 

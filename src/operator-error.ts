@@ -1,6 +1,7 @@
 /**
- * The operator's errors and the one line they are shown as. They live here, not in cli/, because
- * domain/ and import/ throw them too, and both the CLI and the server's operator socket render them.
+ * The operator's errors and the one line they are shown as: a general module beside errors.ts
+ * (the API's), because store/, domain/ and import/ throw or write them, and both the CLI and the
+ * server's operator socket (operator/) render them.
  */
 
 /** A refusal the operator can act on; the CLI prints its message as the one-line reason. */

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
-import { buildOpenApiDocument } from '../openapi/document.js'
-import { LIST_ROUTES, PUBLIC_V1_PREFIX } from './public/v1/index.js'
-import { refuseOtherMethods } from './refuse-other-methods.js'
+import { LIST_ROUTES, PUBLIC_V1_PREFIX } from '../routes/public/v1/index.js'
+import { refuseOtherMethods } from '../routes/refuse-other-methods.js'
+import { buildOpenApiDocument } from './document.js'
 
 /** Serves the machine-readable contract without authentication. */
 export default async function openapi(app: FastifyInstance): Promise<void> {
