@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from 'vitest/config'
+import { patience } from './packages/client/test/helpers/patience.js'
 
 /**
  * Two projects; `vitest run` (in `npm test`) runs both.
@@ -24,8 +25,10 @@ export default defineConfig({
     // time waiting on child processes and PostgreSQL: on 2 cores, npm test took 5 min 16 s with two
     // at a time (1.5 cores busy on average) and 4 min 42 s with three (README).
     maxWorkers: 3,
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Limits end a test that hangs; they stretch with the load (patience.ts), and a set-up (a
+    // store, a server) gets two minutes on an idle machine.
+    testTimeout: patience(30_000),
+    hookTimeout: patience(120_000),
     projects: [
       { extends: true, test: { name: 'unit', include: UNIT } },
       {

@@ -1,6 +1,7 @@
 import fc from 'fast-check'
 import pg from 'pg'
 import { beforeAll, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
 import { fetchPage, type PageStatement, SEEK_FROM } from '../../src/queries/page.js'
@@ -98,7 +99,7 @@ describeEachStore('pages of rows that share a day or an instant on %s', (testSto
           part.map((r) => ({ id: r.id, start: iso(r.at), isActive: r.isActive, status: r.status })),
         )
     }
-  }, 120_000)
+  }, patience(120_000))
 
   interface Case {
     readonly shape: Shape

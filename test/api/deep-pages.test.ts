@@ -1,5 +1,6 @@
 import fc from 'fast-check'
 import { beforeAll, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
 import { fetchPage, type PageStatement, SEEK_FROM } from '../../src/queries/page.js'
@@ -115,7 +116,7 @@ describeEachStore('pages deeper than the seek threshold on %s', (testStore) => {
       customers.slice(0, 900).map((r) => ({ id: r.id, createdAt: iso(r.at) })),
     )
     await seedAppointments('org_near', appointments.slice(0, 1200))
-  }, 60_000)
+  }, patience(60_000))
 
   function expected({ list, filters, limit, offset }: Case): { ids: string[]; total: number } {
     const rows = (list === 'customers' ? customers : appointments).filter(

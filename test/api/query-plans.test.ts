@@ -1,5 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { seedSynthetic } from '../../src/seed/run.js'
 import { createTestStore, postgresAvailable, type TestStore } from '../helpers/stores.js'
 
@@ -40,7 +41,7 @@ describe.skipIf(!postgresAvailable())('query plans on PostgreSQL', () => {
       customerId = row?.customer_id ?? ''
       staffId = row?.staff_id ?? ''
     })
-  }, 120_000)
+  }, patience(120_000))
 
   afterAll(async () => {
     await testStore?.close()

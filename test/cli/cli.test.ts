@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { createEmbeddedStore } from '../../src/store/embedded.js'
 import { LATEST_VERSION, readMigrations } from '../../src/store/schema-version.js'
 import type { StoreKind } from '../../src/store/types.js'
@@ -108,7 +109,7 @@ describeEachStoreKind(
         env = { DATA_DIR: dir }
         await startServer()
       }
-    }, 60_000)
+    }, patience(60_000))
 
     afterAll(async () => {
       if (server) {
@@ -454,54 +455,58 @@ describeEachStoreKind(
       ).toEqual([['apt_org_imp_a_1', 4_500]])
     })
 
-    it('an import that moves an organization to a plan without API access revokes its active keys, says how many (--json too), and the keys stop working', async () => {
-      const owners = { org_down_a: 'a@down.test', org_down_b: 'b@down.test' } as const
-      const keys: Record<string, { id: string; key: string }[]> = {}
-      for (const [orgId, email] of Object.entries(owners)) {
-        json(await createOrgWithOwner(`Studio ${orgId}`, 'enterprise', orgId, email))
-        const create = () => cli('keys', 'create', '--org', orgId, '--as', email, '--env', 'live', '--json')
-        keys[orgId] =
-          orgId === 'org_down_a' ? [json(await create()), json(await create())] : [json(await create())]
-      }
-      // Already revoked: not counted again, and its revocation time stays.
-      const [gone, ...active] = keys.org_down_a ?? []
-      expect((await cli('keys', 'revoke', String(gone?.id))).code).toBe(0)
-      const revokedAt = json<{ id: string; revokedAt: string }[]>(
-        await cli('keys', 'list', '--org', 'org_down_a', '--json'),
-      ).find((k) => k.id === gone?.id)?.revokedAt
-      expect((await get('customers?limit=1', String(active[0]?.key))).status).toBe(200)
+    it(
+      'an import that moves an organization to a plan without API access revokes its active keys, says how many (--json too), and the keys stop working',
+      async () => {
+        const owners = { org_down_a: 'a@down.test', org_down_b: 'b@down.test' } as const
+        const keys: Record<string, { id: string; key: string }[]> = {}
+        for (const [orgId, email] of Object.entries(owners)) {
+          json(await createOrgWithOwner(`Studio ${orgId}`, 'enterprise', orgId, email))
+          const create = () => cli('keys', 'create', '--org', orgId, '--as', email, '--env', 'live', '--json')
+          keys[orgId] =
+            orgId === 'org_down_a' ? [json(await create()), json(await create())] : [json(await create())]
+        }
+        // Already revoked: not counted again, and its revocation time stays.
+        const [gone, ...active] = keys.org_down_a ?? []
+        expect((await cli('keys', 'revoke', String(gone?.id))).code).toBe(0)
+        const revokedAt = json<{ id: string; revokedAt: string }[]>(
+          await cli('keys', 'list', '--org', 'org_down_a', '--json'),
+        ).find((k) => k.id === gone?.id)?.revokedAt
+        expect((await get('customers?limit=1', String(active[0]?.key))).status).toBe(200)
 
-      const downgrade = (orgId: string, plan: string) =>
-        ndjson([{ type: 'organization', id: orgId, name: `Studio ${orgId}`, plan }])
-      const human = await cliWithInput(downgrade('org_down_a', 'starter'), 'import', '-')
-      expect(human.code, human.stderr).toBe(0)
-      expect(human.stdout).toBe(
-        'imported 1 lines: organization 1\n' +
-          'revoked 1 active API key of org_down_a: its starter plan has no API access\n',
-      )
-      const listed = json<{ id: string; status: string; revokedAt: string }[]>(
-        await cli('keys', 'list', '--org', 'org_down_a', '--json'),
-      )
-      expect(listed.map((k) => k.status)).toEqual(['revoked', 'revoked'])
-      expect(listed.find((k) => k.id === gone?.id)?.revokedAt).toBe(revokedAt)
-      for (const key of active) expect((await get('customers?limit=1', key.key)).status).toBe(401)
-      expect(
-        json<OrgRow[]>(await cli('orgs', 'list', '--json')).find((o) => o.id === 'org_down_a'),
-      ).toMatchObject({ plan: 'starter', activeKeys: 0 })
+        const downgrade = (orgId: string, plan: string) =>
+          ndjson([{ type: 'organization', id: orgId, name: `Studio ${orgId}`, plan }])
+        const human = await cliWithInput(downgrade('org_down_a', 'starter'), 'import', '-')
+        expect(human.code, human.stderr).toBe(0)
+        expect(human.stdout).toBe(
+          'imported 1 lines: organization 1\n' +
+            'revoked 1 active API key of org_down_a: its starter plan has no API access\n',
+        )
+        const listed = json<{ id: string; status: string; revokedAt: string }[]>(
+          await cli('keys', 'list', '--org', 'org_down_a', '--json'),
+        )
+        expect(listed.map((k) => k.status)).toEqual(['revoked', 'revoked'])
+        expect(listed.find((k) => k.id === gone?.id)?.revokedAt).toBe(revokedAt)
+        for (const key of active) expect((await get('customers?limit=1', key.key)).status).toBe(401)
+        expect(
+          json<OrgRow[]>(await cli('orgs', 'list', '--json')).find((o) => o.id === 'org_down_a'),
+        ).toMatchObject({ plan: 'starter', activeKeys: 0 })
 
-      // --json: the count by organization; org_down_a, starter already, has nothing left to revoke.
-      const file = join(tempDir(), 'downgrade.ndjson')
-      writeFileSync(file, downgrade('org_down_a', 'starter') + downgrade('org_down_b', 'free'))
-      expect(json(await cli('import', file, '--json'))).toMatchObject({
-        lines: 2,
-        revokedKeys: [{ orgId: 'org_down_b', plan: 'free', keys: 1 }],
-      })
-      for (const key of keys.org_down_b ?? [])
-        expect((await get('customers?limit=1', key.key)).status).toBe(401)
-      // The same file again changes nothing.
-      expect(json(await cli('import', file, '--json'))).toMatchObject({ revokedKeys: [] })
-      // A dozen commands, each a process of its own: more than the default 30 s on a loaded machine.
-    }, 120_000)
+        // --json: the count by organization; org_down_a, starter already, has nothing left to revoke.
+        const file = join(tempDir(), 'downgrade.ndjson')
+        writeFileSync(file, downgrade('org_down_a', 'starter') + downgrade('org_down_b', 'free'))
+        expect(json(await cli('import', file, '--json'))).toMatchObject({
+          lines: 2,
+          revokedKeys: [{ orgId: 'org_down_b', plan: 'free', keys: 1 }],
+        })
+        for (const key of keys.org_down_b ?? [])
+          expect((await get('customers?limit=1', key.key)).status).toBe(401)
+        // The same file again changes nothing.
+        expect(json(await cli('import', file, '--json'))).toMatchObject({ revokedKeys: [] })
+        // A dozen commands, each a process of its own: more than the default 30 s on a loaded machine.
+      },
+      patience(120_000),
+    )
 
     it('import is all or nothing: one bad line rejects the file, named by line and field', async () => {
       const fresh = organizationLines('org_bad', 'x@bad.test')
@@ -637,70 +642,74 @@ describe('openbook command line on the embedded store, no server running', () =>
     env.DATA_DIR = tempDir()
   })
 
-  it('creates and migrates the store on first use; orgs, keys, import and seed work on it directly', async () => {
-    expect(json<{ version: number }>(await cli('migrate', '--json')).version).toBe(LATEST_VERSION)
-    json(
-      await cli(
-        'orgs',
-        'create',
-        '--name',
-        'Solo',
-        '--plan',
-        'professional',
-        '--id',
-        'org_solo',
-        '--owner-email',
-        'o@solo.test',
-        '--json',
-      ),
-    )
-    const key = json<{ id: string; key: string }>(
-      await cli('keys', 'create', '--org', 'org_solo', '--as', 'o@solo.test', '--env', 'test', '--json'),
-    )
-    expect(key.key).toMatch(SECRET)
-    const branded = await openbook(
-      ['keys', 'create', '--org', 'org_solo', '--as', 'o@solo.test', '--env', 'live', '--json'],
-      { ...env, API_KEY_BRAND: 'acme' },
-    )
-    expect(json<{ key: string }>(branded).key).toMatch(/^acme_live_[0-9a-f]{64}$/)
-    expectOneLineFailure(
-      await cli('keys', 'create', '--org', 'org_solo', '--as', 'nobody@solo.test', '--env', 'test'),
-      1,
-      /not a member/,
-    )
-    const imported = await openbook(
-      ['import', '-', '--json'],
-      env,
-      ndjson(organizationLines('org_emb', 'e@emb.test')),
-    )
-    expect(json(imported)).toMatchObject({ lines: 10, counts: { customer: 3, appointment: 2 } })
-    expect(
-      json(await cli('seed', '--orgs', '3', '--customers', '30', '--appointments', '60', '--json')),
-    ).toMatchObject({
-      counts: { organization: 3, customer: 30, appointment: 60 },
-    })
-    expect((await cli('keys', 'revoke', key.id)).code).toBe(0)
-    const listed = json<{ id: string; status: string }[]>(
-      await cli('keys', 'list', '--org', 'org_solo', '--json'),
-    )
-    expect(listed.find((k) => k.id === key.id)?.status).toBe('revoked')
-    expect(listed).toHaveLength(2)
-    const orgs = json<OrgRow[]>(await cli('orgs', 'list', '--json'))
-    expect(orgs.map((o) => o.id)).toEqual(expect.arrayContaining(['org_solo', 'org_emb']))
-    expect(orgs).toHaveLength(5)
-    // PGlite has no autovacuum: import and seed leave planner statistics behind them.
-    const store = await createEmbeddedStore(env.DATA_DIR)
-    try {
-      const stats = await store.admin((sql) =>
-        sql.query<{ n: number }>(
-          "SELECT count(*)::int AS n FROM pg_stats WHERE tablename IN ('customers', 'appointments')",
+  it(
+    'creates and migrates the store on first use; orgs, keys, import and seed work on it directly',
+    async () => {
+      expect(json<{ version: number }>(await cli('migrate', '--json')).version).toBe(LATEST_VERSION)
+      json(
+        await cli(
+          'orgs',
+          'create',
+          '--name',
+          'Solo',
+          '--plan',
+          'professional',
+          '--id',
+          'org_solo',
+          '--owner-email',
+          'o@solo.test',
+          '--json',
         ),
       )
-      expect(stats[0]?.n).toBeGreaterThan(10)
-    } finally {
-      await store.close()
-    }
-  }, 90_000)
+      const key = json<{ id: string; key: string }>(
+        await cli('keys', 'create', '--org', 'org_solo', '--as', 'o@solo.test', '--env', 'test', '--json'),
+      )
+      expect(key.key).toMatch(SECRET)
+      const branded = await openbook(
+        ['keys', 'create', '--org', 'org_solo', '--as', 'o@solo.test', '--env', 'live', '--json'],
+        { ...env, API_KEY_BRAND: 'acme' },
+      )
+      expect(json<{ key: string }>(branded).key).toMatch(/^acme_live_[0-9a-f]{64}$/)
+      expectOneLineFailure(
+        await cli('keys', 'create', '--org', 'org_solo', '--as', 'nobody@solo.test', '--env', 'test'),
+        1,
+        /not a member/,
+      )
+      const imported = await openbook(
+        ['import', '-', '--json'],
+        env,
+        ndjson(organizationLines('org_emb', 'e@emb.test')),
+      )
+      expect(json(imported)).toMatchObject({ lines: 10, counts: { customer: 3, appointment: 2 } })
+      expect(
+        json(await cli('seed', '--orgs', '3', '--customers', '30', '--appointments', '60', '--json')),
+      ).toMatchObject({
+        counts: { organization: 3, customer: 30, appointment: 60 },
+      })
+      expect((await cli('keys', 'revoke', key.id)).code).toBe(0)
+      const listed = json<{ id: string; status: string }[]>(
+        await cli('keys', 'list', '--org', 'org_solo', '--json'),
+      )
+      expect(listed.find((k) => k.id === key.id)?.status).toBe('revoked')
+      expect(listed).toHaveLength(2)
+      const orgs = json<OrgRow[]>(await cli('orgs', 'list', '--json'))
+      expect(orgs.map((o) => o.id)).toEqual(expect.arrayContaining(['org_solo', 'org_emb']))
+      expect(orgs).toHaveLength(5)
+      // PGlite has no autovacuum: import and seed leave planner statistics behind them.
+      const store = await createEmbeddedStore(env.DATA_DIR)
+      try {
+        const stats = await store.admin((sql) =>
+          sql.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM pg_stats WHERE tablename IN ('customers', 'appointments')",
+          ),
+        )
+        expect(stats[0]?.n).toBeGreaterThan(10)
+      } finally {
+        await store.close()
+      }
+    },
+    patience(90_000),
+  )
 })
 
 describe.skipIf(!postgresAvailable())('no table holds a created secret (PostgreSQL)', () => {

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { cleanEnv, freePort, ROOT, type RunningProcess, spawnCollecting, start } from '../helpers/process.js'
 import {
   createTestDatabase,
@@ -72,7 +73,7 @@ describeEachStoreKind(
         ))
       )
         await sleep(100)
-    }, 60_000)
+    }, patience(60_000))
 
     const removals: (() => void)[] = []
     afterAll(async () => {
@@ -84,39 +85,47 @@ describeEachStoreKind(
       for (const remove of removals) remove()
     })
 
-    it('no byte for --idle-timeout seconds: rolled back and said in one line, exit 1, while the producer is still open', async () => {
-      const importing = openbookOpen(['import', '-', '--idle-timeout', '2'], env)
-      importing.child.stdin.write(organization('org_idle'))
-      // The test never closes the input: the import must end by itself.
-      expect(await importing.exited).toBe(1)
-      expect(importing.output()).toEqual({
-        stdout: '',
-        stderr:
-          'openbook: no input for 2 s, and the input is still open: the import was rolled back and nothing of it was written ' +
-          '(close the input when it is complete, or raise --idle-timeout)\n',
-      })
-      importing.child.stdin.destroy()
-      const orgs = json<{ id: string }[]>(await openbook(['orgs', 'list', '--json'], env)).map((o) => o.id)
-      expect(orgs).not.toContain('org_idle')
-      if (server) {
-        const response = await fetch(`${base}/api/public/v1/customers`, {
-          headers: { authorization: `Bearer ${UNKNOWN_KEY}` },
+    it(
+      'no byte for --idle-timeout seconds: rolled back and said in one line, exit 1, while the producer is still open',
+      async () => {
+        const importing = openbookOpen(['import', '-', '--idle-timeout', '2'], env)
+        importing.child.stdin.write(organization('org_idle'))
+        // The test never closes the input: the import must end by itself.
+        expect(await importing.exited).toBe(1)
+        expect(importing.output()).toEqual({
+          stdout: '',
+          stderr:
+            'openbook: no input for 2 s, and the input is still open: the import was rolled back and nothing of it was written ' +
+            '(close the input when it is complete, or raise --idle-timeout)\n',
         })
-        expect(response.status).toBe(401)
-      }
-    }, 60_000)
+        importing.child.stdin.destroy()
+        const orgs = json<{ id: string }[]>(await openbook(['orgs', 'list', '--json'], env)).map((o) => o.id)
+        expect(orgs).not.toContain('org_idle')
+        if (server) {
+          const response = await fetch(`${base}/api/public/v1/customers`, {
+            headers: { authorization: `Bearer ${UNKNOWN_KEY}` },
+          })
+          expect(response.status).toBe(401)
+        }
+      },
+      patience(60_000),
+    )
 
-    it('input that keeps coming, slower than the limit between bytes, is imported', async () => {
-      // 4 s in all, longer than the limit: each byte that comes starts the wait again.
-      const importing = openbookOpen(['import', '-', '--idle-timeout', '3', '--json'], env)
-      for (const id of ['org_slow_1', 'org_slow_2', 'org_slow_3', 'org_slow_4']) {
-        importing.child.stdin.write(organization(id))
-        await sleep(1_000)
-      }
-      importing.child.stdin.end()
-      expect(await importing.exited, importing.output().stderr).toBe(0)
-      expect(JSON.parse(importing.output().stdout)).toMatchObject({ counts: { organization: 4 } })
-    }, 60_000)
+    it(
+      'input that keeps coming, slower than the limit between bytes, is imported',
+      async () => {
+        // 4 s in all, longer than the limit: each byte that comes starts the wait again.
+        const importing = openbookOpen(['import', '-', '--idle-timeout', '3', '--json'], env)
+        for (const id of ['org_slow_1', 'org_slow_2', 'org_slow_3', 'org_slow_4']) {
+          importing.child.stdin.write(organization(id))
+          await sleep(1_000)
+        }
+        importing.child.stdin.end()
+        expect(await importing.exited, importing.output().stderr).toBe(0)
+        expect(JSON.parse(importing.output().stdout)).toMatchObject({ counts: { organization: 4 } })
+      },
+      patience(60_000),
+    )
 
     it.skipIf(kind === 'postgres')(
       'a command that waits for the store held by an import says once what it waits for, then runs',

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { Readable } from 'node:stream'
 import { afterEach, expect, it } from 'vitest'
 import { syntheticLines } from '../../bench/synthetic-lines.js'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { FIRST_LOAD_MIN_ROWS } from '../../src/import/loader.js'
 import { importNdjson } from '../../src/import/ndjson.js'
 import type { Store } from '../../src/store/types.js'
@@ -61,54 +62,62 @@ describeEachStoreKind('bulk import on %s', (kind) => {
     for (const testStore of opened.splice(0)) await testStore.close()
   })
 
-  it('a first load (large first chunk, empty tables) equals a load in small chunks, keeps every index and foreign key, and lets the last line of a key win across chunks', async () => {
-    const lines = [...syntheticLines(FIRST_LOAD_MIN_ROWS + 2_000, 4)].map((l) => l.line)
-    // The same customers again after the first chunk, renamed: the later line must win.
-    const renamed = lines
-      .filter((line) => line.includes('"type":"customer"'))
-      .slice(0, 50)
-      .map((line) => line.replace(/"firstName":"[^"]*"/, '"firstName":"Renamed"'))
-    const text = `${[...lines, ...renamed].join('\n')}\n`
+  it(
+    'a first load (large first chunk, empty tables) equals a load in small chunks, keeps every index and foreign key, and lets the last line of a key win across chunks',
+    async () => {
+      const lines = [...syntheticLines(FIRST_LOAD_MIN_ROWS + 2_000, 4)].map((l) => l.line)
+      // The same customers again after the first chunk, renamed: the later line must win.
+      const renamed = lines
+        .filter((line) => line.includes('"type":"customer"'))
+        .slice(0, 50)
+        .map((line) => line.replace(/"firstName":"[^"]*"/, '"firstName":"Renamed"'))
+      const text = `${[...lines, ...renamed].join('\n')}\n`
 
-    const bulk = await open()
-    const before = await catalog(bulk)
-    const summary = await importNdjson(bulk, input(text), { chunkLines: lines.length })
-    expect(summary.lines).toBe(lines.length + renamed.length)
-    // Only where no reader runs beside the load: on PostgreSQL other organizations go on reading.
-    expect(summary.firstLoad).toEqual(kind === 'embedded' ? ['customers', 'appointments'] : [])
-    expect(await catalog(bulk)).toEqual(before)
+      const bulk = await open()
+      const before = await catalog(bulk)
+      const summary = await importNdjson(bulk, input(text), { chunkLines: lines.length })
+      expect(summary.lines).toBe(lines.length + renamed.length)
+      // Only where no reader runs beside the load: on PostgreSQL other organizations go on reading.
+      expect(summary.firstLoad).toEqual(kind === 'embedded' ? ['customers', 'appointments'] : [])
+      expect(await catalog(bulk)).toEqual(before)
 
-    const small = await open()
-    expect((await importNdjson(small, input(text), { chunkLines: 1_000 })).firstLoad).toEqual([])
-    const [a, b] = [await contents(bulk), await contents(small)]
-    expect(a).toEqual(b)
-    expect(a.customers).toBeGreaterThan(FIRST_LOAD_MIN_ROWS / 4)
+      const small = await open()
+      expect((await importNdjson(small, input(text), { chunkLines: 1_000 })).firstLoad).toEqual([])
+      const [a, b] = [await contents(bulk), await contents(small)]
+      expect(a).toEqual(b)
+      expect(a.customers).toBeGreaterThan(FIRST_LOAD_MIN_ROWS / 4)
 
-    const renamedCount = await bulk.admin(
-      async (sql) =>
-        (
-          await sql.query<{ n: number }>(
-            "SELECT count(*)::int AS n FROM customers WHERE first_name = 'Renamed'",
-          )
-        )[0]?.n,
-    )
-    expect(renamedCount).toBe(renamed.length)
-  }, 180_000)
+      const renamedCount = await bulk.admin(
+        async (sql) =>
+          (
+            await sql.query<{ n: number }>(
+              "SELECT count(*)::int AS n FROM customers WHERE first_name = 'Renamed'",
+            )
+          )[0]?.n,
+      )
+      expect(renamedCount).toBe(renamed.length)
+    },
+    patience(180_000),
+  )
 
-  it('a bad line after a first load began leaves nothing behind, and the catalog as it was', async () => {
-    const lines = [...syntheticLines(FIRST_LOAD_MIN_ROWS + 1_000, 6)].map((l) => l.line)
-    const store = await open()
-    const before = await catalog(store)
-    const bad = '{"type":"staff","orgId":"org_nowhere","id":"stf_x"}'
-    const message = await failure(
-      importNdjson(store, input(`${[...lines, bad].join('\n')}\n`), { chunkLines: lines.length }),
-    )
-    expect(message).toBe(
-      `line ${lines.length + 1}: staff.orgId: refers to an organization that does not exist (earlier in the file or already stored)`,
-    )
-    expect(await catalog(store)).toEqual(before)
-    expect(await contents(store)).toMatchObject({ customers: 0, appointments: 0 })
-  }, 180_000)
+  it(
+    'a bad line after a first load began leaves nothing behind, and the catalog as it was',
+    async () => {
+      const lines = [...syntheticLines(FIRST_LOAD_MIN_ROWS + 1_000, 6)].map((l) => l.line)
+      const store = await open()
+      const before = await catalog(store)
+      const bad = '{"type":"staff","orgId":"org_nowhere","id":"stf_x"}'
+      const message = await failure(
+        importNdjson(store, input(`${[...lines, bad].join('\n')}\n`), { chunkLines: lines.length }),
+      )
+      expect(message).toBe(
+        `line ${lines.length + 1}: staff.orgId: refers to an organization that does not exist (earlier in the file or already stored)`,
+      )
+      expect(await catalog(store)).toEqual(before)
+      expect(await contents(store)).toMatchObject({ customers: 0, appointments: 0 })
+    },
+    patience(180_000),
+  )
 
   it('keys of an organization that the file leaves on a plan without API access are revoked in its transaction; a later line that restores access keeps them', async () => {
     const store = await open()

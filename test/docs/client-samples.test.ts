@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process'
 import { rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { startServer, type TestServer } from '../../packages/client/test/helpers/server.js'
 import { activeIds, integratorProject } from '../../packages/client/test/helpers/sync.js'
 import { referenceDocument } from '../../scripts/build-docs.js'
@@ -31,7 +32,7 @@ let directory: string
 beforeAll(async () => {
   server = await startServer()
   directory = integratorProject('openbook-reference-')
-}, 180_000)
+}, patience(180_000))
 
 afterAll(async () => {
   await server?.stop()
@@ -48,22 +49,26 @@ describe('reference page: client examples', () => {
     }
   })
 
-  it('they run against a demo server and page through every row', async () => {
-    for (const [operationId, source] of clientSamples()) {
-      const file = join(directory, `${operationId}.mjs`)
-      writeFileSync(file, source.replaceAll('https://api.example.com', server.baseUrl))
-      const out = execFileSync(process.execPath, [file], {
-        cwd: directory,
-        env: { ...process.env, OPENBOOK_KEY: server.key },
-        encoding: 'utf8',
-      })
-      // The last lines are the ids that `.all()` yielded, in the list's order.
-      const ids =
-        operationId === 'listCustomers'
-          ? await activeIds(server, 'customers')
-          : await activeIds(server, 'appointments', { startDate: '2026-01-01T00:00:00Z' })
-      expect(ids.length).toBeGreaterThan(0)
-      expect(out.trim().split('\n').slice(-ids.length), operationId).toEqual(ids)
-    }
-  }, 120_000)
+  it(
+    'they run against a demo server and page through every row',
+    async () => {
+      for (const [operationId, source] of clientSamples()) {
+        const file = join(directory, `${operationId}.mjs`)
+        writeFileSync(file, source.replaceAll('https://api.example.com', server.baseUrl))
+        const out = execFileSync(process.execPath, [file], {
+          cwd: directory,
+          env: { ...process.env, OPENBOOK_KEY: server.key },
+          encoding: 'utf8',
+        })
+        // The last lines are the ids that `.all()` yielded, in the list's order.
+        const ids =
+          operationId === 'listCustomers'
+            ? await activeIds(server, 'customers')
+            : await activeIds(server, 'appointments', { startDate: '2026-01-01T00:00:00Z' })
+        expect(ids.length).toBeGreaterThan(0)
+        expect(out.trim().split('\n').slice(-ids.length), operationId).toEqual(ids)
+      }
+    },
+    patience(120_000),
+  )
 })

@@ -6,6 +6,7 @@ import { dirname, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { type Browser, chromium } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { writeReference } from '../../scripts/build-docs.js'
 
 const CHROMIUM = '/usr/bin/chromium'
@@ -45,62 +46,66 @@ describe.skipIf(!available && !process.env.CI)('reference page (docs/api.html)',
     await browser?.close()
   })
 
-  it('renders operations, parameters, errors and client examples with no request off file://', async () => {
-    if (!browser) throw new Error('no browser')
-    const file = writeReference()
-    const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } })
-    const outside: string[] = []
-    const problems: string[] = []
-    // Local schemes only: the page itself (file:), Redoc's search worker (blob:) and inline data:.
-    const local = (url: string) => /^(file|data|blob|about):/.test(url)
-    await context.route('**/*', (route) => {
-      const url = route.request().url()
-      if (local(url)) return route.continue()
-      outside.push(url)
-      return route.abort('blockedbyclient')
-    })
-    context.on('request', (request) => {
-      if (!local(request.url()) && !outside.includes(request.url())) outside.push(request.url())
-    })
-    const page = await context.newPage()
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`))
-    page.on('console', (message) => {
-      if (message.type() === 'error') problems.push(`console: ${message.text()}`)
-    })
-    try {
-      await page.goto(pathToFileURL(file).href, { waitUntil: 'load' })
-      await page.waitForSelector('[data-section-id^="operation/"]', { timeout: 20_000 })
-      await page.waitForLoadState('networkidle')
+  it(
+    'renders operations, parameters, errors and client examples with no request off file://',
+    async () => {
+      if (!browser) throw new Error('no browser')
+      const file = writeReference()
+      const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } })
+      const outside: string[] = []
+      const problems: string[] = []
+      // Local schemes only: the page itself (file:), Redoc's search worker (blob:) and inline data:.
+      const local = (url: string) => /^(file|data|blob|about):/.test(url)
+      await context.route('**/*', (route) => {
+        const url = route.request().url()
+        if (local(url)) return route.continue()
+        outside.push(url)
+        return route.abort('blockedbyclient')
+      })
+      context.on('request', (request) => {
+        if (!local(request.url()) && !outside.includes(request.url())) outside.push(request.url())
+      })
+      const page = await context.newPage()
+      page.on('pageerror', (error) => problems.push(`page error: ${error.message}`))
+      page.on('console', (message) => {
+        if (message.type() === 'error') problems.push(`console: ${message.text()}`)
+      })
+      try {
+        await page.goto(pathToFileURL(file).href, { waitUntil: 'load' })
+        await page.waitForSelector('[data-section-id^="operation/"]', { timeout: 20_000 })
+        await page.waitForLoadState('networkidle')
 
-      const html = await page.content()
-      const parameters: Record<string, string[]> = {
-        listCustomers: ['limit', 'offset'],
-        listAppointments: ['limit', 'offset', 'status', 'customerId', 'staffId', 'startDate', 'endDate'],
-      }
-      for (const [operationId, names] of Object.entries(parameters)) {
-        const section = page.locator(`[data-section-id="operation/${operationId}"]`)
-        // biome-ignore lint/performance/useDomNodeTextContent: Playwright's innerText is the text shown, which is the point
-        const lines = (await section.innerText()).split('\n').map((line) => line.trim())
-        for (const name of names) expect(lines, `${operationId}: parameter ${name}`).toContain(name)
-        // 400, 401 and 500 are expanded, each showing the Error schema's fields.
-        for (const status of ['400', '401', '500']) {
-          const at = lines.findIndex((line) => line.startsWith(status))
-          expect(at, `${operationId}: response ${status}`).toBeGreaterThan(-1)
-          expect(lines.slice(at + 1, at + 20), `${operationId}: ${status} shows the Error schema`).toEqual(
-            expect.arrayContaining(['error', 'message', 'code']),
-          )
+        const html = await page.content()
+        const parameters: Record<string, string[]> = {
+          listCustomers: ['limit', 'offset'],
+          listAppointments: ['limit', 'offset', 'status', 'customerId', 'staffId', 'startDate', 'endDate'],
         }
-      }
-      // Client examples use @openbook/client.
-      expect(html).toContain('new Openbook')
-      expect(html).toContain('customers.list({ limit: 25 })')
+        for (const [operationId, names] of Object.entries(parameters)) {
+          const section = page.locator(`[data-section-id="operation/${operationId}"]`)
+          // biome-ignore lint/performance/useDomNodeTextContent: Playwright's innerText is the text shown, which is the point
+          const lines = (await section.innerText()).split('\n').map((line) => line.trim())
+          for (const name of names) expect(lines, `${operationId}: parameter ${name}`).toContain(name)
+          // 400, 401 and 500 are expanded, each showing the Error schema's fields.
+          for (const status of ['400', '401', '500']) {
+            const at = lines.findIndex((line) => line.startsWith(status))
+            expect(at, `${operationId}: response ${status}`).toBeGreaterThan(-1)
+            expect(lines.slice(at + 1, at + 20), `${operationId}: ${status} shows the Error schema`).toEqual(
+              expect.arrayContaining(['error', 'message', 'code']),
+            )
+          }
+        }
+        // Client examples use @openbook/client.
+        expect(html).toContain('new Openbook')
+        expect(html).toContain('customers.list({ limit: 25 })')
 
-      mkdirSync(dirname(SCREENSHOT), { recursive: true })
-      await page.screenshot({ path: SCREENSHOT, fullPage: false })
-    } finally {
-      await context.close()
-    }
-    expect(outside, 'requests outside file://').toEqual([])
-    expect(problems).toEqual([])
-  }, 60_000)
+        mkdirSync(dirname(SCREENSHOT), { recursive: true })
+        await page.screenshot({ path: SCREENSHOT, fullPage: false })
+      } finally {
+        await context.close()
+      }
+      expect(outside, 'requests outside file://').toEqual([])
+      expect(problems).toEqual([])
+    },
+    patience(60_000),
+  )
 })

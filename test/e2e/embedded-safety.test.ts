@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { json, openbook } from '../cli/run.js'
 import { cleanEnv, freePort, ROOT, start } from '../helpers/process.js'
 import { migratedDataDir } from '../helpers/stores.js'
@@ -94,146 +95,166 @@ async function serve(dir: string) {
 }
 
 describe('one process per DATA_DIR', () => {
-  it('a second direct command is refused in one line while an import holds the store; nothing is lost', async () => {
-    const env = { DATA_DIR: dataDir() }
-    const importing = openbookWithInput(['import', '-'], env)
-    importing.child.stdin.write(organization('org_a') + customers('org_a', 0, 100))
-    await until(() => existsSync(join(env.DATA_DIR, 'openbook.lock')))
+  it(
+    'a second direct command is refused in one line while an import holds the store; nothing is lost',
+    async () => {
+      const env = { DATA_DIR: dataDir() }
+      const importing = openbookWithInput(['import', '-'], env)
+      importing.child.stdin.write(organization('org_a') + customers('org_a', 0, 100))
+      await until(() => existsSync(join(env.DATA_DIR, 'openbook.lock')))
 
-    const second = await openbook(['orgs', 'create', '--name', 'B', '--plan', 'free', '--id', 'org_b'], env)
-    expect(second.code).toBe(1)
-    expect(second.stderr).toMatch(/^openbook: DATA_DIR .* is in use by `openbook import` \(pid \d+\)/)
-    expect(second.stderr.trim().split('\n')).toHaveLength(1)
+      const second = await openbook(['orgs', 'create', '--name', 'B', '--plan', 'free', '--id', 'org_b'], env)
+      expect(second.code).toBe(1)
+      expect(second.stderr).toMatch(/^openbook: DATA_DIR .* is in use by `openbook import` \(pid \d+\)/)
+      expect(second.stderr.trim().split('\n')).toHaveLength(1)
 
-    const { server } = await serve(env.DATA_DIR)
-    expect(await server.exited()).toBe(1)
-    expect(server.output()).toMatch(/^openbook: DATA_DIR .* is in use by `openbook import` \(pid \d+\)/)
+      const { server } = await serve(env.DATA_DIR)
+      expect(await server.exited()).toBe(1)
+      expect(server.output()).toMatch(/^openbook: DATA_DIR .* is in use by `openbook import` \(pid \d+\)/)
 
-    importing.child.stdin.end(customers('org_a', 100, 200))
-    const imported = await importing.done
-    expect(imported.code, imported.stderr).toBe(0)
-    // The store opens, and holds what was imported.
-    expect(await customerCount(env, 'org_a')).toBe(200)
-    expect(
-      (await openbook(['orgs', 'create', '--name', 'B', '--plan', 'free', '--id', 'org_b'], env)).code,
-    ).toBe(0)
-  }, 60_000)
+      importing.child.stdin.end(customers('org_a', 100, 200))
+      const imported = await importing.done
+      expect(imported.code, imported.stderr).toBe(0)
+      // The store opens, and holds what was imported.
+      expect(await customerCount(env, 'org_a')).toBe(200)
+      expect(
+        (await openbook(['orgs', 'create', '--name', 'B', '--plan', 'free', '--id', 'org_b'], env)).code,
+      ).toBe(0)
+    },
+    patience(60_000),
+  )
 
-  it('a lock left by a killed process is taken over', async () => {
-    const env = { DATA_DIR: dataDir() }
-    const importing = openbookWithInput(['import', '-'], env)
-    importing.child.stdin.write(organization('org_a'))
-    await until(() => existsSync(join(env.DATA_DIR, 'openbook.lock')))
-    importing.child.kill('SIGKILL')
-    await importing.done
-    expect(existsSync(join(env.DATA_DIR, 'openbook.lock'))).toBe(true)
+  it(
+    'a lock left by a killed process is taken over',
+    async () => {
+      const env = { DATA_DIR: dataDir() }
+      const importing = openbookWithInput(['import', '-'], env)
+      importing.child.stdin.write(organization('org_a'))
+      await until(() => existsSync(join(env.DATA_DIR, 'openbook.lock')))
+      importing.child.kill('SIGKILL')
+      await importing.done
+      expect(existsSync(join(env.DATA_DIR, 'openbook.lock'))).toBe(true)
 
-    const after = await openbook(['orgs', 'create', '--name', 'B', '--plan', 'free', '--id', 'org_b'], env)
-    expect(after.code, after.stderr).toBe(0)
-    const listed = json<{ id: string }[]>(await openbook(['orgs', 'list', '--json'], env))
-    expect(listed.map((o) => o.id)).toContain('org_b')
-  }, 60_000)
+      const after = await openbook(['orgs', 'create', '--name', 'B', '--plan', 'free', '--id', 'org_b'], env)
+      expect(after.code, after.stderr).toBe(0)
+      const listed = json<{ id: string }[]>(await openbook(['orgs', 'list', '--json'], env))
+      expect(listed.map((o) => o.id)).toContain('org_b')
+    },
+    patience(60_000),
+  )
 })
 
 describe('commands forwarded to a running embedded server', () => {
-  it('an interrupted import commits nothing, reads get an answer meanwhile, and SIGTERM still exits 0', async () => {
-    const dir = dataDir()
-    const env = { DATA_DIR: dir }
-    const { server, port } = await serve(dir)
-    await server.waitFor(/Server listening/)
-    const key = /svc_test_[0-9a-f]{64}/.exec(server.output())?.[0] as string
-    try {
-      const importing = openbookWithInput(['import', '-'], env)
-      importing.child.stdin.write(organization('org_cut') + customers('org_cut', 0, 5_000))
-      // The import is under way and holds the store (PGlite runs one transaction at a time).
-      await sleep(2_000)
-      // Reads meanwhile: each gets a status promptly, 503 with Retry-After while the import holds the store.
-      const statuses: number[] = []
-      for (let i = 0; i < 5; i++) {
-        const started = Date.now()
-        const response = await fetch(`http://127.0.0.1:${port}/api/public/v1/customers?limit=1`, {
-          headers: { authorization: `Bearer ${key}` },
-          signal: AbortSignal.timeout(5_000),
-        })
-        statuses.push(response.status)
-        if (response.status === 503) {
-          expect(response.headers.get('retry-after')).toMatch(/^\d+$/)
-          expect(((await response.json()) as { code: string }).code).toBe('service_unavailable')
-        } else await response.arrayBuffer()
-        expect(Date.now() - started).toBeLessThan(3_000)
+  it(
+    'an interrupted import commits nothing, reads get an answer meanwhile, and SIGTERM still exits 0',
+    async () => {
+      const dir = dataDir()
+      const env = { DATA_DIR: dir }
+      const { server, port } = await serve(dir)
+      await server.waitFor(/Server listening/)
+      const key = /svc_test_[0-9a-f]{64}/.exec(server.output())?.[0] as string
+      try {
+        const importing = openbookWithInput(['import', '-'], env)
+        importing.child.stdin.write(organization('org_cut') + customers('org_cut', 0, 5_000))
+        // The import is under way and holds the store (PGlite runs one transaction at a time).
+        await sleep(2_000)
+        // Reads meanwhile: each gets a status promptly, 503 with Retry-After while the import holds the store.
+        const statuses: number[] = []
+        for (let i = 0; i < 5; i++) {
+          const started = Date.now()
+          const response = await fetch(`http://127.0.0.1:${port}/api/public/v1/customers?limit=1`, {
+            headers: { authorization: `Bearer ${key}` },
+            signal: AbortSignal.timeout(5_000),
+          })
+          statuses.push(response.status)
+          if (response.status === 503) {
+            expect(response.headers.get('retry-after')).toMatch(/^\d+$/)
+            expect(((await response.json()) as { code: string }).code).toBe('service_unavailable')
+          } else await response.arrayBuffer()
+          expect(Date.now() - started).toBeLessThan(3_000)
+        }
+        expect(statuses).toContain(503)
+        expect(statuses.every((status) => status === 200 || status === 503)).toBe(true)
+        // Every one of them is in the request log (pino writes it asynchronously).
+        const logged = () =>
+          server.output().match(/"route":"\/api\/public\/v1\/customers","status":503/g)?.length
+        await until(() => logged() === statuses.filter((status) => status === 503).length)
+        // Ctrl-C on the CLI, its input still open: the server must not take the close as end of input.
+        importing.child.kill('SIGINT')
+        await importing.done
+        await until(async () => (await openbook(['orgs', 'list', '--json'], env)).code === 0)
+        const listed = json<{ id: string }[]>(await openbook(['orgs', 'list', '--json'], env))
+        expect(listed.map((o) => o.id)).not.toContain('org_cut')
+
+        // A complete import through the same path commits.
+        const whole = await openbook(
+          ['import', '-'],
+          env,
+          organization('org_whole') + customers('org_whole', 0, 300),
+        )
+        expect(whole.code, whole.stderr).toBe(0)
+        expect(await customerCount(env, 'org_whole')).toBe(300)
+      } finally {
+        server.child.kill('SIGTERM')
       }
-      expect(statuses).toContain(503)
-      expect(statuses.every((status) => status === 200 || status === 503)).toBe(true)
-      // Every one of them is in the request log (pino writes it asynchronously).
-      const logged = () =>
-        server.output().match(/"route":"\/api\/public\/v1\/customers","status":503/g)?.length
-      await until(() => logged() === statuses.filter((status) => status === 503).length)
-      // Ctrl-C on the CLI, its input still open: the server must not take the close as end of input.
-      importing.child.kill('SIGINT')
-      await importing.done
-      await until(async () => (await openbook(['orgs', 'list', '--json'], env)).code === 0)
-      const listed = json<{ id: string }[]>(await openbook(['orgs', 'list', '--json'], env))
-      expect(listed.map((o) => o.id)).not.toContain('org_cut')
+      expect(await server.exited()).toBe(0)
+    },
+    patience(90_000),
+  )
 
-      // A complete import through the same path commits.
-      const whole = await openbook(
-        ['import', '-'],
+  it(
+    'a seed cancelled by Ctrl-C stops in the server; SIGTERM then exits 0 at once',
+    async () => {
+      const dir = dataDir()
+      const env = { DATA_DIR: dir }
+      const { server } = await serve(dir)
+      await server.waitFor(/Server listening/)
+      const seeding = openbookWithInput(
+        ['seed', '--orgs', '5', '--customers', '400000', '--appointments', '0'],
         env,
-        organization('org_whole') + customers('org_whole', 0, 300),
       )
-      expect(whole.code, whole.stderr).toBe(0)
-      expect(await customerCount(env, 'org_whole')).toBe(300)
-    } finally {
+      await sleep(3_000)
+      seeding.child.kill('SIGINT')
+      await seeding.done
+      // The server is free again soon: its next command runs, and the seed left nothing behind.
+      await until(async () => (await openbook(['orgs', 'list', '--json'], env)).code === 0, 15_000)
+      const listed = json<{ id: string }[]>(await openbook(['orgs', 'list', '--json'], env))
+      expect(listed.map((o) => o.id)).toEqual(['org_demo'])
+
+      const reseeding = openbookWithInput(
+        ['seed', '--orgs', '5', '--customers', '400000', '--appointments', '0'],
+        env,
+      )
+      await sleep(3_000)
+      const stopping = Date.now()
       server.child.kill('SIGTERM')
-    }
-    expect(await server.exited()).toBe(0)
-  }, 90_000)
+      expect(await server.exited()).toBe(0)
+      expect(Date.now() - stopping).toBeLessThan(8_000)
+      const seeded = await reseeding.done
+      expect(seeded.code).toBe(1)
+      expect(seeded.stderr.trim().split('\n').at(-1)).toMatch(/^openbook: /)
+    },
+    patience(90_000),
+  )
 
-  it('a seed cancelled by Ctrl-C stops in the server; SIGTERM then exits 0 at once', async () => {
-    const dir = dataDir()
-    const env = { DATA_DIR: dir }
-    const { server } = await serve(dir)
-    await server.waitFor(/Server listening/)
-    const seeding = openbookWithInput(
-      ['seed', '--orgs', '5', '--customers', '400000', '--appointments', '0'],
-      env,
-    )
-    await sleep(3_000)
-    seeding.child.kill('SIGINT')
-    await seeding.done
-    // The server is free again soon: its next command runs, and the seed left nothing behind.
-    await until(async () => (await openbook(['orgs', 'list', '--json'], env)).code === 0, 15_000)
-    const listed = json<{ id: string }[]>(await openbook(['orgs', 'list', '--json'], env))
-    expect(listed.map((o) => o.id)).toEqual(['org_demo'])
-
-    const reseeding = openbookWithInput(
-      ['seed', '--orgs', '5', '--customers', '400000', '--appointments', '0'],
-      env,
-    )
-    await sleep(3_000)
-    const stopping = Date.now()
-    server.child.kill('SIGTERM')
-    expect(await server.exited()).toBe(0)
-    expect(Date.now() - stopping).toBeLessThan(8_000)
-    const seeded = await reseeding.done
-    expect(seeded.code).toBe(1)
-    expect(seeded.stderr.trim().split('\n').at(-1)).toMatch(/^openbook: /)
-  }, 90_000)
-
-  it('the CLI says so in one line when the server dies under its command', async () => {
-    const dir = dataDir()
-    const env = { DATA_DIR: dir }
-    const { server } = await serve(dir)
-    await server.waitFor(/Server listening/)
-    const importing = openbookWithInput(['import', '-'], env)
-    importing.child.stdin.write(organization('org_x'))
-    // Killed once the server has taken the command (not after a fixed wait: a CLI that started
-    // later than that would find the server gone and open DATA_DIR itself).
-    await until(() => operatorConnections(dir) >= 2)
-    server.child.kill('SIGKILL')
-    const result = await importing.done
-    expect(result.code).toBe(1)
-    expect(result.stderr).toMatch(/^openbook: the embedded server stopped before the command finished/)
-    expect(result.stderr.trim().split('\n')).toHaveLength(1)
-  }, 60_000)
+  it(
+    'the CLI says so in one line when the server dies under its command',
+    async () => {
+      const dir = dataDir()
+      const env = { DATA_DIR: dir }
+      const { server } = await serve(dir)
+      await server.waitFor(/Server listening/)
+      const importing = openbookWithInput(['import', '-'], env)
+      importing.child.stdin.write(organization('org_x'))
+      // Killed once the server has taken the command (not after a fixed wait: a CLI that started
+      // later than that would find the server gone and open DATA_DIR itself).
+      await until(() => operatorConnections(dir) >= 2)
+      server.child.kill('SIGKILL')
+      const result = await importing.done
+      expect(result.code).toBe(1)
+      expect(result.stderr).toMatch(/^openbook: the embedded server stopped before the command finished/)
+      expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    },
+    patience(60_000),
+  )
 })

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { csvField } from '../../packages/client/src/sync/fields.js'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import {
   createDatabase,
   hasPostgres,
@@ -104,7 +105,7 @@ beforeAll(async () => {
   keyFile = join(directory, 'key')
   writeFileSync(keyFile, `${key}\n`, { mode: 0o600 })
   if (hasPostgres) database = await createDatabase('openbook_fields')
-}, 180_000)
+}, patience(180_000))
 
 afterAll(async () => {
   await server?.stop()

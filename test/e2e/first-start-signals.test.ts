@@ -2,6 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { cleanEnv, freePort, type RunningProcess, scratchRoot, start } from '../helpers/process.js'
 
 /**
@@ -107,26 +108,30 @@ describe('a signal during the first start', () => {
     60_000,
   )
 
-  it('kill -9 of the server while DATA_DIR is created: the child ends with it, and the next start begins again and serves', async () => {
-    const dataDir = newDataDir()
-    const port = await freePort()
-    const killed = firstStart(dataDir, port)
-    const child = await creatingChild(killed)
-    killed.child.kill('SIGKILL')
-    const childCpu = cpuUntilEnded(child)
-    await killed.exited()
-    expect(await childCpu).toBeLessThan(1.5)
-    expect(existsSync(join(dataDir, 'PG_VERSION'))).toBe(false)
+  it(
+    'kill -9 of the server while DATA_DIR is created: the child ends with it, and the next start begins again and serves',
+    async () => {
+      const dataDir = newDataDir()
+      const port = await freePort()
+      const killed = firstStart(dataDir, port)
+      const child = await creatingChild(killed)
+      killed.child.kill('SIGKILL')
+      const childCpu = cpuUntilEnded(child)
+      await killed.exited()
+      expect(await childCpu).toBeLessThan(1.5)
+      expect(existsSync(join(dataDir, 'PG_VERSION'))).toBe(false)
 
-    const again = firstStart(dataDir, port)
-    try {
-      // A whole first start: PGlite's initdb and the demo, up to minutes beside other tests on 2 cores.
-      await again.waitFor(/Try:/, 230_000)
-      await again.waitFor(/Server listening/)
-      expect((await fetch(`http://127.0.0.1:${port}/openapi.json`)).status).toBe(200)
-    } finally {
-      again.child.kill('SIGTERM')
-    }
-    expect(await again.exited(), again.output()).toBe(0)
-  }, 300_000)
+      const again = firstStart(dataDir, port)
+      try {
+        // A whole first start: PGlite's initdb and the demo, up to minutes beside other tests on 2 cores.
+        await again.waitFor(/Try:/, 230_000)
+        await again.waitFor(/Server listening/)
+        expect((await fetch(`http://127.0.0.1:${port}/openapi.json`)).status).toBe(200)
+      } finally {
+        again.child.kill('SIGTERM')
+      }
+      expect(await again.exited(), again.output()).toBe(0)
+    },
+    patience(300_000),
+  )
 })

@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:net'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { cleanEnv, freePort, scratchRoot, start } from '../helpers/process.js'
 import {
   createTestDatabase,
@@ -33,48 +34,52 @@ const ENV = { embedded: embeddedEnv, postgres: postgresEnv }
 
 describeEachStoreKind('the server binary on %s: the ops port', (kind) => {
   const makeEnv = ENV[kind]
-  it('serves healthz, readyz and metrics on its own port; on SIGTERM readyz turns 503 while requests are still served', async () => {
-    const port = await freePort()
-    const opsPort = await freePort()
-    const server = start(
-      'node',
-      ['dist/server.js'],
-      cleanEnv({
-        ...(await makeEnv()),
-        PORT: String(port),
-        OPS_PORT: String(opsPort),
-        SHUTDOWN_DELAY_MS: '2000',
-      }),
-    )
-    let stopping = false
-    try {
-      await server.waitFor(/operations listener/)
-      const ops = (path: string) => fetch(`http://127.0.0.1:${opsPort}${path}`)
-      expect(await (await ops('/healthz')).json()).toEqual({ status: 'ok' })
-      expect((await ops('/readyz')).status).toBe(200)
-      await fetch(`http://127.0.0.1:${port}/api/public/v1/customers`)
-      const text = await (await ops('/metrics')).text()
-      expect(text).toMatch(
-        /openbook_http_requests_total\{route="\/api\/public\/v1\/customers",method="GET",status="401"\} 1/,
+  it(
+    'serves healthz, readyz and metrics on its own port; on SIGTERM readyz turns 503 while requests are still served',
+    async () => {
+      const port = await freePort()
+      const opsPort = await freePort()
+      const server = start(
+        'node',
+        ['dist/server.js'],
+        cleanEnv({
+          ...(await makeEnv()),
+          PORT: String(port),
+          OPS_PORT: String(opsPort),
+          SHUTDOWN_DELAY_MS: '2000',
+        }),
       )
-      expect(text).toMatch(/openbook_build_info\{version="[^"]+",contract="1\.0\.0"\} 1/)
-      // The public port has none of it.
-      expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(404)
+      let stopping = false
+      try {
+        await server.waitFor(/operations listener/)
+        const ops = (path: string) => fetch(`http://127.0.0.1:${opsPort}${path}`)
+        expect(await (await ops('/healthz')).json()).toEqual({ status: 'ok' })
+        expect((await ops('/readyz')).status).toBe(200)
+        await fetch(`http://127.0.0.1:${port}/api/public/v1/customers`)
+        const text = await (await ops('/metrics')).text()
+        expect(text).toMatch(
+          /openbook_http_requests_total\{route="\/api\/public\/v1\/customers",method="GET",status="401"\} 1/,
+        )
+        expect(text).toMatch(/openbook_build_info\{version="[^"]+",contract="1\.0\.0"\} 1/)
+        // The public port has none of it.
+        expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(404)
 
-      stopping = true
-      server.child.kill('SIGTERM')
-      await server.waitFor(/shutting down/)
-      expect((await ops('/readyz')).status).toBe(503)
-      // Readiness is off, the listener still open: a request that arrives now is answered.
-      const during = await fetch(`http://127.0.0.1:${port}/api/public/v1/customers`)
-      expect(during.status).toBe(401)
-      await sleep(100)
-    } finally {
-      // A second signal would make close-with-grace exit at once, with 1.
-      if (!stopping) server.child.kill('SIGTERM')
-    }
-    expect(await server.exited(), server.output()).toBe(0)
-  }, 60_000)
+        stopping = true
+        server.child.kill('SIGTERM')
+        await server.waitFor(/shutting down/)
+        expect((await ops('/readyz')).status).toBe(503)
+        // Readiness is off, the listener still open: a request that arrives now is answered.
+        const during = await fetch(`http://127.0.0.1:${port}/api/public/v1/customers`)
+        expect(during.status).toBe(401)
+        await sleep(100)
+      } finally {
+        // A second signal would make close-with-grace exit at once, with 1.
+        if (!stopping) server.child.kill('SIGTERM')
+      }
+      expect(await server.exited(), server.output()).toBe(0)
+    },
+    patience(60_000),
+  )
 })
 
 describe('ops settings', () => {
@@ -106,45 +111,49 @@ describeEachStoreKind('port clashes on %s: every one names its variable', (kind)
     join(scratchRoot(), `openbook-ports-${process.pid}-${Math.random().toString(36).slice(2)}`)
   const envFor = async () => (kind === 'embedded' ? { DATA_DIR: untouched() } : await makeEnv())
 
-  it('OPS_PORT unset and its default (9464) taken: one warning line, and the operations listener moves to a free port', async () => {
-    // Another local server has the default, as a second `npm start` finds it (or this test holds it).
-    const holder = await occupy(9464)
-    try {
-      const port = await freePort()
-      const server = start(
-        'node',
-        ['dist/server.js'],
-        // An empty variable is unset (cleanEnv sets OPS_PORT=0 for every other test).
-        cleanEnv({
-          ...(kind === 'embedded' ? await embeddedEnv() : await makeEnv()),
-          PORT: String(port),
-          OPS_PORT: '',
-        }),
-      )
+  it(
+    'OPS_PORT unset and its default (9464) taken: one warning line, and the operations listener moves to a free port',
+    async () => {
+      // Another local server has the default, as a second `npm start` finds it (or this test holds it).
+      const holder = await occupy(9464)
       try {
-        await server.waitFor(/operations listener \(healthz, readyz, metrics\) ready/)
-        const warnings = server
-          .output()
-          .split('\n')
-          .filter((line) => line.includes('9464'))
-        expect(warnings).toHaveLength(1)
-        const warning = JSON.parse(warnings[0] ?? '{}') as { level: number; msg: string; opsPort: number }
-        expect(warning.level).toBe(40)
-        expect(warning.msg).toMatch(
-          /^OPS_PORT 9464 is in use: the operations listener \(healthz, readyz, metrics\) is on 127\.0\.0\.1:\d+ instead; set OPS_PORT to choose its port$/,
+        const port = await freePort()
+        const server = start(
+          'node',
+          ['dist/server.js'],
+          // An empty variable is unset (cleanEnv sets OPS_PORT=0 for every other test).
+          cleanEnv({
+            ...(kind === 'embedded' ? await embeddedEnv() : await makeEnv()),
+            PORT: String(port),
+            OPS_PORT: '',
+          }),
         )
-        expect(warning.opsPort).not.toBe(9464)
-        expect((await fetch(`http://127.0.0.1:${warning.opsPort}/healthz`)).status).toBe(200)
-        expect((await fetch(`http://127.0.0.1:${warning.opsPort}/readyz`)).status).toBe(200)
-        expect((await fetch(`http://127.0.0.1:${port}/openapi.json`)).status).toBe(200)
+        try {
+          await server.waitFor(/operations listener \(healthz, readyz, metrics\) ready/)
+          const warnings = server
+            .output()
+            .split('\n')
+            .filter((line) => line.includes('9464'))
+          expect(warnings).toHaveLength(1)
+          const warning = JSON.parse(warnings[0] ?? '{}') as { level: number; msg: string; opsPort: number }
+          expect(warning.level).toBe(40)
+          expect(warning.msg).toMatch(
+            /^OPS_PORT 9464 is in use: the operations listener \(healthz, readyz, metrics\) is on 127\.0\.0\.1:\d+ instead; set OPS_PORT to choose its port$/,
+          )
+          expect(warning.opsPort).not.toBe(9464)
+          expect((await fetch(`http://127.0.0.1:${warning.opsPort}/healthz`)).status).toBe(200)
+          expect((await fetch(`http://127.0.0.1:${warning.opsPort}/readyz`)).status).toBe(200)
+          expect((await fetch(`http://127.0.0.1:${port}/openapi.json`)).status).toBe(200)
+        } finally {
+          server.child.kill('SIGTERM')
+        }
+        expect(await server.exited(), server.output()).toBe(0)
       } finally {
-        server.child.kill('SIGTERM')
+        await release(holder)
       }
-      expect(await server.exited(), server.output()).toBe(0)
-    } finally {
-      await release(holder)
-    }
-  }, 60_000)
+    },
+    patience(60_000),
+  )
 
   it('OPS_PORT set and taken stops the server before any set-up, in one line naming OPS_PORT', async () => {
     const opsPort = await freePort()

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { migrate } from '../../src/store/migrate.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import { cleanEnv, freePort, start } from '../helpers/process.js'
@@ -22,60 +23,68 @@ afterAll(() => {
 })
 
 describe('the server process, embedded store', () => {
-  it('first start seeds a demo and prints a curl line that works as printed; SIGTERM exits 0', async () => {
-    const dataDir = tempDir()
-    const port = await freePort()
-    const server = start('node', ['dist/server.js'], cleanEnv({ DATA_DIR: dataDir, PORT: String(port) }))
-    try {
-      const curlLine = await server.waitFor(/curl -H "Authorization: Bearer svc_test_[0-9a-f]{64}" "[^"]+"/)
-      await server.waitFor(/Server listening/)
-      const { stdout } = await exec('sh', ['-c', curlLine])
-      const body = JSON.parse(stdout)
-      expect(body.data.length).toBeGreaterThan(0)
-      expect(body.pagination.total).toBeGreaterThanOrEqual(200)
-      const appointments = await fetch(`http://127.0.0.1:${port}/api/public/v1/appointments?limit=100`, {
-        headers: { authorization: `Bearer ${/svc_test_[0-9a-f]{64}/.exec(curlLine)?.[0]}` },
-      })
-      const statuses = new Set(
-        ((await appointments.json()) as { data: { status: string }[] }).data.map((a) => a.status),
+  it(
+    'first start seeds a demo and prints a curl line that works as printed; SIGTERM exits 0',
+    async () => {
+      const dataDir = tempDir()
+      const port = await freePort()
+      const server = start('node', ['dist/server.js'], cleanEnv({ DATA_DIR: dataDir, PORT: String(port) }))
+      try {
+        const curlLine = await server.waitFor(/curl -H "Authorization: Bearer svc_test_[0-9a-f]{64}" "[^"]+"/)
+        await server.waitFor(/Server listening/)
+        const { stdout } = await exec('sh', ['-c', curlLine])
+        const body = JSON.parse(stdout)
+        expect(body.data.length).toBeGreaterThan(0)
+        expect(body.pagination.total).toBeGreaterThanOrEqual(200)
+        const appointments = await fetch(`http://127.0.0.1:${port}/api/public/v1/appointments?limit=100`, {
+          headers: { authorization: `Bearer ${/svc_test_[0-9a-f]{64}/.exec(curlLine)?.[0]}` },
+        })
+        const statuses = new Set(
+          ((await appointments.json()) as { data: { status: string }[] }).data.map((a) => a.status),
+        )
+        expect(statuses.size).toBeGreaterThanOrEqual(3)
+      } finally {
+        server.child.kill('SIGTERM')
+      }
+      expect(await server.exited()).toBe(0)
+
+      // A second start over the same data prints no new key.
+      const again = start('node', ['dist/server.js'], cleanEnv({ DATA_DIR: dataDir, PORT: String(port) }))
+      await again.waitFor(/Server listening/)
+      expect(again.output()).not.toContain('svc_test_')
+      again.child.kill('SIGINT')
+      expect(await again.exited()).toBe(0)
+    },
+    patience(60_000),
+  )
+
+  it(
+    'npm start passes SIGTERM on to the server, which exits 0',
+    async () => {
+      const port = await freePort()
+      // Migrated already: the first start (PGlite's initdb) is the test above's.
+      const { dir } = migratedDataDir()
+      dirs.push(dir)
+      const server = start(
+        'npm',
+        ['start', '--silent'],
+        cleanEnv({ DATA_DIR: dir, PORT: String(port), LOG_LEVEL: 'warn' }),
       )
-      expect(statuses.size).toBeGreaterThanOrEqual(3)
-    } finally {
+      await server.waitFor(/Try:/)
+      // The demo is printed before the listener opens: asked until it answers (a loaded machine takes its time).
+      let status = 0
+      while (status !== 200) {
+        status = await fetch(`http://127.0.0.1:${port}/openapi.json`).then(
+          (r) => r.status,
+          () => 0,
+        )
+        if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100))
+      }
       server.child.kill('SIGTERM')
-    }
-    expect(await server.exited()).toBe(0)
-
-    // A second start over the same data prints no new key.
-    const again = start('node', ['dist/server.js'], cleanEnv({ DATA_DIR: dataDir, PORT: String(port) }))
-    await again.waitFor(/Server listening/)
-    expect(again.output()).not.toContain('svc_test_')
-    again.child.kill('SIGINT')
-    expect(await again.exited()).toBe(0)
-  }, 60_000)
-
-  it('npm start passes SIGTERM on to the server, which exits 0', async () => {
-    const port = await freePort()
-    // Migrated already: the first start (PGlite's initdb) is the test above's.
-    const { dir } = migratedDataDir()
-    dirs.push(dir)
-    const server = start(
-      'npm',
-      ['start', '--silent'],
-      cleanEnv({ DATA_DIR: dir, PORT: String(port), LOG_LEVEL: 'warn' }),
-    )
-    await server.waitFor(/Try:/)
-    // The demo is printed before the listener opens: asked until it answers (a loaded machine takes its time).
-    let status = 0
-    while (status !== 200) {
-      status = await fetch(`http://127.0.0.1:${port}/openapi.json`).then(
-        (r) => r.status,
-        () => 0,
-      )
-      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100))
-    }
-    server.child.kill('SIGTERM')
-    expect(await server.exited()).toBe(0)
-  }, 60_000)
+      expect(await server.exited()).toBe(0)
+    },
+    patience(60_000),
+  )
 
   it.each([
     [{ PORT: 'abc' }, 'PORT'],
@@ -93,34 +102,38 @@ describe('the server process, embedded store', () => {
 })
 
 describe.skipIf(!postgresAvailable())('the server process, PostgreSQL', () => {
-  it('refuses to start on an unmigrated database, naming openbook migrate; starts once migrated', async () => {
-    const database = await createTestDatabase()
-    try {
-      const port = await freePort()
-      const env = cleanEnv({ DATABASE_URL: database.url, PORT: String(port) })
-      const refused = start('node', ['dist/server.js'], env)
-      expect(await refused.exited()).toBe(1)
-      expect(refused.output().trim().split('\n')).toHaveLength(1)
-      expect(refused.output()).toContain('openbook migrate')
+  it(
+    'refuses to start on an unmigrated database, naming openbook migrate; starts once migrated',
+    async () => {
+      const database = await createTestDatabase()
+      try {
+        const port = await freePort()
+        const env = cleanEnv({ DATABASE_URL: database.url, PORT: String(port) })
+        const refused = start('node', ['dist/server.js'], env)
+        expect(await refused.exited()).toBe(1)
+        expect(refused.output().trim().split('\n')).toHaveLength(1)
+        expect(refused.output()).toContain('openbook migrate')
 
-      const store = createPostgresStore({ connectionString: database.url })
-      await migrate(store)
-      await store.close()
-      const server = start('node', ['dist/server.js'], env)
-      await server.waitFor(/Server listening/)
-      // Connected as a superuser: one warning recommending a dedicated role.
-      expect(
-        server
-          .output()
-          .split('\n')
-          .filter((line) => line.includes('privileged role')),
-      ).toHaveLength(1)
-      const response = await fetch(`http://127.0.0.1:${port}/api/public/v1/customers`)
-      expect(response.status).toBe(401)
-      server.child.kill('SIGTERM')
-      expect(await server.exited()).toBe(0)
-    } finally {
-      await database.drop()
-    }
-  }, 60_000)
+        const store = createPostgresStore({ connectionString: database.url })
+        await migrate(store)
+        await store.close()
+        const server = start('node', ['dist/server.js'], env)
+        await server.waitFor(/Server listening/)
+        // Connected as a superuser: one warning recommending a dedicated role.
+        expect(
+          server
+            .output()
+            .split('\n')
+            .filter((line) => line.includes('privileged role')),
+        ).toHaveLength(1)
+        const response = await fetch(`http://127.0.0.1:${port}/api/public/v1/customers`)
+        expect(response.status).toBe(401)
+        server.child.kill('SIGTERM')
+        expect(await server.exited()).toBe(0)
+      } finally {
+        await database.drop()
+      }
+    },
+    patience(60_000),
+  )
 })

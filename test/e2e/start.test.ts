@@ -11,6 +11,7 @@ import {
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { cleanEnv, ROOT, spawnCollecting } from '../helpers/process.js'
 
 /**
@@ -66,61 +67,69 @@ function npmStart(): Promise<{ code: number | null; stdout: string; stderr: stri
 }
 
 describe('npm start serves the current sources', () => {
-  it('dist/ missing: built, then served; current: served as it is; sources changed (a git pull): built again', async () => {
-    setUp()
-    source("process.stdout.write('serving v1\\n')\n")
-    const first = await npmStart()
-    expect(first).toEqual({
-      code: 0,
-      stdout: 'serving v1\n',
-      stderr: 'openbook: dist/ is missing: building it (tsc -p tsconfig.build.json)\n',
-    })
-    expect(readFileSync(join(dir, 'dist', 'store', 'migrations', '001_schema.sql'), 'utf8')).toBe(
-      '-- schema\n',
-    )
+  it(
+    'dist/ missing: built, then served; current: served as it is; sources changed (a git pull): built again',
+    async () => {
+      setUp()
+      source("process.stdout.write('serving v1\\n')\n")
+      const first = await npmStart()
+      expect(first).toEqual({
+        code: 0,
+        stdout: 'serving v1\n',
+        stderr: 'openbook: dist/ is missing: building it (tsc -p tsconfig.build.json)\n',
+      })
+      expect(readFileSync(join(dir, 'dist', 'store', 'migrations', '001_schema.sql'), 'utf8')).toBe(
+        '-- schema\n',
+      )
 
-    expect(await npmStart()).toEqual({ code: 0, stdout: 'serving v1\n', stderr: '' })
+      expect(await npmStart()).toEqual({ code: 0, stdout: 'serving v1\n', stderr: '' })
 
-    source("process.stdout.write('serving v2\\n')\n")
-    expect(await npmStart()).toEqual({
-      code: 0,
-      stdout: 'serving v2\n',
-      stderr:
-        'openbook: the sources changed since dist/ was built: building it (tsc -p tsconfig.build.json)\n',
-    })
+      source("process.stdout.write('serving v2\\n')\n")
+      expect(await npmStart()).toEqual({
+        code: 0,
+        stdout: 'serving v2\n',
+        stderr:
+          'openbook: the sources changed since dist/ was built: building it (tsc -p tsconfig.build.json)\n',
+      })
 
-    // A dist/ built before there was a record: its age decides.
-    rmSync(join(dir, 'dist', '.build-inputs'))
-    expect(await npmStart()).toEqual({ code: 0, stdout: 'serving v2\n', stderr: '' })
-    source("process.stdout.write('serving v3\\n')\n")
-    const later = new Date(Date.now() + 60_000)
-    utimesSync(join(dir, 'src', 'server.ts'), later, later)
-    expect(await npmStart()).toEqual({
-      code: 0,
-      stdout: 'serving v3\n',
-      stderr: 'openbook: the sources are newer than dist/: building it (tsc -p tsconfig.build.json)\n',
-    })
-  }, 120_000)
+      // A dist/ built before there was a record: its age decides.
+      rmSync(join(dir, 'dist', '.build-inputs'))
+      expect(await npmStart()).toEqual({ code: 0, stdout: 'serving v2\n', stderr: '' })
+      source("process.stdout.write('serving v3\\n')\n")
+      const later = new Date(Date.now() + 60_000)
+      utimesSync(join(dir, 'src', 'server.ts'), later, later)
+      expect(await npmStart()).toEqual({
+        code: 0,
+        stdout: 'serving v3\n',
+        stderr: 'openbook: the sources are newer than dist/: building it (tsc -p tsconfig.build.json)\n',
+      })
+    },
+    patience(120_000),
+  )
 
-  it('sources that do not build, or no TypeScript to build them: refused in one line, no stack trace', async () => {
-    source('const x: number = "not a number"\n')
-    const broken = await npmStart()
-    expect(broken.code).toBe(1)
-    expect(broken.stdout).toBe('')
-    expect(broken.stderr.split('\n').filter(Boolean).slice(1)).toEqual([
-      expect.stringMatching(
-        /^openbook: cannot build dist\/ from the sources: src\/server\.ts\(1,7\): error TS2322: .*; fix it, or run npm run build to see every error$/,
-      ),
-    ])
+  it(
+    'sources that do not build, or no TypeScript to build them: refused in one line, no stack trace',
+    async () => {
+      source('const x: number = "not a number"\n')
+      const broken = await npmStart()
+      expect(broken.code).toBe(1)
+      expect(broken.stdout).toBe('')
+      expect(broken.stderr.split('\n').filter(Boolean).slice(1)).toEqual([
+        expect.stringMatching(
+          /^openbook: cannot build dist\/ from the sources: src\/server\.ts\(1,7\): error TS2322: .*; fix it, or run npm run build to see every error$/,
+        ),
+      ])
 
-    rmSync(join(dir, 'node_modules'))
-    rmSync(join(dir, 'dist'), { recursive: true })
-    const missing = await npmStart()
-    expect(missing).toEqual({
-      code: 1,
-      stdout: '',
-      stderr:
-        'openbook: dist/ is missing, and it cannot be built here: TypeScript is not installed (npm ci installs it; or build elsewhere with npm run build)\n',
-    })
-  }, 120_000)
+      rmSync(join(dir, 'node_modules'))
+      rmSync(join(dir, 'dist'), { recursive: true })
+      const missing = await npmStart()
+      expect(missing).toEqual({
+        code: 1,
+        stdout: '',
+        stderr:
+          'openbook: dist/ is missing, and it cannot be built here: TypeScript is not installed (npm ci installs it; or build elsewhere with npm run build)\n',
+      })
+    },
+    patience(120_000),
+  )
 })

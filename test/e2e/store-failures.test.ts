@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, inject, it } from 'vitest'
 import { syntheticLines } from '../../bench/synthetic-lines.js'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { openbook } from '../cli/run.js'
 import { cleanEnv, start } from '../helpers/process.js'
 import { migratedDataDir } from '../helpers/stores.js'
@@ -22,24 +23,28 @@ function oneLine(output: string): string {
 }
 
 describe('a corrupted embedded store', () => {
-  it('the CLI and the server say it is corrupted, and to restore it or move it aside', async () => {
-    const { dir, remove } = migratedDataDir()
-    removals.push(remove)
-    // The control file garbled, as a crash of the disk or a bad copy leaves it.
-    writeFileSync(join(dir, 'global', 'pg_control'), Buffer.alloc(8192, 0x5a))
-    const expected =
-      `the embedded store in DATA_DIR (${dir}) is corrupted: PGlite cannot start on its files (` +
-      `PGlite failed to initialize properly). Restore DATA_DIR from a backup, or move it aside (mv ${dir} ${dir}.corrupted) ` +
-      'and start again with a new, empty store'
+  it(
+    'the CLI and the server say it is corrupted, and to restore it or move it aside',
+    async () => {
+      const { dir, remove } = migratedDataDir()
+      removals.push(remove)
+      // The control file garbled, as a crash of the disk or a bad copy leaves it.
+      writeFileSync(join(dir, 'global', 'pg_control'), Buffer.alloc(8192, 0x5a))
+      const expected =
+        `the embedded store in DATA_DIR (${dir}) is corrupted: PGlite cannot start on its files (` +
+        `PGlite failed to initialize properly). Restore DATA_DIR from a backup, or move it aside (mv ${dir} ${dir}.corrupted) ` +
+        'and start again with a new, empty store'
 
-    const command = await openbook(['orgs', 'list'], { DATA_DIR: dir })
-    expect(command.code).toBe(1)
-    expect(oneLine(command.stderr)).toBe(`openbook: ${expected}`)
+      const command = await openbook(['orgs', 'list'], { DATA_DIR: dir })
+      expect(command.code).toBe(1)
+      expect(oneLine(command.stderr)).toBe(`openbook: ${expected}`)
 
-    const server = start('node', ['dist/server.js'], cleanEnv({ DATA_DIR: dir, PORT: '0' }))
-    expect(await server.exited()).toBe(1)
-    expect(oneLine(server.output())).toBe(`openbook: cannot open the store: ${expected}`)
-  }, 60_000)
+      const server = start('node', ['dist/server.js'], cleanEnv({ DATA_DIR: dir, PORT: '0' }))
+      expect(await server.exited()).toBe(1)
+      expect(oneLine(server.output())).toBe(`openbook: cannot open the store: ${expected}`)
+    },
+    patience(60_000),
+  )
 })
 
 /** A small file system of its own (tmpfs), where the test may fill the disk; undefined where mounting is not allowed. */
@@ -69,30 +74,34 @@ function fill(dir: string, leftBytes: number): void {
 }
 
 describe('a full disk under the embedded store', () => {
-  it('an import says the database is out of disk space (53100), and a start on that disk says disk full in DATA_DIR', async (context) => {
-    const mountPoint = smallFileSystem(60)
-    // Mounting needs root (CI's container has it); elsewhere this case cannot be made.
-    if (!mountPoint) return context.skip()
-    const dir = join(mountPoint, 'data')
-    cpSync(inject('embeddedTemplate'), dir, { recursive: true })
-    fill(mountPoint, 6 * 1024 * 1024)
-    const file = join(mkdtempSync(join(tmpdir(), 'openbook-full-input-')), 'big.ndjson')
-    removals.push(() => rmSync(join(file, '..'), { recursive: true, force: true }))
-    writeFileSync(file, `${[...syntheticLines(40_000, 3)].map((l) => l.line).join('\n')}\n`)
+  it(
+    'an import says the database is out of disk space (53100), and a start on that disk says disk full in DATA_DIR',
+    async (context) => {
+      const mountPoint = smallFileSystem(60)
+      // Mounting needs root (CI's container has it); elsewhere this case cannot be made.
+      if (!mountPoint) return context.skip()
+      const dir = join(mountPoint, 'data')
+      cpSync(inject('embeddedTemplate'), dir, { recursive: true })
+      fill(mountPoint, 6 * 1024 * 1024)
+      const file = join(mkdtempSync(join(tmpdir(), 'openbook-full-input-')), 'big.ndjson')
+      removals.push(() => rmSync(join(file, '..'), { recursive: true, force: true }))
+      writeFileSync(file, `${[...syntheticLines(40_000, 3)].map((l) => l.line).join('\n')}\n`)
 
-    const imported = await openbook(['import', file], { DATA_DIR: dir })
-    expect(imported.code).toBe(1)
-    expect(oneLine(imported.stderr)).toBe(
-      'openbook: the database is out of disk space (53100); nothing of this command was written: ' +
-        'free space on its disk (DATA_DIR, for the embedded store) and run it again',
-    )
+      const imported = await openbook(['import', file], { DATA_DIR: dir })
+      expect(imported.code).toBe(1)
+      expect(oneLine(imported.stderr)).toBe(
+        'openbook: the database is out of disk space (53100); nothing of this command was written: ' +
+          'free space on its disk (DATA_DIR, for the embedded store) and run it again',
+      )
 
-    const server = start('node', ['dist/server.js'], cleanEnv({ DATA_DIR: dir, PORT: '0' }))
-    expect(await server.exited()).toBe(1)
-    expect(oneLine(server.output())).toMatch(
-      new RegExp(
-        `^openbook: cannot open the store: disk full in DATA_DIR \\(${dir}: [\\d.]+ MB free\\): free space on its file system and try again$`,
-      ),
-    )
-  }, 120_000)
+      const server = start('node', ['dist/server.js'], cleanEnv({ DATA_DIR: dir, PORT: '0' }))
+      expect(await server.exited()).toBe(1)
+      expect(oneLine(server.output())).toMatch(
+        new RegExp(
+          `^openbook: cannot open the store: disk full in DATA_DIR \\(${dir}: [\\d.]+ MB free\\): free space on its file system and try again$`,
+        ),
+      )
+    },
+    patience(120_000),
+  )
 })

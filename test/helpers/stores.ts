@@ -3,6 +3,7 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, inject } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { createEmbeddedStore } from '../../src/store/embedded.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Store, StoreKind } from '../../src/store/types.js'
@@ -179,12 +180,14 @@ export function describeEachStore(
     title,
     (kind) => {
       let current: TestStore | undefined
+      // An embedded store's set-up (a PGlite copied from the template and started) took over a
+      // minute at load 5-10 where it takes seconds alone: its limit follows the load.
       beforeAll(async () => {
         current = await createTestStore(kind, options)
-      })
+      }, patience(60_000))
       afterAll(async () => {
         await current?.close()
-      })
+      }, patience(60_000))
       suite({
         kind,
         get store() {

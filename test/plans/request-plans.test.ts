@@ -1,5 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { hashSecret } from '../../src/domain/api-key-secret.js'
 import { authenticateKey } from '../../src/queries/api-keys.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
@@ -796,7 +797,7 @@ describe.skipIf(!postgresAvailable())('request-path plans on PostgreSQL', () => 
         const orgIds = await stage.prepare(db)
         await addKeys(db.store, orgIds)
         for (const id of orgIds) orgs.push({ id, values: await valuesOf(db.store, id) })
-      }, 120_000)
+      }, patience(120_000))
 
       it.each(SHAPES.map((shape) => [shapeName(shape), shape] as const))(
         '%s: index scans of the organization only, reads bounded by the page',
@@ -820,7 +821,7 @@ describe.skipIf(!postgresAvailable())('the plan test fails a filter for a reason
   beforeAll(async () => {
     db = await Db.open()
     await importOrganizations(db.store, [{ id: 'org_reason', customers: 12_000, appointments: 24_000 }])
-  }, 120_000)
+  }, patience(120_000))
   afterAll(async () => {
     await db?.close()
   })

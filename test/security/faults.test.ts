@@ -2,6 +2,7 @@ import { get } from 'node:http'
 import { connect } from 'node:net'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Sql, Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
@@ -381,82 +382,86 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
     }
   })
 
-  it('SIGTERM while requests are in flight: every one completes with 200, new connections are refused, exit 0 within 10 s', async () => {
-    const port = await freePort()
-    // The current source, not a possibly stale build.
-    const server = start(
-      'node',
-      ['--import', 'tsx', 'src/server.ts'],
-      cleanEnv({ DATABASE_URL: url, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info' }),
-    )
-    const admin = await adminClient(url)
-    let locked = false
-    try {
-      await server.waitFor(/Server listening/)
-      const base = `http://127.0.0.1:${port}/api/public/v1/customers`
-      const ok = await httpGet(base, bearer(key))
-      expect(ok.status).toBe(200)
+  it(
+    'SIGTERM while requests are in flight: every one completes with 200, new connections are refused, exit 0 within 10 s',
+    async () => {
+      const port = await freePort()
+      // The current source, not a possibly stale build.
+      const server = start(
+        'node',
+        ['--import', 'tsx', 'src/server.ts'],
+        cleanEnv({ DATABASE_URL: url, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info' }),
+      )
+      const admin = await adminClient(url)
+      let locked = false
+      try {
+        await server.waitFor(/Server listening/)
+        const base = `http://127.0.0.1:${port}/api/public/v1/customers`
+        const ok = await httpGet(base, bearer(key))
+        expect(ok.status).toBe(200)
 
-      // Hold the table so that the requests are really in flight when the signal arrives.
-      await admin.query('BEGIN; LOCK TABLE customers IN ACCESS EXCLUSIVE MODE')
-      locked = true
-      let completed = 0
-      const inFlight = Array.from({ length: 20 }, () =>
-        httpGet(base, bearer(key)).then((result) => {
-          completed++
-          return result
-        }),
-      )
-      const deadline = Date.now() + 3_000
-      let waiting = 0
-      while (Date.now() < deadline) {
-        const result = await admin.query(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
-          [new URL(url).pathname.slice(1)],
+        // Hold the table so that the requests are really in flight when the signal arrives.
+        await admin.query('BEGIN; LOCK TABLE customers IN ACCESS EXCLUSIVE MODE')
+        locked = true
+        let completed = 0
+        const inFlight = Array.from({ length: 20 }, () =>
+          httpGet(base, bearer(key)).then((result) => {
+            completed++
+            return result
+          }),
         )
-        waiting = result.rows[0].n
-        if (waiting >= 1) break
-        await new Promise((r) => setTimeout(r, 50))
+        const deadline = Date.now() + 3_000
+        let waiting = 0
+        while (Date.now() < deadline) {
+          const result = await admin.query(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
+            [new URL(url).pathname.slice(1)],
+          )
+          waiting = result.rows[0].n
+          if (waiting >= 1) break
+          await new Promise((r) => setTimeout(r, 50))
+        }
+        expect(waiting).toBeGreaterThanOrEqual(1)
+        await new Promise((r) => setTimeout(r, 300)) // let every request reach the server
+        expect(completed).toBe(0) // all 20 are still in flight when the signal is sent
+        const signalled = Date.now()
+        server.child.kill('SIGTERM')
+        // While the 20 are still held in the database, a new connection is refused.
+        let refusedAfter: number | undefined
+        while (refusedAfter === undefined && Date.now() - signalled < 2_000) {
+          if ((await tryConnect(port)) === 'ECONNREFUSED') refusedAfter = Date.now() - signalled
+          else await new Promise((r) => setTimeout(r, 20))
+        }
+        expect(refusedAfter).toBeDefined()
+        expect(completed).toBe(0)
+        await admin.query('COMMIT')
+        locked = false
+        const results = await Promise.all(inFlight)
+        const code = await server.exited()
+        const seconds = (Date.now() - signalled) / 1000
+        console.log(
+          `[faults] SIGTERM with ${results.length} requests in flight (${waiting} blocked in the database): ` +
+            `new connections refused after ${refusedAfter} ms, ` +
+            `statuses ${[...new Set(results.map((r) => r.status))].join(',')}, exit ${code} after ${seconds.toFixed(2)} s`,
+        )
+        expect(results.map((r) => r.status)).toEqual(Array(20).fill(200))
+        for (const r of results) expect(JSON.parse(r.body).data).toHaveLength(1)
+        expect(code).toBe(0)
+        expect(seconds).toBeLessThan(10)
+        const output = server.output()
+        expect(output).toMatch(/draining requests in flight/)
+        // Given a privileged DATABASE_URL (root here), it said so once at start.
+        expect(
+          output.match(/privileged role; requests run under SET LOCAL ROLE openbook_reader/g),
+        ).toHaveLength(1)
+      } finally {
+        if (locked) await admin.query('ROLLBACK').catch(() => {})
+        await admin.end()
+        if (server.child.exitCode === null) server.child.kill('SIGKILL')
       }
-      expect(waiting).toBeGreaterThanOrEqual(1)
-      await new Promise((r) => setTimeout(r, 300)) // let every request reach the server
-      expect(completed).toBe(0) // all 20 are still in flight when the signal is sent
-      const signalled = Date.now()
-      server.child.kill('SIGTERM')
-      // While the 20 are still held in the database, a new connection is refused.
-      let refusedAfter: number | undefined
-      while (refusedAfter === undefined && Date.now() - signalled < 2_000) {
-        if ((await tryConnect(port)) === 'ECONNREFUSED') refusedAfter = Date.now() - signalled
-        else await new Promise((r) => setTimeout(r, 20))
-      }
-      expect(refusedAfter).toBeDefined()
-      expect(completed).toBe(0)
-      await admin.query('COMMIT')
-      locked = false
-      const results = await Promise.all(inFlight)
-      const code = await server.exited()
-      const seconds = (Date.now() - signalled) / 1000
-      console.log(
-        `[faults] SIGTERM with ${results.length} requests in flight (${waiting} blocked in the database): ` +
-          `new connections refused after ${refusedAfter} ms, ` +
-          `statuses ${[...new Set(results.map((r) => r.status))].join(',')}, exit ${code} after ${seconds.toFixed(2)} s`,
-      )
-      expect(results.map((r) => r.status)).toEqual(Array(20).fill(200))
-      for (const r of results) expect(JSON.parse(r.body).data).toHaveLength(1)
-      expect(code).toBe(0)
-      expect(seconds).toBeLessThan(10)
-      const output = server.output()
-      expect(output).toMatch(/draining requests in flight/)
-      // Given a privileged DATABASE_URL (root here), it said so once at start.
-      expect(
-        output.match(/privileged role; requests run under SET LOCAL ROLE openbook_reader/g),
-      ).toHaveLength(1)
-    } finally {
-      if (locked) await admin.query('ROLLBACK').catch(() => {})
-      await admin.end()
-      if (server.child.exitCode === null) server.child.kill('SIGKILL')
-    }
-  }, 30_000)
+    },
+    patience(30_000),
+  )
 })
 
 describeEachStore('a driver error on %s', (testStore) => {

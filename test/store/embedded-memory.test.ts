@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, wri
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { createEmbeddedStore } from '../../src/store/embedded.js'
 import { EMBEDDED_SETTINGS } from '../../src/store/embedded-settings.js'
 import type { Store } from '../../src/store/types.js'
@@ -43,33 +44,45 @@ async function withStore<T>(dir: string, work: (store: Store) => Promise<T>): Pr
 }
 
 describe('the embedded store runs PostgreSQL with small memory settings', () => {
-  it('in memory', async () => {
-    expect(await withStore('memory://', settings)).toMatchObject(EMBEDDED_SETTINGS)
-  }, 60_000)
+  it(
+    'in memory',
+    async () => {
+      expect(await withStore('memory://', settings)).toMatchObject(EMBEDDED_SETTINGS)
+    },
+    patience(60_000),
+  )
 
-  it('in a DATA_DIR: created in a child process, private to its owner, set at every start', async () => {
-    const dir = dataDir()
-    const found = await withStore(dir, settings)
-    expect(found).toMatchObject(EMBEDDED_SETTINGS)
-    // All of PostgreSQL's shared memory, the buffers included: 145MB with PGlite's defaults.
-    expect(Number.parseInt(found.shared_memory_size ?? '', 10)).toBeLessThanOrEqual(32)
-    // initdb wrote them to postgresql.conf as well.
-    const conf = join(dir, 'postgresql.conf')
-    expect(readFileSync(conf, 'utf8')).toMatch(/^shared_buffers = 16MB/m)
-    expect(statSync(join(dir, 'PG_VERSION')).mode & 0o777).toBe(0o600)
-    expect(statSync(join(dir, 'base')).mode & 0o777).toBe(0o700)
+  it(
+    'in a DATA_DIR: created in a child process, private to its owner, set at every start',
+    async () => {
+      const dir = dataDir()
+      const found = await withStore(dir, settings)
+      expect(found).toMatchObject(EMBEDDED_SETTINGS)
+      // All of PostgreSQL's shared memory, the buffers included: 145MB with PGlite's defaults.
+      expect(Number.parseInt(found.shared_memory_size ?? '', 10)).toBeLessThanOrEqual(32)
+      // initdb wrote them to postgresql.conf as well.
+      const conf = join(dir, 'postgresql.conf')
+      expect(readFileSync(conf, 'utf8')).toMatch(/^shared_buffers = 16MB/m)
+      expect(statSync(join(dir, 'PG_VERSION')).mode & 0o777).toBe(0o600)
+      expect(statSync(join(dir, 'base')).mode & 0o777).toBe(0o700)
 
-    // A DATA_DIR made before these settings (PGlite's initdb wrote its own): overridden at start.
-    writeFileSync(conf, `${readFileSync(conf, 'utf8')}\nshared_buffers = 128MB\nmax_connections = 100\n`)
-    expect(await withStore(dir, settings)).toMatchObject(EMBEDDED_SETTINGS)
-  }, 120_000)
+      // A DATA_DIR made before these settings (PGlite's initdb wrote its own): overridden at start.
+      writeFileSync(conf, `${readFileSync(conf, 'utf8')}\nshared_buffers = 128MB\nmax_connections = 100\n`)
+      expect(await withStore(dir, settings)).toMatchObject(EMBEDDED_SETTINGS)
+    },
+    patience(120_000),
+  )
 
-  it('creates a DATA_DIR again that a creation left unfinished (no PG_VERSION)', async () => {
-    const dir = dataDir()
-    mkdirSync(join(dir, 'global'), { recursive: true })
-    writeFileSync(join(dir, 'postgresql.conf'), 'half written')
-    const rows = await withStore(dir, (store) => store.admin((sql) => sql.query('SELECT 1 AS one')))
-    expect(rows).toEqual([{ one: 1 }])
-    expect(existsSync(join(dir, 'global', 'pg_control'))).toBe(true)
-  }, 120_000)
+  it(
+    'creates a DATA_DIR again that a creation left unfinished (no PG_VERSION)',
+    async () => {
+      const dir = dataDir()
+      mkdirSync(join(dir, 'global'), { recursive: true })
+      writeFileSync(join(dir, 'postgresql.conf'), 'half written')
+      const rows = await withStore(dir, (store) => store.admin((sql) => sql.query('SELECT 1 AS one')))
+      expect(rows).toEqual([{ one: 1 }])
+      expect(existsSync(join(dir, 'global', 'pg_control'))).toBe(true)
+    },
+    patience(120_000),
+  )
 })

@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { storeReadiness } from '../../src/ops/readiness.js'
 import { createEmbeddedStore } from '../../src/store/embedded.js'
 import { LATEST_VERSION, migrate } from '../../src/store/migrate.js'
@@ -186,44 +187,48 @@ describeEachStoreKind('the version rules on %s', (kind) => {
 })
 
 describe('the embedded store follows the same rules', () => {
-  it('a DATA_DIR written by a newer release that does not serve this one is refused, unchanged; one that does is served', async () => {
-    const data = migratedDataDir()
-    try {
-      let store = await openStore({ dataDir: data.dir, databaseUrl: undefined }, { shortLived: true })
-      const version = await becomeNewer(store, LATEST_VERSION + 1)
-      const before = await readerSnapshot(store)
-      await store.close()
-      await expect(
-        openStore({ dataDir: data.dir, databaseUrl: undefined }, { shortLived: true }),
-      ).rejects.toThrow(
-        `DATA_DIR ${data.dir} was written by a newer openbook: its schema is at version ${version}, which releases from version ${version} serve; this openbook knows up to ${LATEST_VERSION}: upgrade openbook`,
-      )
-      const cli = await openbook(['orgs', 'list'], { DATA_DIR: data.dir })
-      expect(cli.code).toBe(1)
-      expect(cli.stderr).toMatch(/was written by a newer openbook.*upgrade openbook\n$/)
-      // Declared compatible: served as it is, never migrated.
-      store = await createEmbeddedStore(data.dir, { shortLived: true, onLockLost: () => {} })
-      expect(await readerSnapshot(store)).toEqual(before)
-      await store.admin((sql) =>
-        sql.exec(`UPDATE openbook_schema_migrations SET compatible_from = ${LATEST_VERSION} WHERE version = ${version};
+  it(
+    'a DATA_DIR written by a newer release that does not serve this one is refused, unchanged; one that does is served',
+    async () => {
+      const data = migratedDataDir()
+      try {
+        let store = await openStore({ dataDir: data.dir, databaseUrl: undefined }, { shortLived: true })
+        const version = await becomeNewer(store, LATEST_VERSION + 1)
+        const before = await readerSnapshot(store)
+        await store.close()
+        await expect(
+          openStore({ dataDir: data.dir, databaseUrl: undefined }, { shortLived: true }),
+        ).rejects.toThrow(
+          `DATA_DIR ${data.dir} was written by a newer openbook: its schema is at version ${version}, which releases from version ${version} serve; this openbook knows up to ${LATEST_VERSION}: upgrade openbook`,
+        )
+        const cli = await openbook(['orgs', 'list'], { DATA_DIR: data.dir })
+        expect(cli.code).toBe(1)
+        expect(cli.stderr).toMatch(/was written by a newer openbook.*upgrade openbook\n$/)
+        // Declared compatible: served as it is, never migrated.
+        store = await createEmbeddedStore(data.dir, { shortLived: true, onLockLost: () => {} })
+        expect(await readerSnapshot(store)).toEqual(before)
+        await store.admin((sql) =>
+          sql.exec(`UPDATE openbook_schema_migrations SET compatible_from = ${LATEST_VERSION} WHERE version = ${version};
           DROP FUNCTION openbook_schema_version();
           CREATE FUNCTION openbook_schema_version(OUT version smallint, OUT compatible_from smallint)
             LANGUAGE sql IMMUTABLE AS $$ SELECT ${version}::smallint, ${LATEST_VERSION}::smallint $$;
           GRANT EXECUTE ON FUNCTION openbook_schema_version() TO openbook_reader;`),
-      )
-      await store.close()
-      store = await openStore({ dataDir: data.dir, databaseUrl: undefined }, { shortLived: true })
-      await expect(assertCanServe(store)).resolves.toBeUndefined()
-      await store.close()
-      const migrateCli = await openbook(['migrate'], { DATA_DIR: data.dir })
-      expect(migrateCli.code).toBe(1)
-      expect(migrateCli.stderr).toBe(
-        `openbook: the schema is at version ${version}; this openbook knows up to ${LATEST_VERSION}: upgrade openbook\n`,
-      )
-    } finally {
-      data.remove()
-    }
-  }, 180_000)
+        )
+        await store.close()
+        store = await openStore({ dataDir: data.dir, databaseUrl: undefined }, { shortLived: true })
+        await expect(assertCanServe(store)).resolves.toBeUndefined()
+        await store.close()
+        const migrateCli = await openbook(['migrate'], { DATA_DIR: data.dir })
+        expect(migrateCli.code).toBe(1)
+        expect(migrateCli.stderr).toBe(
+          `openbook: the schema is at version ${version}; this openbook knows up to ${LATEST_VERSION}: upgrade openbook\n`,
+        )
+      } finally {
+        data.remove()
+      }
+    },
+    patience(180_000),
+  )
 })
 
 describe('migration headers', () => {

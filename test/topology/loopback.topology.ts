@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { REQUEST_DEADLINE_MS } from '../../src/store/postgres.js'
 import { LATEST_VERSION } from '../../src/store/schema-version.js'
 import { type CliResult, json, openbook } from '../cli/run.js'
@@ -383,7 +384,7 @@ describe('the production topology on loopback', () => {
         `reads on the ${replicaReads ? 'replica (DATABASE_READ_URL)' : 'primary'}; built in ${ms(performance.now() - started)}`,
       'pass',
     )
-  }, 240_000)
+  }, patience(240_000))
 
   afterAll(async () => {
     summary.print('Topology test: summary')
@@ -392,231 +393,248 @@ describe('the production topology on loopback', () => {
     await run?.close(5_000, keep)
     previous?.remove()
     if (dir) say(`topology: stopped every process and removed ${dir}${keep ? ` (logs kept in ${keep})` : ''}`)
-  }, 60_000)
+  }, patience(60_000))
 
-  it('a rolling upgrade from the previous release, a rollback and the old migrate on the new schema fail no request', async () => {
-    const old = (previous as PreviousRelease).root
-    const steps: string[] = []
-    let oldMigrate: CliResult | undefined
-    let grantsBefore = ''
-    let grantsAfter = ''
-    let applied: string[] = []
-    let rolledBack = 0
-    const load = await runLoad({
-      name: 'rolling upgrade',
-      url: lbUrl(),
-      expected,
-      seconds: 32,
-      rate: RATE,
-      connections: CONNECTIONS,
-      async during(elapsed) {
-        await sleep(2_000)
-        // 1. The new release's migrate, while the previous release serves.
-        applied = json<{ applied: string[] }>(await cli(['migrate', '--json'])).applied
-        steps.push(`migrate ${applied.join(', ')} at +${ms(elapsed())}`)
-        await sleep(1_500)
-        // 2. The instances replaced one by one: SIGTERM, drain, the new release on the same ports.
-        for (const instance of instances) {
-          const t = performance.now()
-          await instance.replaceWith(ROOT)
-          await lbWait(instance.name, (status) => status === 'UP', t)
-          steps.push(`${instance.name} new at +${ms(elapsed())}`)
-        }
-        // 3. The previous release's migrate, as a rollback's deploy step would run it.
-        grantsBefore = await readerGrants(primary.url('openbook'))
-        oldMigrate = await openbook(['migrate'], { DATABASE_URL: ownerUrl }, undefined, old)
-        grantsAfter = await readerGrants(primary.url('openbook'))
-        // 4. A rollback of one instance: the previous release serves the new schema, then forward again.
-        const back = instances[0] as Instance
-        let t = performance.now()
-        await back.replaceWith(old)
-        await lbWait(back.name, (status) => status === 'UP', t)
-        rolledBack = await directStatus(back, expected[0]?.key ?? '')
-        steps.push(`${back.name} rolled back at +${ms(elapsed())} (direct request: ${rolledBack})`)
-        t = performance.now()
-        await back.replaceWith(ROOT)
-        await lbWait(back.name, (status) => status === 'UP', t)
-        steps.push(`${back.name} new again at +${ms(elapsed())}`)
-      },
-    })
-    const refusal = `openbook: the schema is at version ${LATEST_VERSION}; this openbook knows up to ${(previous as PreviousRelease).latestVersion}: upgrade openbook\n`
-    const ok =
-      load.failures.length === 0 &&
-      load.wrong === 0 &&
-      applied.length > 0 &&
-      oldMigrate?.code === 1 &&
-      oldMigrate.stderr === refusal &&
-      grantsAfter === grantsBefore &&
-      rolledBack === 200 &&
-      instances.every((instance) => instance.release === ROOT)
-    summary.add(
-      `rolling upgrade from ${PREVIOUS_RELEASE.slice(0, 7)} (${RATE}/s, 32 s)`,
-      `${loadFigures(load)}; ${steps.join('; ')}; old migrate exit ${oldMigrate?.code}: ${oldMigrate?.stderr.trim()}; ` +
-        `reader's grants ${grantsAfter === grantsBefore ? 'unchanged' : 'CHANGED'}${failureList(load)}` +
-        (load.firstWrong ? `; first wrong: ${load.firstWrong}` : ''),
-      verdict(ok),
-    )
-    expect(applied.length).toBeGreaterThan(0)
-    expect(load.failures).toEqual([])
-    expect(load.wrong).toBe(0)
-    expect(oldMigrate?.code).toBe(1)
-    expect(oldMigrate?.stderr).toBe(refusal)
-    expect(grantsAfter).toBe(grantsBefore)
-    expect(rolledBack).toBe(200)
-  }, 150_000)
+  it(
+    'a rolling upgrade from the previous release, a rollback and the old migrate on the new schema fail no request',
+    async () => {
+      const old = (previous as PreviousRelease).root
+      const steps: string[] = []
+      let oldMigrate: CliResult | undefined
+      let grantsBefore = ''
+      let grantsAfter = ''
+      let applied: string[] = []
+      let rolledBack = 0
+      const load = await runLoad({
+        name: 'rolling upgrade',
+        url: lbUrl(),
+        expected,
+        seconds: 32,
+        rate: RATE,
+        connections: CONNECTIONS,
+        async during(elapsed) {
+          await sleep(2_000)
+          // 1. The new release's migrate, while the previous release serves.
+          applied = json<{ applied: string[] }>(await cli(['migrate', '--json'])).applied
+          steps.push(`migrate ${applied.join(', ')} at +${ms(elapsed())}`)
+          await sleep(1_500)
+          // 2. The instances replaced one by one: SIGTERM, drain, the new release on the same ports.
+          for (const instance of instances) {
+            const t = performance.now()
+            await instance.replaceWith(ROOT)
+            await lbWait(instance.name, (status) => status === 'UP', t)
+            steps.push(`${instance.name} new at +${ms(elapsed())}`)
+          }
+          // 3. The previous release's migrate, as a rollback's deploy step would run it.
+          grantsBefore = await readerGrants(primary.url('openbook'))
+          oldMigrate = await openbook(['migrate'], { DATABASE_URL: ownerUrl }, undefined, old)
+          grantsAfter = await readerGrants(primary.url('openbook'))
+          // 4. A rollback of one instance: the previous release serves the new schema, then forward again.
+          const back = instances[0] as Instance
+          let t = performance.now()
+          await back.replaceWith(old)
+          await lbWait(back.name, (status) => status === 'UP', t)
+          rolledBack = await directStatus(back, expected[0]?.key ?? '')
+          steps.push(`${back.name} rolled back at +${ms(elapsed())} (direct request: ${rolledBack})`)
+          t = performance.now()
+          await back.replaceWith(ROOT)
+          await lbWait(back.name, (status) => status === 'UP', t)
+          steps.push(`${back.name} new again at +${ms(elapsed())}`)
+        },
+      })
+      const refusal = `openbook: the schema is at version ${LATEST_VERSION}; this openbook knows up to ${(previous as PreviousRelease).latestVersion}: upgrade openbook\n`
+      const ok =
+        load.failures.length === 0 &&
+        load.wrong === 0 &&
+        applied.length > 0 &&
+        oldMigrate?.code === 1 &&
+        oldMigrate.stderr === refusal &&
+        grantsAfter === grantsBefore &&
+        rolledBack === 200 &&
+        instances.every((instance) => instance.release === ROOT)
+      summary.add(
+        `rolling upgrade from ${PREVIOUS_RELEASE.slice(0, 7)} (${RATE}/s, 32 s)`,
+        `${loadFigures(load)}; ${steps.join('; ')}; old migrate exit ${oldMigrate?.code}: ${oldMigrate?.stderr.trim()}; ` +
+          `reader's grants ${grantsAfter === grantsBefore ? 'unchanged' : 'CHANGED'}${failureList(load)}` +
+          (load.firstWrong ? `; first wrong: ${load.firstWrong}` : ''),
+        verdict(ok),
+      )
+      expect(applied.length).toBeGreaterThan(0)
+      expect(load.failures).toEqual([])
+      expect(load.wrong).toBe(0)
+      expect(oldMigrate?.code).toBe(1)
+      expect(oldMigrate?.stderr).toBe(refusal)
+      expect(grantsAfter).toBe(grantsBefore)
+      expect(rolledBack).toBe(200)
+    },
+    patience(150_000),
+  )
 
-  it('serves a bounded read load through the load balancer: every response a correct 200, each page statement planned once per server connection', async () => {
-    const servers = [primary, replica]
-    for (const server of servers) await query(server.url('openbook'), 'SELECT pg_stat_statements_reset()')
-    const before = await lb.servers()
-    const tx0 = await bouncer.transactions()
-    const load = await runLoad({
-      name: 'steady',
-      url: lbUrl(),
-      expected,
-      seconds: 15,
-      rate: RATE,
-      connections: CONNECTIONS,
-    })
-    const after = await lb.servers()
-    const tx1 = await bouncer.transactions()
-    const perInstance = instances.map((i) => (after[i.name]?.sent ?? 0) - (before[i.name]?.sent ?? 0))
-    const replicaTx = (tx1.openbook_replica ?? 0) - (tx0.openbook_replica ?? 0)
-    const primaryTx = (tx1.openbook ?? 0) - (tx0.openbook ?? 0)
-    // The pages' statements (PREPAREd by openbook_prepare, EXECUTEd at the top level): how often
-    // they ran and how often PostgreSQL planned them, on both servers.
-    let pages = { calls: 0, plans: 0 }
-    for (const server of servers) {
-      const [row] = await query<{ calls: number; plans: number }>(
-        server.url('openbook'),
-        `SELECT coalesce(sum(calls), 0)::int AS calls, coalesce(sum(plans), 0)::int AS plans
+  it(
+    'serves a bounded read load through the load balancer: every response a correct 200, each page statement planned once per server connection',
+    async () => {
+      const servers = [primary, replica]
+      for (const server of servers) await query(server.url('openbook'), 'SELECT pg_stat_statements_reset()')
+      const before = await lb.servers()
+      const tx0 = await bouncer.transactions()
+      const load = await runLoad({
+        name: 'steady',
+        url: lbUrl(),
+        expected,
+        seconds: 15,
+        rate: RATE,
+        connections: CONNECTIONS,
+      })
+      const after = await lb.servers()
+      const tx1 = await bouncer.transactions()
+      const perInstance = instances.map((i) => (after[i.name]?.sent ?? 0) - (before[i.name]?.sent ?? 0))
+      const replicaTx = (tx1.openbook_replica ?? 0) - (tx0.openbook_replica ?? 0)
+      const primaryTx = (tx1.openbook ?? 0) - (tx0.openbook ?? 0)
+      // The pages' statements (PREPAREd by openbook_prepare, EXECUTEd at the top level): how often
+      // they ran and how often PostgreSQL planned them, on both servers.
+      let pages = { calls: 0, plans: 0 }
+      for (const server of servers) {
+        const [row] = await query<{ calls: number; plans: number }>(
+          server.url('openbook'),
+          `SELECT coalesce(sum(calls), 0)::int AS calls, coalesce(sum(plans), 0)::int AS plans
          FROM pg_stat_statements
          WHERE query LIKE '% t AS MATERIALIZED (%' AND query NOT LIKE '%openbook_prepare%'`,
+        )
+        pages = { calls: pages.calls + (row?.calls ?? 0), plans: pages.plans + (row?.plans ?? 0) }
+      }
+      const ok =
+        load.failures.length === 0 &&
+        load.wrong === 0 &&
+        load.ok > RATE * 12 &&
+        perInstance.every((count) => count > 0) &&
+        (!replicaReads || replicaTx >= load.ok) &&
+        pages.calls >= load.ok &&
+        pages.plans * 10 <= pages.calls
+      summary.add(
+        `steady load (${RATE}/s, ${CONNECTIONS} conns, 15 s)`,
+        `${loadFigures(load)}; per instance ${perInstance.map(n).join(' / ')}; ` +
+          `PgBouncer transactions: replica ${n(replicaTx)}, primary ${n(primaryTx)}; ` +
+          `page statements run ${n(pages.calls)} times, planned ${n(pages.plans)} times${failureList(load)}` +
+          (load.firstWrong ? `; first wrong: ${load.firstWrong}` : ''),
+        verdict(ok),
       )
-      pages = { calls: pages.calls + (row?.calls ?? 0), plans: pages.plans + (row?.plans ?? 0) }
-    }
-    const ok =
-      load.failures.length === 0 &&
-      load.wrong === 0 &&
-      load.ok > RATE * 12 &&
-      perInstance.every((count) => count > 0) &&
-      (!replicaReads || replicaTx >= load.ok) &&
-      pages.calls >= load.ok &&
-      pages.plans * 10 <= pages.calls
-    summary.add(
-      `steady load (${RATE}/s, ${CONNECTIONS} conns, 15 s)`,
-      `${loadFigures(load)}; per instance ${perInstance.map(n).join(' / ')}; ` +
-        `PgBouncer transactions: replica ${n(replicaTx)}, primary ${n(primaryTx)}; ` +
-        `page statements run ${n(pages.calls)} times, planned ${n(pages.plans)} times${failureList(load)}` +
-        (load.firstWrong ? `; first wrong: ${load.firstWrong}` : ''),
-      verdict(ok),
-    )
-    expect(load.failures).toEqual([])
-    expect(load.wrong).toBe(0)
-    expect(load.ok).toBeGreaterThan(RATE * 12)
-    for (const count of perInstance) expect(count).toBeGreaterThan(0)
-    if (replicaReads) expect(replicaTx).toBeGreaterThanOrEqual(load.ok)
-    // DATABASE_PREPARED_STATEMENTS=pooler: each server connection plans a page's statement once
-    // (and again after an invalidation, such as an ANALYZE replayed from the primary), not per
-    // request as unnamed statements are (plans = calls).
-    expect(pages.calls).toBeGreaterThanOrEqual(load.ok)
-    expect(pages.plans * 10).toBeLessThanOrEqual(pages.calls)
-  }, 90_000)
+      expect(load.failures).toEqual([])
+      expect(load.wrong).toBe(0)
+      expect(load.ok).toBeGreaterThan(RATE * 12)
+      for (const count of perInstance) expect(count).toBeGreaterThan(0)
+      if (replicaReads) expect(replicaTx).toBeGreaterThanOrEqual(load.ok)
+      // DATABASE_PREPARED_STATEMENTS=pooler: each server connection plans a page's statement once
+      // (and again after an invalidation, such as an ANALYZE replayed from the primary), not per
+      // request as unnamed statements are (plans = calls).
+      expect(pages.calls).toBeGreaterThanOrEqual(load.ok)
+      expect(pages.plans * 10).toBeLessThanOrEqual(pages.calls)
+    },
+    patience(90_000),
+  )
 
-  it('SIGKILL of an instance mid-load fails no request beyond those it held; the LB routes around it', async () => {
-    const victim = instances[0] as Instance
-    let held = 0
-    let downMs = Number.NaN
-    let backMs = Number.NaN
-    let killedAt = 0
-    let sentWhileDown = Number.NaN
-    const load = await runLoad({
-      name: 'sigkill',
-      url: lbUrl(),
-      expected,
-      seconds: 11,
-      rate: RATE,
-      connections: CONNECTIONS,
-      async during(elapsed) {
-        await sleep(4_000)
-        held = await whenBusy([victim])
-        const t = performance.now()
-        killedAt = elapsed()
-        victim.signal('SIGKILL')
-        downMs = await lbWait(victim.name, (status) => status.startsWith('DOWN'), t)
-        const sentAtDown = (await lb.servers())[victim.name]?.sent ?? 0
-        await victim.process?.exited
-        await sleep(2_000)
-        sentWhileDown = ((await lb.servers())[victim.name]?.sent ?? 0) - sentAtDown
-        const restart = performance.now()
-        await victim.start()
-        backMs = await lbWait(victim.name, (status) => status === 'UP', restart)
-      },
-    })
-    const cost = eventCost(load, killedAt)
-    const ok = cost.ok && load.wrong === 0 && sentWhileDown === 0
-    summary.add(
-      'SIGKILL one instance mid-load',
-      `${loadFigures(load)}; SIGKILL while it held ${held} (its gauge): ${cost.text}; ` +
-        `HAProxy marked it DOWN after ${ms(downMs)}, sent it ${sentWhileDown} requests while down; ` +
-        `restarted, UP again after ${ms(backMs)}; HAProxy retries so far ${lb.retries()}${failureList(load)}`,
-      verdict(ok),
-    )
-    expect(cost.after).toBe(0)
-    expect(load.failures.length).toBeLessThanOrEqual(cost.inFlight)
-    expect(load.wrong).toBe(0)
-    expect(sentWhileDown).toBe(0)
-  }, 60_000)
+  it(
+    'SIGKILL of an instance mid-load fails no request beyond those it held; the LB routes around it',
+    async () => {
+      const victim = instances[0] as Instance
+      let held = 0
+      let downMs = Number.NaN
+      let backMs = Number.NaN
+      let killedAt = 0
+      let sentWhileDown = Number.NaN
+      const load = await runLoad({
+        name: 'sigkill',
+        url: lbUrl(),
+        expected,
+        seconds: 11,
+        rate: RATE,
+        connections: CONNECTIONS,
+        async during(elapsed) {
+          await sleep(4_000)
+          held = await whenBusy([victim])
+          const t = performance.now()
+          killedAt = elapsed()
+          victim.signal('SIGKILL')
+          downMs = await lbWait(victim.name, (status) => status.startsWith('DOWN'), t)
+          const sentAtDown = (await lb.servers())[victim.name]?.sent ?? 0
+          await victim.process?.exited
+          await sleep(2_000)
+          sentWhileDown = ((await lb.servers())[victim.name]?.sent ?? 0) - sentAtDown
+          const restart = performance.now()
+          await victim.start()
+          backMs = await lbWait(victim.name, (status) => status === 'UP', restart)
+        },
+      })
+      const cost = eventCost(load, killedAt)
+      const ok = cost.ok && load.wrong === 0 && sentWhileDown === 0
+      summary.add(
+        'SIGKILL one instance mid-load',
+        `${loadFigures(load)}; SIGKILL while it held ${held} (its gauge): ${cost.text}; ` +
+          `HAProxy marked it DOWN after ${ms(downMs)}, sent it ${sentWhileDown} requests while down; ` +
+          `restarted, UP again after ${ms(backMs)}; HAProxy retries so far ${lb.retries()}${failureList(load)}`,
+        verdict(ok),
+      )
+      expect(cost.after).toBe(0)
+      expect(load.failures.length).toBeLessThanOrEqual(cost.inFlight)
+      expect(load.wrong).toBe(0)
+      expect(sentWhileDown).toBe(0)
+    },
+    patience(60_000),
+  )
 
-  it('a SIGTERMed instance drains with no failed request: readiness turns off first', async () => {
-    const victim = instances[1] as Instance
-    let readyOffMs = Number.NaN
-    let downMs = Number.NaN
-    let exitMs = Number.NaN
-    let exitCode: number | null = null
-    let backMs = Number.NaN
-    const load = await runLoad({
-      name: 'sigterm',
-      url: lbUrl(),
-      expected,
-      seconds: 11,
-      rate: RATE,
-      connections: CONNECTIONS,
-      async during() {
-        await sleep(3_000)
-        const exited = victim.process?.exited
-        const t = performance.now()
-        victim.signal('SIGTERM')
-        await Promise.all([
-          until('readyz to turn 503', async () => (await victim.ready()) === 503, 5_000).then(() => {
-            readyOffMs = performance.now() - t
-          }),
-          lbWait(victim.name, (status) => status.startsWith('DOWN'), t).then((value) => {
-            downMs = value
-          }),
-          exited?.then((code) => {
-            exitCode = code
-            exitMs = performance.now() - t
-          }),
-        ])
-        const restart = performance.now()
-        await victim.start()
-        backMs = await lbWait(victim.name, (status) => status === 'UP', restart)
-      },
-    })
-    const ok = load.failures.length === 0 && load.wrong === 0 && exitCode === 0 && downMs < SHUTDOWN_DELAY_MS
-    summary.add(
-      'SIGTERM one instance mid-load',
-      `${loadFigures(load)}; /readyz 503 after ${ms(readyOffMs)}, HAProxy DOWN after ${ms(downMs)} ` +
-        `(SHUTDOWN_DELAY_MS ${SHUTDOWN_DELAY_MS}), exit ${exitCode} after ${ms(exitMs)}; ` +
-        `restarted, UP again after ${ms(backMs)}${failureList(load)}`,
-      verdict(ok),
-    )
-    expect(load.failures).toEqual([])
-    expect(load.wrong).toBe(0)
-    expect(exitCode).toBe(0)
-    expect(downMs).toBeLessThan(SHUTDOWN_DELAY_MS)
-  }, 60_000)
+  it(
+    'a SIGTERMed instance drains with no failed request: readiness turns off first',
+    async () => {
+      const victim = instances[1] as Instance
+      let readyOffMs = Number.NaN
+      let downMs = Number.NaN
+      let exitMs = Number.NaN
+      let exitCode: number | null = null
+      let backMs = Number.NaN
+      const load = await runLoad({
+        name: 'sigterm',
+        url: lbUrl(),
+        expected,
+        seconds: 11,
+        rate: RATE,
+        connections: CONNECTIONS,
+        async during() {
+          await sleep(3_000)
+          const exited = victim.process?.exited
+          const t = performance.now()
+          victim.signal('SIGTERM')
+          await Promise.all([
+            until('readyz to turn 503', async () => (await victim.ready()) === 503, 5_000).then(() => {
+              readyOffMs = performance.now() - t
+            }),
+            lbWait(victim.name, (status) => status.startsWith('DOWN'), t).then((value) => {
+              downMs = value
+            }),
+            exited?.then((code) => {
+              exitCode = code
+              exitMs = performance.now() - t
+            }),
+          ])
+          const restart = performance.now()
+          await victim.start()
+          backMs = await lbWait(victim.name, (status) => status === 'UP', restart)
+        },
+      })
+      const ok =
+        load.failures.length === 0 && load.wrong === 0 && exitCode === 0 && downMs < SHUTDOWN_DELAY_MS
+      summary.add(
+        'SIGTERM one instance mid-load',
+        `${loadFigures(load)}; /readyz 503 after ${ms(readyOffMs)}, HAProxy DOWN after ${ms(downMs)} ` +
+          `(SHUTDOWN_DELAY_MS ${SHUTDOWN_DELAY_MS}), exit ${exitCode} after ${ms(exitMs)}; ` +
+          `restarted, UP again after ${ms(backMs)}${failureList(load)}`,
+        verdict(ok),
+      )
+      expect(load.failures).toEqual([])
+      expect(load.wrong).toBe(0)
+      expect(exitCode).toBe(0)
+      expect(downMs).toBeLessThan(SHUTDOWN_DELAY_MS)
+    },
+    patience(60_000),
+  )
 
   it.skipIf(!replicaReads || !revokeWaits)(
     'a key revoked through the CLI is refused by all three instances on the next request, the replica 3 s behind',
@@ -799,240 +817,267 @@ describe('the production topology on loopback', () => {
     60_000,
   )
 
-  it('an online restart of PgBouncer (pgbouncer -R) under load fails no request', async () => {
-    const pids = instances.map((instance) => instance.pid)
-    let held = 0
-    let at = 0
-    let handoverMs = Number.NaN
-    const load = await runLoad({
-      name: 'pgbouncer-online',
-      url: lbUrl(),
-      expected,
-      seconds: 10,
-      rate: RATE,
-      connections: CONNECTIONS,
-      async during(elapsed) {
-        await sleep(3_000)
-        held = await whenBusy(instances)
-        const t = performance.now()
-        at = elapsed()
-        await bouncer.onlineRestart()
-        handoverMs = performance.now() - t
-      },
-    })
-    const cost = eventCost(load, at)
-    const samePids = instances.every((instance, index) => instance.pid === pids[index])
-    const ok = load.failures.length === 0 && load.wrong === 0 && samePids
-    summary.add(
-      'PgBouncer online restart (-R) mid-load',
-      `${loadFigures(load)}; started while the instances held ${held} (${cost.inFlight} in flight at the LB); the old one handed ` +
-        `its sockets over and exited after ${ms(handoverMs)}; instances not restarted: ${samePids}${failureList(load)}`,
-      verdict(ok),
-    )
-    expect(load.failures).toEqual([])
-    expect(load.wrong).toBe(0)
-    expect(samePids).toBe(true)
-  }, 60_000)
-
-  it('PgBouncer down for 0.1 s, 1.5 s and 5 s: requests wait it out; failures at most those in flight, each a 503 from an instance; recovery within 1 s', async () => {
-    const pids = instances.map((instance) => instance.pid)
-    const events: { downFor: number; at: number; back: number; readyDuring: number[] }[] = []
-    const load = await runLoad({
-      name: 'pgbouncer outages',
-      url: lbUrl(),
-      expected,
-      seconds: 20,
-      rate: RATE,
-      connections: CONNECTIONS,
-      async during(elapsed) {
-        for (const [wait, downFor] of [
-          [2_000, 100],
-          [2_500, 1_500],
-          [2_500, 5_000],
-        ] as const) {
-          await sleep(wait)
-          await whenBusy(instances)
-          const at = elapsed()
-          await bouncer.stop()
-          // Every instance's readiness while the shared pooler is gone (5 s): 200, so HAProxy keeps them.
-          let readyDuring: number[] = []
-          if (downFor >= 5_000) {
-            await sleep(1_500)
-            readyDuring = await Promise.all(instances.map((i) => i.ready()))
-          }
-          const left = at + downFor - elapsed()
-          if (left > 0) await sleep(left)
-          await bouncer.start()
-          events.push({ downFor, at, back: elapsed(), readyDuring })
-        }
-      },
-    })
-    const rows = events.map((event) => {
-      const failures = load.failures.filter(
-        (f) => f.end >= event.at - SLACK_MS && f.start <= event.back + 1_000,
-      )
-      const inFlight = load.inFlightAt(event.at, SLACK_MS)
-      // Requests waiting when the pooler came back: how long after its return the last of them ended.
-      const waiting = load.spans.filter(([start, end]) => start <= event.back && end > event.back)
-      const recovery = Math.max(0, ...waiting.map(([, end]) => end - event.back))
-      const instance503 = failures.every(
-        (f) => f.what.startsWith('503 ') && f.what.includes('service_unavailable'),
-      )
-      return { ...event, failures: failures.length, inFlight, recovery, instance503, waiting: waiting.length }
-    })
-    const samePids = instances.every((instance, index) => instance.pid === pids[index])
-    const serverErrors = load.failures.filter((f) => f.what.startsWith('500')).length
-    const ok =
-      load.wrong === 0 &&
-      serverErrors === 0 &&
-      samePids &&
-      rows.every(
-        (row) =>
-          row.failures <= row.inFlight &&
-          row.instance503 &&
-          row.recovery <= 1_000 &&
-          row.readyDuring.every((status) => status === 200),
-      )
-    summary.add(
-      'PgBouncer down 0.1 s / 1.5 s / 5 s',
-      `${loadFigures(load)}; ` +
-        rows
-          .map(
-            (row) =>
-              `down ${ms(row.downFor)} at +${ms(row.at)}: ${row.failures} failed of ${row.inFlight} in flight, ` +
-              `${row.waiting} waiting when it came back, all answered ${ms(row.recovery)} after` +
-              (row.readyDuring.length ? `, /readyz during it ${row.readyDuring.join('/')}` : ''),
-          )
-          .join('; ') +
-        `; 500s ${serverErrors}; instances not restarted: ${samePids}${failureList(load)}`,
-      verdict(ok),
-    )
-    expect(load.wrong).toBe(0)
-    expect(serverErrors).toBe(0)
-    expect(samePids).toBe(true)
-    for (const row of rows) {
-      expect(row.failures, `down ${row.downFor} ms`).toBeLessThanOrEqual(row.inFlight)
-      expect(row.instance503, `down ${row.downFor} ms: failures from the instances`).toBe(true)
-      expect(row.recovery, `down ${row.downFor} ms: recovery`).toBeLessThanOrEqual(1_000)
-      for (const status of row.readyDuring) expect(status).toBe(200)
-    }
-  }, 90_000)
-
-  it('the primary restarted (fast shutdown, start): at most the requests in flight fail, none after', async () => {
-    const {
-      load,
-      tookMs: downMs,
-      cost,
-      serverErrors,
-    } = await loadWithEvent('primary restart', 10, async () => {
-      await primary.stop()
-      await primary.start()
-    })
-    const ok = cost.ok && load.wrong === 0 && serverErrors === 0
-    summary.add(
-      'primary restarted (pg_ctl restart -m fast)',
-      `${loadFigures(load)}; down ${ms(downMs)}: ${cost.text}; 500s ${serverErrors}${failureList(load)}`,
-      verdict(ok),
-    )
-    expect(cost.after).toBe(0)
-    expect(load.failures.length).toBeLessThanOrEqual(cost.inFlight)
-    expect(serverErrors).toBe(0)
-    expect(load.wrong).toBe(0)
-  }, 60_000)
-
-  it('the default DATABASE_PREPARED_STATEMENTS behind PgBouncer: instances switch to pooler with one warning, no request fails', async () => {
-    // app1 keeps `pooler`, app2 and app3 restart with the default: the failover that follows
-    // meets both settings behind the balancer.
-    const restarted = instances.slice(1)
-    const steps: string[] = []
-    const load = await runLoad({
-      name: 'default prepared statements',
-      url: lbUrl(),
-      expected,
-      seconds: 20,
-      rate: RATE,
-      connections: CONNECTIONS,
-      async during(elapsed) {
-        await sleep(1_000)
-        for (const instance of restarted) {
+  it(
+    'an online restart of PgBouncer (pgbouncer -R) under load fails no request',
+    async () => {
+      const pids = instances.map((instance) => instance.pid)
+      let held = 0
+      let at = 0
+      let handoverMs = Number.NaN
+      const load = await runLoad({
+        name: 'pgbouncer-online',
+        url: lbUrl(),
+        expected,
+        seconds: 10,
+        rate: RATE,
+        connections: CONNECTIONS,
+        async during(elapsed) {
+          await sleep(3_000)
+          held = await whenBusy(instances)
           const t = performance.now()
-          await instance.replaceWith(ROOT, 'default')
-          await lbWait(instance.name, (status) => status === 'UP', t)
-          steps.push(`${instance.name} at +${ms(elapsed())}`)
-        }
-      },
-    })
-    const warnings = instances.map(
-      (instance) =>
-        readFileSync(instance.process?.log ?? '', 'utf8')
-          .split('\n')
-          .filter((line) => line.includes('met a pooler in transaction mode')).length,
-    )
-    const serverErrors = load.failures.filter((f) => f.what.startsWith('500')).length
-    const ok = load.failures.length === 0 && load.wrong === 0 && warnings.join() === '0,1,1'
-    summary.add(
-      'default prepared statements behind PgBouncer (app2, app3)',
-      `${loadFigures(load)}; restarted with the default: ${steps.join(', ')}; warnings per instance ${warnings.join('/')}; ` +
-        `500s ${serverErrors}${failureList(load)}`,
-      verdict(ok),
-    )
-    expect(load.failures).toEqual([])
-    expect(load.wrong).toBe(0)
-    expect(warnings).toEqual([0, 1, 1])
-  }, 90_000)
+          at = elapsed()
+          await bouncer.onlineRestart()
+          handoverMs = performance.now() - t
+        },
+      })
+      const cost = eventCost(load, at)
+      const samePids = instances.every((instance, index) => instance.pid === pids[index])
+      const ok = load.failures.length === 0 && load.wrong === 0 && samePids
+      summary.add(
+        'PgBouncer online restart (-R) mid-load',
+        `${loadFigures(load)}; started while the instances held ${held} (${cost.inFlight} in flight at the LB); the old one handed ` +
+          `its sockets over and exited after ${ms(handoverMs)}; instances not restarted: ${samePids}${failureList(load)}`,
+        verdict(ok),
+      )
+      expect(load.failures).toEqual([])
+      expect(load.wrong).toBe(0)
+      expect(samePids).toBe(true)
+    },
+    patience(60_000),
+  )
 
-  it('failover: the primary stops, the replica is promoted and PgBouncer pointed at it; at most the requests in flight fail; revocation and last-used resume without restarting an instance', async () => {
-    const pids = instances.map((instance) => instance.pid)
-    // The operator's runbook (docs/scaling.md, Failover), step by step.
-    const {
-      load,
-      tookMs: switchedMs,
-      cost,
-      serverErrors,
-    } = await loadWithEvent('failover', 12, async () => {
-      await primary.stop()
-      await query(replica.url(), 'SELECT pg_promote(true, 30)')
-      await bouncer.repoint(replica.port)
-    })
-    // The new primary takes the operator's commands: a key revoked there is refused everywhere.
-    ownerUrl = urlOf(replica.port, 'openbook_owner', 'openbook')
-    const victim = expected[0]?.key ?? ''
-    const [keyRow] = await query<{ id: string }>(
-      replica.url('openbook'),
-      `SELECT id FROM api_keys WHERE key_hash = encode(sha256(convert_to($1, 'UTF8')), 'hex')`,
-      [victim],
-    )
-    await cli(['keys', 'revoke', keyRow?.id ?? 'missing'])
-    const afterRevoke = await Promise.all(instances.map((instance) => directStatus(instance, victim)))
-    const other = expected.find((e) => e.key !== victim)?.key ?? ''
-    const stillServing = await Promise.all(instances.map((instance) => directStatus(instance, other)))
-    // Last-used writes go to the new primary again: the flush's failures stop growing.
-    const failuresBefore = await sumMetric('openbook_last_used_flush_failures_total')
-    await sleep(2_500)
-    const failuresAfter = await sumMetric('openbook_last_used_flush_failures_total')
-    const samePids = instances.every((instance, index) => instance.pid === pids[index])
-    const ok =
-      cost.ok &&
-      load.wrong === 0 &&
-      serverErrors === 0 &&
-      afterRevoke.every((status) => status === 401) &&
-      stillServing.every((status) => status === 200) &&
-      failuresAfter === failuresBefore &&
-      samePids
-    summary.add(
-      'failover to the promoted replica (app1 pooler, app2-3 the default)',
-      `${loadFigures(load)}; primary stopped, replica promoted, PgBouncer reloaded in ${ms(switchedMs)}: ${cost.text}; ` +
-        `500s ${serverErrors}; keys revoke on the new primary, then ${afterRevoke.join('/')}; other keys ${stillServing.join('/')}; ` +
-        `last-used flush failures ${failuresBefore} -> ${failuresAfter} over 2.5 s; instances not restarted: ${samePids}${failureList(load)}`,
-      verdict(ok),
-    )
-    expect(cost.after).toBe(0)
-    expect(load.failures.length).toBeLessThanOrEqual(cost.inFlight)
-    expect(serverErrors).toBe(0)
-    expect(load.wrong).toBe(0)
-    expect(afterRevoke).toEqual([401, 401, 401])
-    expect(stillServing).toEqual([200, 200, 200])
-    expect(failuresAfter).toBe(failuresBefore)
-    expect(samePids).toBe(true)
-  }, 90_000)
+  it(
+    'PgBouncer down for 0.1 s, 1.5 s and 5 s: requests wait it out; failures at most those in flight, each a 503 from an instance; recovery within 1 s',
+    async () => {
+      const pids = instances.map((instance) => instance.pid)
+      const events: { downFor: number; at: number; back: number; readyDuring: number[] }[] = []
+      const load = await runLoad({
+        name: 'pgbouncer outages',
+        url: lbUrl(),
+        expected,
+        seconds: 20,
+        rate: RATE,
+        connections: CONNECTIONS,
+        async during(elapsed) {
+          for (const [wait, downFor] of [
+            [2_000, 100],
+            [2_500, 1_500],
+            [2_500, 5_000],
+          ] as const) {
+            await sleep(wait)
+            await whenBusy(instances)
+            const at = elapsed()
+            await bouncer.stop()
+            // Every instance's readiness while the shared pooler is gone (5 s): 200, so HAProxy keeps them.
+            let readyDuring: number[] = []
+            if (downFor >= 5_000) {
+              await sleep(1_500)
+              readyDuring = await Promise.all(instances.map((i) => i.ready()))
+            }
+            const left = at + downFor - elapsed()
+            if (left > 0) await sleep(left)
+            await bouncer.start()
+            events.push({ downFor, at, back: elapsed(), readyDuring })
+          }
+        },
+      })
+      const rows = events.map((event) => {
+        const failures = load.failures.filter(
+          (f) => f.end >= event.at - SLACK_MS && f.start <= event.back + 1_000,
+        )
+        const inFlight = load.inFlightAt(event.at, SLACK_MS)
+        // Requests waiting when the pooler came back: how long after its return the last of them ended.
+        const waiting = load.spans.filter(([start, end]) => start <= event.back && end > event.back)
+        const recovery = Math.max(0, ...waiting.map(([, end]) => end - event.back))
+        const instance503 = failures.every(
+          (f) => f.what.startsWith('503 ') && f.what.includes('service_unavailable'),
+        )
+        return {
+          ...event,
+          failures: failures.length,
+          inFlight,
+          recovery,
+          instance503,
+          waiting: waiting.length,
+        }
+      })
+      const samePids = instances.every((instance, index) => instance.pid === pids[index])
+      const serverErrors = load.failures.filter((f) => f.what.startsWith('500')).length
+      const ok =
+        load.wrong === 0 &&
+        serverErrors === 0 &&
+        samePids &&
+        rows.every(
+          (row) =>
+            row.failures <= row.inFlight &&
+            row.instance503 &&
+            row.recovery <= 1_000 &&
+            row.readyDuring.every((status) => status === 200),
+        )
+      summary.add(
+        'PgBouncer down 0.1 s / 1.5 s / 5 s',
+        `${loadFigures(load)}; ` +
+          rows
+            .map(
+              (row) =>
+                `down ${ms(row.downFor)} at +${ms(row.at)}: ${row.failures} failed of ${row.inFlight} in flight, ` +
+                `${row.waiting} waiting when it came back, all answered ${ms(row.recovery)} after` +
+                (row.readyDuring.length ? `, /readyz during it ${row.readyDuring.join('/')}` : ''),
+            )
+            .join('; ') +
+          `; 500s ${serverErrors}; instances not restarted: ${samePids}${failureList(load)}`,
+        verdict(ok),
+      )
+      expect(load.wrong).toBe(0)
+      expect(serverErrors).toBe(0)
+      expect(samePids).toBe(true)
+      for (const row of rows) {
+        expect(row.failures, `down ${row.downFor} ms`).toBeLessThanOrEqual(row.inFlight)
+        expect(row.instance503, `down ${row.downFor} ms: failures from the instances`).toBe(true)
+        expect(row.recovery, `down ${row.downFor} ms: recovery`).toBeLessThanOrEqual(1_000)
+        for (const status of row.readyDuring) expect(status).toBe(200)
+      }
+    },
+    patience(90_000),
+  )
+
+  it(
+    'the primary restarted (fast shutdown, start): at most the requests in flight fail, none after',
+    async () => {
+      const {
+        load,
+        tookMs: downMs,
+        cost,
+        serverErrors,
+      } = await loadWithEvent('primary restart', 10, async () => {
+        await primary.stop()
+        await primary.start()
+      })
+      const ok = cost.ok && load.wrong === 0 && serverErrors === 0
+      summary.add(
+        'primary restarted (pg_ctl restart -m fast)',
+        `${loadFigures(load)}; down ${ms(downMs)}: ${cost.text}; 500s ${serverErrors}${failureList(load)}`,
+        verdict(ok),
+      )
+      expect(cost.after).toBe(0)
+      expect(load.failures.length).toBeLessThanOrEqual(cost.inFlight)
+      expect(serverErrors).toBe(0)
+      expect(load.wrong).toBe(0)
+    },
+    patience(60_000),
+  )
+
+  it(
+    'the default DATABASE_PREPARED_STATEMENTS behind PgBouncer: instances switch to pooler with one warning, no request fails',
+    async () => {
+      // app1 keeps `pooler`, app2 and app3 restart with the default: the failover that follows
+      // meets both settings behind the balancer.
+      const restarted = instances.slice(1)
+      const steps: string[] = []
+      const load = await runLoad({
+        name: 'default prepared statements',
+        url: lbUrl(),
+        expected,
+        seconds: 20,
+        rate: RATE,
+        connections: CONNECTIONS,
+        async during(elapsed) {
+          await sleep(1_000)
+          for (const instance of restarted) {
+            const t = performance.now()
+            await instance.replaceWith(ROOT, 'default')
+            await lbWait(instance.name, (status) => status === 'UP', t)
+            steps.push(`${instance.name} at +${ms(elapsed())}`)
+          }
+        },
+      })
+      const warnings = instances.map(
+        (instance) =>
+          readFileSync(instance.process?.log ?? '', 'utf8')
+            .split('\n')
+            .filter((line) => line.includes('met a pooler in transaction mode')).length,
+      )
+      const serverErrors = load.failures.filter((f) => f.what.startsWith('500')).length
+      const ok = load.failures.length === 0 && load.wrong === 0 && warnings.join() === '0,1,1'
+      summary.add(
+        'default prepared statements behind PgBouncer (app2, app3)',
+        `${loadFigures(load)}; restarted with the default: ${steps.join(', ')}; warnings per instance ${warnings.join('/')}; ` +
+          `500s ${serverErrors}${failureList(load)}`,
+        verdict(ok),
+      )
+      expect(load.failures).toEqual([])
+      expect(load.wrong).toBe(0)
+      expect(warnings).toEqual([0, 1, 1])
+    },
+    patience(90_000),
+  )
+
+  it(
+    'failover: the primary stops, the replica is promoted and PgBouncer pointed at it; at most the requests in flight fail; revocation and last-used resume without restarting an instance',
+    async () => {
+      const pids = instances.map((instance) => instance.pid)
+      // The operator's runbook (docs/scaling.md, Failover), step by step.
+      const {
+        load,
+        tookMs: switchedMs,
+        cost,
+        serverErrors,
+      } = await loadWithEvent('failover', 12, async () => {
+        await primary.stop()
+        await query(replica.url(), 'SELECT pg_promote(true, 30)')
+        await bouncer.repoint(replica.port)
+      })
+      // The new primary takes the operator's commands: a key revoked there is refused everywhere.
+      ownerUrl = urlOf(replica.port, 'openbook_owner', 'openbook')
+      const victim = expected[0]?.key ?? ''
+      const [keyRow] = await query<{ id: string }>(
+        replica.url('openbook'),
+        `SELECT id FROM api_keys WHERE key_hash = encode(sha256(convert_to($1, 'UTF8')), 'hex')`,
+        [victim],
+      )
+      await cli(['keys', 'revoke', keyRow?.id ?? 'missing'])
+      const afterRevoke = await Promise.all(instances.map((instance) => directStatus(instance, victim)))
+      const other = expected.find((e) => e.key !== victim)?.key ?? ''
+      const stillServing = await Promise.all(instances.map((instance) => directStatus(instance, other)))
+      // Last-used writes go to the new primary again: the flush's failures stop growing.
+      const failuresBefore = await sumMetric('openbook_last_used_flush_failures_total')
+      await sleep(2_500)
+      const failuresAfter = await sumMetric('openbook_last_used_flush_failures_total')
+      const samePids = instances.every((instance, index) => instance.pid === pids[index])
+      const ok =
+        cost.ok &&
+        load.wrong === 0 &&
+        serverErrors === 0 &&
+        afterRevoke.every((status) => status === 401) &&
+        stillServing.every((status) => status === 200) &&
+        failuresAfter === failuresBefore &&
+        samePids
+      summary.add(
+        'failover to the promoted replica (app1 pooler, app2-3 the default)',
+        `${loadFigures(load)}; primary stopped, replica promoted, PgBouncer reloaded in ${ms(switchedMs)}: ${cost.text}; ` +
+          `500s ${serverErrors}; keys revoke on the new primary, then ${afterRevoke.join('/')}; other keys ${stillServing.join('/')}; ` +
+          `last-used flush failures ${failuresBefore} -> ${failuresAfter} over 2.5 s; instances not restarted: ${samePids}${failureList(load)}`,
+        verdict(ok),
+      )
+      expect(cost.after).toBe(0)
+      expect(load.failures.length).toBeLessThanOrEqual(cost.inFlight)
+      expect(serverErrors).toBe(0)
+      expect(load.wrong).toBe(0)
+      expect(afterRevoke).toEqual([401, 401, 401])
+      expect(stillServing).toEqual([200, 200, 200])
+      expect(failuresAfter).toBe(failuresBefore)
+      expect(samePids).toBe(true)
+    },
+    patience(90_000),
+  )
 })

@@ -13,6 +13,7 @@ import {
   runControlled,
   setUpOrganization,
 } from './helpers/churn.js'
+import { patience } from './helpers/patience.js'
 import { createDatabase, hasPostgres, type TestDatabase } from './helpers/postgres.js'
 import { type ServerProcess, startPostgresServer } from './helpers/server.js'
 
@@ -34,7 +35,7 @@ beforeAll(async () => {
   database = await createDatabase('openbook_pages')
   server = await startPostgresServer(database.url)
   key = await setUpOrganization(server)
-}, 120_000)
+}, patience(120_000))
 
 afterAll(async () => {
   await server?.stop()
@@ -125,41 +126,61 @@ const betweenPages = (resource: Resource, read: (resource: Resource) => Iterate)
 describe.skipIf(!hasPostgres)(
   'auto-pagination never misses a row (server on PostgreSQL, openbook import)',
   () => {
-    it('customers.all() while imports run concurrently: every row active throughout, once, in order', async () => {
-      Object.assign(stats, { rereads: 0, writesDuring: 0 })
-      await fc.assert(concurrently('customer', autoPaginate), { numRuns: RUNS, endOnFailure: true, ...SEED })
-      // The imports did land while pages were read.
-      expect(stats.writesDuring).toBeGreaterThan(0)
-    }, 300_000)
+    it(
+      'customers.all() while imports run concurrently: every row active throughout, once, in order',
+      async () => {
+        Object.assign(stats, { rereads: 0, writesDuring: 0 })
+        await fc.assert(concurrently('customer', autoPaginate), {
+          numRuns: RUNS,
+          endOnFailure: true,
+          ...SEED,
+        })
+        // The imports did land while pages were read.
+        expect(stats.writesDuring).toBeGreaterThan(0)
+      },
+      patience(300_000),
+    )
 
-    it('appointments.all({ startDate }) the same, within a window', async () => {
-      Object.assign(stats, { rereads: 0, writesDuring: 0 })
-      await fc.assert(concurrently('appointment', autoPaginate), {
-        numRuns: Math.ceil(RUNS / 2),
-        endOnFailure: true,
-        ...SEED,
-      })
-      expect(stats.writesDuring).toBeGreaterThan(0)
-    }, 300_000)
+    it(
+      'appointments.all({ startDate }) the same, within a window',
+      async () => {
+        Object.assign(stats, { rereads: 0, writesDuring: 0 })
+        await fc.assert(concurrently('appointment', autoPaginate), {
+          numRuns: Math.ceil(RUNS / 2),
+          endOnFailure: true,
+          ...SEED,
+        })
+        expect(stats.writesDuring).toBeGreaterThan(0)
+      },
+      patience(300_000),
+    )
 
-    it('customers.all() when rows it has passed are deactivated between two pages: re-reads, misses nothing', async () => {
-      Object.assign(stats, { rereads: 0, writesDuring: 0 })
-      await fc.assert(betweenPages('customer', autoPaginate), { numRuns: 4, endOnFailure: true, ...SEED })
-      // Each run made it step back at least once.
-      expect(stats.rereads).toBeGreaterThanOrEqual(4)
-    }, 300_000)
+    it(
+      'customers.all() when rows it has passed are deactivated between two pages: re-reads, misses nothing',
+      async () => {
+        Object.assign(stats, { rereads: 0, writesDuring: 0 })
+        await fc.assert(betweenPages('customer', autoPaginate), { numRuns: 4, endOnFailure: true, ...SEED })
+        // Each run made it step back at least once.
+        expect(stats.rereads).toBeGreaterThanOrEqual(4)
+      },
+      patience(300_000),
+    )
 
-    it('a naive offset loop misses rows under the same writer', async () => {
-      const result = await fc.check(betweenPages('customer', naiveLoop), {
-        numRuns: 4,
-        endOnFailure: true,
-        ...SEED,
-      })
-      // Every such run skips the rows that moved in front of its offset: the first one fails, by a miss.
-      expect(result.failed).toBe(true)
-      expect(result.numRuns).toBe(1)
-      const missed = stats.last?.expected.filter((id) => !stats.last?.yielded.includes(id))
-      expect(missed?.length).toBeGreaterThan(0)
-    }, 300_000)
+    it(
+      'a naive offset loop misses rows under the same writer',
+      async () => {
+        const result = await fc.check(betweenPages('customer', naiveLoop), {
+          numRuns: 4,
+          endOnFailure: true,
+          ...SEED,
+        })
+        // Every such run skips the rows that moved in front of its offset: the first one fails, by a miss.
+        expect(result.failed).toBe(true)
+        expect(result.numRuns).toBe(1)
+        const missed = stats.last?.expected.filter((id) => !stats.last?.yielded.includes(id))
+        expect(missed?.length).toBeGreaterThan(0)
+      },
+      patience(300_000),
+    )
   },
 )

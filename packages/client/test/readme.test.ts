@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { patience } from './helpers/patience.js'
 import { REPOSITORY_ROOT, startServer, type TestServer } from './helpers/server.js'
 import { activeIds, codeBlocks, integratorProject } from './helpers/sync.js'
 
@@ -22,7 +23,7 @@ let directory: string
 beforeAll(async () => {
   server = await startServer()
   directory = integratorProject('openbook-readme-')
-}, 180_000)
+}, patience(180_000))
 
 afterAll(async () => {
   await server?.stop()
@@ -61,57 +62,69 @@ function checkSync(markdown: string, cwd: string): void {
 }
 
 describe('the client README', () => {
-  it('the JavaScript examples run', async () => {
-    const [fiveLines, more] = codeBlocks(CLIENT_README, 'js')
-    await checkFiveLines(fiveLines, directory)
-    const file = join(directory, 'more.mjs')
-    writeFileSync(file, local(more ?? ''))
-    const out = execFileSync(process.execPath, [file], { env: env(), encoding: 'utf8' })
-    expect(out).toContain('limit: limit must be at most 100')
-    expect(out).toMatch(/401 Invalid or expired API key req-/)
-  }, 120_000)
+  it(
+    'the JavaScript examples run',
+    async () => {
+      const [fiveLines, more] = codeBlocks(CLIENT_README, 'js')
+      await checkFiveLines(fiveLines, directory)
+      const file = join(directory, 'more.mjs')
+      writeFileSync(file, local(more ?? ''))
+      const out = execFileSync(process.execPath, [file], { env: env(), encoding: 'utf8' })
+      expect(out).toContain('limit: limit must be at most 100')
+      expect(out).toMatch(/401 Invalid or expired API key req-/)
+    },
+    patience(120_000),
+  )
 
   it('the openbook-sync commands run', () => checkSync(CLIENT_README, directory), 120_000)
 
-  it('the sync API example runs', () => {
-    const example = codeBlocks(CLIENT_README, 'js').find((block) => block.includes('@openbook/client/sync'))
-    const file = join(directory, 'sync-api.mjs')
-    writeFileSync(file, local(example ?? ''))
-    const out = execFileSync(process.execPath, [file], { cwd: directory, env: env(), encoding: 'utf8' })
-    expect(out.trim()).toMatch(/^org_demo true \d+ 0$/)
-    expect(readFileSync(join(directory, 'exports/customers.ndjson'), 'utf8').length).toBeGreaterThan(100)
-  }, 120_000)
+  it(
+    'the sync API example runs',
+    () => {
+      const example = codeBlocks(CLIENT_README, 'js').find((block) => block.includes('@openbook/client/sync'))
+      const file = join(directory, 'sync-api.mjs')
+      writeFileSync(file, local(example ?? ''))
+      const out = execFileSync(process.execPath, [file], { cwd: directory, env: env(), encoding: 'utf8' })
+      expect(out.trim()).toMatch(/^org_demo true \d+ 0$/)
+      expect(readFileSync(join(directory, 'exports/customers.ndjson'), 'utf8').length).toBeGreaterThan(100)
+    },
+    patience(120_000),
+  )
 
-  it("the JavaScript examples of both READMEs compile under TypeScript's strict", () => {
-    const blocks = [...codeBlocks(CLIENT_README, 'js'), ...codeBlocks(FOR_INTEGRATORS, 'js')]
-    expect(blocks.length).toBeGreaterThanOrEqual(4)
-    const project = mkdtempSync(join(directory, 'strict-'))
-    const files = blocks.map((block, n) => {
-      writeFileSync(join(project, `example-${n}.mts`), block)
-      return `example-${n}.mts`
-    })
-    writeFileSync(
-      join(project, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: {
-          module: 'nodenext',
-          moduleResolution: 'nodenext',
-          target: 'ES2022',
-          strict: true,
-          noEmit: true,
-          typeRoots: [join(REPOSITORY_ROOT, 'node_modules/@types')],
-          types: ['node'],
-        },
-        files,
-      }),
-    )
-    const tsc = join(REPOSITORY_ROOT, 'node_modules/typescript/bin/tsc')
-    try {
-      execFileSync(process.execPath, [tsc, '-p', project], { cwd: directory, encoding: 'utf8' })
-    } catch (error) {
-      throw new Error(`the examples do not compile:\n${(error as { stdout?: string }).stdout ?? error}`)
-    }
-  }, 120_000)
+  it(
+    "the JavaScript examples of both READMEs compile under TypeScript's strict",
+    () => {
+      const blocks = [...codeBlocks(CLIENT_README, 'js'), ...codeBlocks(FOR_INTEGRATORS, 'js')]
+      expect(blocks.length).toBeGreaterThanOrEqual(4)
+      const project = mkdtempSync(join(directory, 'strict-'))
+      const files = blocks.map((block, n) => {
+        writeFileSync(join(project, `example-${n}.mts`), block)
+        return `example-${n}.mts`
+      })
+      writeFileSync(
+        join(project, 'tsconfig.json'),
+        JSON.stringify({
+          compilerOptions: {
+            module: 'nodenext',
+            moduleResolution: 'nodenext',
+            target: 'ES2022',
+            strict: true,
+            noEmit: true,
+            typeRoots: [join(REPOSITORY_ROOT, 'node_modules/@types')],
+            types: ['node'],
+          },
+          files,
+        }),
+      )
+      const tsc = join(REPOSITORY_ROOT, 'node_modules/typescript/bin/tsc')
+      try {
+        execFileSync(process.execPath, [tsc, '-p', project], { cwd: directory, encoding: 'utf8' })
+      } catch (error) {
+        throw new Error(`the examples do not compile:\n${(error as { stdout?: string }).stdout ?? error}`)
+      }
+    },
+    patience(120_000),
+  )
 })
 
 describe('the root README, For integrators', () => {
@@ -142,18 +155,22 @@ describe('the root README, For integrators', () => {
       env: quiet,
       stdio: 'ignore',
     })
-  }, 120_000)
+  }, patience(120_000))
 
   afterAll(() => {
     if (base) rmSync(base, { recursive: true, force: true })
   })
 
-  it('installs the client from a tarball, and the five-line sync runs there', async () => {
-    expect(readFileSync(join(project, 'node_modules/@openbook/client/package.json'), 'utf8')).toContain(
-      '"@openbook/client"',
-    )
-    await checkFiveLines(codeBlocks(FOR_INTEGRATORS, 'js')[0], project)
-  }, 120_000)
+  it(
+    'installs the client from a tarball, and the five-line sync runs there',
+    async () => {
+      expect(readFileSync(join(project, 'node_modules/@openbook/client/package.json'), 'utf8')).toContain(
+        '"@openbook/client"',
+      )
+      await checkFiveLines(codeBlocks(FOR_INTEGRATORS, 'js')[0], project)
+    },
+    patience(120_000),
+  )
 
   it('the openbook-sync commands run there', () => checkSync(FOR_INTEGRATORS, project), 120_000)
 

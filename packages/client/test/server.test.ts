@@ -11,13 +11,14 @@ import {
   InvalidParametersError,
   Openbook,
 } from '../src/index.js'
+import { patience } from './helpers/patience.js'
 import { startServer, type TestServer } from './helpers/server.js'
 
 let server: TestServer
 
 beforeAll(async () => {
   server = await startServer()
-}, 180_000)
+}, patience(180_000))
 
 afterAll(async () => {
   await server?.stop()
@@ -73,102 +74,106 @@ describe('the client against the server', () => {
     expect((error as AuthenticationError).requestId).toMatch(/^req-/)
   })
 
-  it('refuses locally exactly what the server refuses, with the same words', async () => {
-    const openbook = new Openbook({ apiKey: server.key, baseUrl: server.baseUrl, retry: false })
-    const integer = fc.oneof(
-      fc.integer({ min: -3, max: 120 }).map(String),
-      fc.constantFrom(
-        '',
-        'null',
-        'abc',
-        '1.5',
-        '-0',
-        '007',
-        '+5',
-        ' 5',
-        '1e3',
-        '9'.repeat(400),
-        `-${'9'.repeat(400)}`,
-      ),
-      fc.constantFrom('9007199254740991', '9007199254740992', '100', '101', '0'),
-    )
-    const id = fc.oneof(
-      fc.constantFrom(
-        '',
-        'cus_1',
-        'a'.repeat(128),
-        'a'.repeat(129),
-        'tab\there',
-        'nul\u0000',
-        '\u0085x',
-        'é ü',
-      ),
-      fc.string({ maxLength: 6 }),
-    )
-    const day = fc.constantFrom(
-      '2026-01-31',
-      '2026-02-29',
-      '2024-02-29',
-      '2026-02-30',
-      '2026-04-31',
-      '0000-01-01',
-      '1900-02-29',
-    )
-    const time = fc.constantFrom(
-      'T10:00:00',
-      't10:00',
-      'T23:59:59.123456789',
-      'T10:00:00.1234567890',
-      'T24:00:00',
-      'T10:00:00.5',
-    )
-    const zone = fc.constantFrom('Z', 'z', '+01:00', '-0530', '+15:59', '+16:00', '-15:60', '', '+1')
-    const dateTime = fc.oneof(
-      fc.tuple(day, time, zone).map((parts) => parts.join('')),
-      fc.constantFrom('yesterday', '2026-01-01', 'tz', '2026-01-01T00:00:00.000Z'),
-      fc.string({ maxLength: 8 }),
-    )
-    const optional = <T>(arbitrary: fc.Arbitrary<T>) => fc.option(arbitrary, { nil: undefined, freq: 2 })
-    const params = fc.record(
-      {
-        limit: optional(integer),
-        offset: optional(integer),
-        status: optional(
-          fc.oneof(fc.constantFrom(...APPOINTMENT_STATUSES), fc.constantFrom('done', 'Confirmed', '')),
+  it(
+    'refuses locally exactly what the server refuses, with the same words',
+    async () => {
+      const openbook = new Openbook({ apiKey: server.key, baseUrl: server.baseUrl, retry: false })
+      const integer = fc.oneof(
+        fc.integer({ min: -3, max: 120 }).map(String),
+        fc.constantFrom(
+          '',
+          'null',
+          'abc',
+          '1.5',
+          '-0',
+          '007',
+          '+5',
+          ' 5',
+          '1e3',
+          '9'.repeat(400),
+          `-${'9'.repeat(400)}`,
         ),
-        customerId: optional(id),
-        staffId: optional(id),
-        startDate: optional(dateTime),
-        endDate: optional(dateTime),
-      },
-      { requiredKeys: [] },
-    )
-    await fc.assert(
-      fc.asyncProperty(params, fc.boolean(), async (query, customers) => {
-        const wire = customers ? { limit: query.limit, offset: query.offset } : query
-        const defined = Object.fromEntries(Object.entries(wire).filter(([, value]) => value !== undefined))
-        const path = customers ? 'customers' : 'appointments'
-        const response = await fetch(
-          `${server.baseUrl}/api/public/v1/${path}?${new URLSearchParams(defined as Record<string, string>)}`,
-          { headers: { authorization: `Bearer ${server.key}` } },
-        )
-        const body = (await response.json()) as { message?: string; details?: unknown }
-        const local = await (customers
-          ? openbook.customers.list(defined as never)
-          : openbook.appointments.list(defined as never)
-        )
-          .then(() => undefined)
-          .catch((error: unknown) => error)
-        if (response.status === 200) {
-          expect(local).toBeUndefined()
-        } else {
-          expect(response.status).toBe(400)
-          expect(local).toBeInstanceOf(InvalidParametersError)
-          expect((local as BadRequestError).message).toBe(body.message)
-          expect((local as BadRequestError).details).toEqual(body.details)
-        }
-      }),
-      { numRuns: 300 },
-    )
-  }, 120_000)
+        fc.constantFrom('9007199254740991', '9007199254740992', '100', '101', '0'),
+      )
+      const id = fc.oneof(
+        fc.constantFrom(
+          '',
+          'cus_1',
+          'a'.repeat(128),
+          'a'.repeat(129),
+          'tab\there',
+          'nul\u0000',
+          '\u0085x',
+          'é ü',
+        ),
+        fc.string({ maxLength: 6 }),
+      )
+      const day = fc.constantFrom(
+        '2026-01-31',
+        '2026-02-29',
+        '2024-02-29',
+        '2026-02-30',
+        '2026-04-31',
+        '0000-01-01',
+        '1900-02-29',
+      )
+      const time = fc.constantFrom(
+        'T10:00:00',
+        't10:00',
+        'T23:59:59.123456789',
+        'T10:00:00.1234567890',
+        'T24:00:00',
+        'T10:00:00.5',
+      )
+      const zone = fc.constantFrom('Z', 'z', '+01:00', '-0530', '+15:59', '+16:00', '-15:60', '', '+1')
+      const dateTime = fc.oneof(
+        fc.tuple(day, time, zone).map((parts) => parts.join('')),
+        fc.constantFrom('yesterday', '2026-01-01', 'tz', '2026-01-01T00:00:00.000Z'),
+        fc.string({ maxLength: 8 }),
+      )
+      const optional = <T>(arbitrary: fc.Arbitrary<T>) => fc.option(arbitrary, { nil: undefined, freq: 2 })
+      const params = fc.record(
+        {
+          limit: optional(integer),
+          offset: optional(integer),
+          status: optional(
+            fc.oneof(fc.constantFrom(...APPOINTMENT_STATUSES), fc.constantFrom('done', 'Confirmed', '')),
+          ),
+          customerId: optional(id),
+          staffId: optional(id),
+          startDate: optional(dateTime),
+          endDate: optional(dateTime),
+        },
+        { requiredKeys: [] },
+      )
+      await fc.assert(
+        fc.asyncProperty(params, fc.boolean(), async (query, customers) => {
+          const wire = customers ? { limit: query.limit, offset: query.offset } : query
+          const defined = Object.fromEntries(Object.entries(wire).filter(([, value]) => value !== undefined))
+          const path = customers ? 'customers' : 'appointments'
+          const response = await fetch(
+            `${server.baseUrl}/api/public/v1/${path}?${new URLSearchParams(defined as Record<string, string>)}`,
+            { headers: { authorization: `Bearer ${server.key}` } },
+          )
+          const body = (await response.json()) as { message?: string; details?: unknown }
+          const local = await (customers
+            ? openbook.customers.list(defined as never)
+            : openbook.appointments.list(defined as never)
+          )
+            .then(() => undefined)
+            .catch((error: unknown) => error)
+          if (response.status === 200) {
+            expect(local).toBeUndefined()
+          } else {
+            expect(response.status).toBe(400)
+            expect(local).toBeInstanceOf(InvalidParametersError)
+            expect((local as BadRequestError).message).toBe(body.message)
+            expect((local as BadRequestError).details).toEqual(body.details)
+          }
+        }),
+        { numRuns: 300 },
+      )
+    },
+    patience(120_000),
+  )
 })

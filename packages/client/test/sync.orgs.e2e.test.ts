@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Openbook } from '../src/index.js'
+import { patience } from './helpers/patience.js'
 import { createDatabase, hasPostgres, type TestDatabase } from './helpers/postgres.js'
 import { customerId, customerLine, type Salon, SHARED, setUpSalon } from './helpers/salons.js'
 import { type ServerProcess, startPostgresServer } from './helpers/server.js'
@@ -34,7 +35,7 @@ beforeAll(async () => {
   db = new pg.Client({ connectionString: target.url })
   await db.connect()
   directory = integratorProject('openbook-sync-salons-')
-}, 180_000)
+}, patience(180_000))
 
 afterAll(async () => {
   await db?.end().catch(() => {})
@@ -112,160 +113,176 @@ const oneLine = (stderr: string) => {
 }
 
 describe.skipIf(!hasPostgres)('openbook-sync, several organizations', () => {
-  it('keeps two salons apart in one database with the default names, one of them killed mid-pass', async () => {
-    const pgArgs = (resource: Resource) => [resource, '--pg', target.url, '--json']
-    // Salon A, a complete first pass.
-    const first = await run(A, pgArgs('customers')).done
-    expect(first.code, first.stderr).toBe(0)
-    expect(JSON.parse(first.stdout)).toMatchObject({
-      orgId: A.org,
-      out: defaultTable(A, 'customers'),
-      pass: 1,
-      complete: true,
-      rows: A.customers,
-    })
+  it(
+    'keeps two salons apart in one database with the default names, one of them killed mid-pass',
+    async () => {
+      const pgArgs = (resource: Resource) => [resource, '--pg', target.url, '--json']
+      // Salon A, a complete first pass.
+      const first = await run(A, pgArgs('customers')).done
+      expect(first.code, first.stderr).toBe(0)
+      expect(JSON.parse(first.stdout)).toMatchObject({
+        orgId: A.org,
+        out: defaultTable(A, 'customers'),
+        pass: 1,
+        complete: true,
+        rows: A.customers,
+      })
 
-    // Salon B, killed mid-pass (slowed by a proxy so that the kill lands halfway).
-    const slow = await faultyProxy(server.baseUrl, ['ok'], 40)
-    try {
-      await killAfterRows(
-        run(B, [...pgArgs('customers'), '--page-size', '10', '--checkpoint-pages', '2'], slow.url),
-        defaultState(B, 'customers'),
-        40,
-      )
-    } finally {
-      await slow.close()
-    }
-    const killed = await tableRows(defaultTable(B, 'customers'))
-    expect(killed.length).toBeGreaterThanOrEqual(40)
-    expect(killed.length).toBeLessThan(B.customers)
+      // Salon B, killed mid-pass (slowed by a proxy so that the kill lands halfway).
+      const slow = await faultyProxy(server.baseUrl, ['ok'], 40)
+      try {
+        await killAfterRows(
+          run(B, [...pgArgs('customers'), '--page-size', '10', '--checkpoint-pages', '2'], slow.url),
+          defaultState(B, 'customers'),
+          40,
+        )
+      } finally {
+        await slow.close()
+      }
+      const killed = await tableRows(defaultTable(B, 'customers'))
+      expect(killed.length).toBeGreaterThanOrEqual(40)
+      expect(killed.length).toBeLessThan(B.customers)
 
-    // A's customers change; A's second pass neither resumes from B's cursor nor touches B's rows.
-    const gone = [3, 40, 41, 200].map((n) => customerId(A, n))
-    await server.importLines([3, 40, 41, 200].map((n) => customerLine(A, n, false)))
-    const second = await run(A, pgArgs('customers')).done
-    expect(second.code, second.stderr).toBe(0)
-    expect(JSON.parse(second.stdout)).toMatchObject({
-      orgId: A.org,
-      pass: 2,
-      resumed: false,
-      complete: true,
-      tombstones: gone.length,
-      rows: A.customers - gone.length,
-    })
-    expect(await tableRows(defaultTable(B, 'customers'))).toEqual(killed)
+      // A's customers change; A's second pass neither resumes from B's cursor nor touches B's rows.
+      const gone = [3, 40, 41, 200].map((n) => customerId(A, n))
+      await server.importLines([3, 40, 41, 200].map((n) => customerLine(A, n, false)))
+      const second = await run(A, pgArgs('customers')).done
+      expect(second.code, second.stderr).toBe(0)
+      expect(JSON.parse(second.stdout)).toMatchObject({
+        orgId: A.org,
+        pass: 2,
+        resumed: false,
+        complete: true,
+        tombstones: gone.length,
+        rows: A.customers - gone.length,
+      })
+      expect(await tableRows(defaultTable(B, 'customers'))).toEqual(killed)
 
-    // B goes on from its own cursor, and its complete pass marks none of A's rows.
-    const resumed = await run(B, pgArgs('customers')).done
-    expect(resumed.code, resumed.stderr).toBe(0)
-    expect(JSON.parse(resumed.stdout)).toMatchObject({
-      orgId: B.org,
-      pass: 1,
-      resumed: true,
-      complete: true,
-      rows: B.customers,
-    })
-    await expectTableEqualsSource(A, 'customers', gone)
-    await expectTableEqualsSource(B, 'customers')
+      // B goes on from its own cursor, and its complete pass marks none of A's rows.
+      const resumed = await run(B, pgArgs('customers')).done
+      expect(resumed.code, resumed.stderr).toBe(0)
+      expect(JSON.parse(resumed.stdout)).toMatchObject({
+        orgId: B.org,
+        pass: 1,
+        resumed: true,
+        complete: true,
+        rows: B.customers,
+      })
+      await expectTableEqualsSource(A, 'customers', gone)
+      await expectTableEqualsSource(B, 'customers')
 
-    // Appointments, same default options, both salons.
-    for (const salon of [A, B]) {
-      const result = await run(salon, pgArgs('appointments')).done
-      expect(result.code, result.stderr).toBe(0)
-      await expectTableEqualsSource(salon, 'appointments')
-    }
-    // The shared ids are in both salons' tables, each with its own salon's data.
-    const shared = await db.query(
-      `select a.data->>'displayName' as a, b.data->>'displayName' as b
+      // Appointments, same default options, both salons.
+      for (const salon of [A, B]) {
+        const result = await run(salon, pgArgs('appointments')).done
+        expect(result.code, result.stderr).toBe(0)
+        await expectTableEqualsSource(salon, 'appointments')
+      }
+      // The shared ids are in both salons' tables, each with its own salon's data.
+      const shared = await db.query(
+        `select a.data->>'displayName' as a, b.data->>'displayName' as b
        from "${defaultTable(A, 'customers')}" a join "${defaultTable(B, 'customers')}" b using (id)`,
-    )
-    expect(shared.rows.length).toBe(SHARED) // A's customer 3 (shared) is marked deleted, still there
-    expect(shared.rows.every((row) => row.a.startsWith(A.org) && row.b.startsWith(B.org))).toBe(true)
-    // Reactivated for the next tests.
-    await server.importLines([3, 40, 41, 200].map((n) => customerLine(A, n, true)))
-  }, 240_000)
-
-  it('keeps two salons apart in one file tree, one of them killed mid-pass', async () => {
-    const tree = join(directory, 'exports')
-    const out = (salon: Salon) => join(tree, `${salon.org}.customers.ndjson`)
-    const fileArgs = (salon: Salon) => ['customers', '--out', out(salon), '--json']
-    const firstA = await run(A, fileArgs(A)).done
-    expect(firstA.code, firstA.stderr).toBe(0)
-
-    const slow = await faultyProxy(server.baseUrl, ['ok'], 40)
-    try {
-      await killAfterRows(
-        run(B, [...fileArgs(B), '--page-size', '10', '--checkpoint-pages', '2'], slow.url),
-        `${out(B)}.state.json`,
-        40,
       )
-    } finally {
-      await slow.close()
-    }
-    const secondA = await run(A, fileArgs(A)).done
-    expect(secondA.code, secondA.stderr).toBe(0)
-    expect(JSON.parse(secondA.stdout)).toMatchObject({ orgId: A.org, pass: 2, complete: true })
-    const resumedB = await run(B, fileArgs(B)).done
-    expect(resumedB.code, resumedB.stderr).toBe(0)
-    expect(JSON.parse(resumedB.stdout)).toMatchObject({ orgId: B.org, pass: 1, resumed: true })
+      expect(shared.rows.length).toBe(SHARED) // A's customer 3 (shared) is marked deleted, still there
+      expect(shared.rows.every((row) => row.a.startsWith(A.org) && row.b.startsWith(B.org))).toBe(true)
+      // Reactivated for the next tests.
+      await server.importLines([3, 40, 41, 200].map((n) => customerLine(A, n, true)))
+    },
+    patience(240_000),
+  )
 
-    expect(fileRows(out(A))).toEqual(await sourceRows(A, 'customers'))
-    expect(fileRows(out(B))).toEqual(await sourceRows(B, 'customers'))
+  it(
+    'keeps two salons apart in one file tree, one of them killed mid-pass',
+    async () => {
+      const tree = join(directory, 'exports')
+      const out = (salon: Salon) => join(tree, `${salon.org}.customers.ndjson`)
+      const fileArgs = (salon: Salon) => ['customers', '--out', out(salon), '--json']
+      const firstA = await run(A, fileArgs(A)).done
+      expect(firstA.code, firstA.stderr).toBe(0)
 
-    // B's key on A's output (and so A's state): refused in one line, nothing written.
-    const size = statSync(out(A)).size
-    const refused = await run(B, fileArgs(A)).done
-    expect(refused.code).toBe(2)
-    expect(oneLine(refused.stderr)).toContain(`organization ${A.org}'s sync`)
-    expect(statSync(out(A)).size).toBe(size)
-  }, 240_000)
+      const slow = await faultyProxy(server.baseUrl, ['ok'], 40)
+      try {
+        await killAfterRows(
+          run(B, [...fileArgs(B), '--page-size', '10', '--checkpoint-pages', '2'], slow.url),
+          `${out(B)}.state.json`,
+          40,
+        )
+      } finally {
+        await slow.close()
+      }
+      const secondA = await run(A, fileArgs(A)).done
+      expect(secondA.code, secondA.stderr).toBe(0)
+      expect(JSON.parse(secondA.stdout)).toMatchObject({ orgId: A.org, pass: 2, complete: true })
+      const resumedB = await run(B, fileArgs(B)).done
+      expect(resumedB.code, resumedB.stderr).toBe(0)
+      expect(JSON.parse(resumedB.stdout)).toMatchObject({ orgId: B.org, pass: 1, resumed: true })
 
-  it("refuses, in one line, another organization's table or state, a table keyed on id alone, and a wrong --org", async () => {
-    // A's default table exists (first test); B's key pointed at it.
-    const before = await tableRows(defaultTable(A, 'customers'))
-    const table = await run(B, [
-      'customers',
-      '--pg',
-      target.url,
-      '--table',
-      defaultTable(A, 'customers'),
-      '--state',
-      join(directory, 'salon-b.state.json'),
-    ]).done
-    expect(table.code).toBe(2)
-    expect(oneLine(table.stderr)).toContain(`holds organization ${A.org}'s rows`)
-    expect(await tableRows(defaultTable(A, 'customers'))).toEqual(before)
+      expect(fileRows(out(A))).toEqual(await sourceRows(A, 'customers'))
+      expect(fileRows(out(B))).toEqual(await sourceRows(B, 'customers'))
 
-    const state = await run(B, [
-      'customers',
-      '--pg',
-      target.url,
-      '--table',
-      'salon_b_elsewhere',
-      '--state',
-      defaultState(A, 'customers'),
-    ]).done
-    expect(state.code).toBe(2)
-    expect(oneLine(state.stderr)).toContain(`organization ${A.org}'s sync`)
+      // B's key on A's output (and so A's state): refused in one line, nothing written.
+      const size = statSync(out(A)).size
+      const refused = await run(B, fileArgs(A)).done
+      expect(refused.code).toBe(2)
+      expect(oneLine(refused.stderr)).toContain(`organization ${A.org}'s sync`)
+      expect(statSync(out(A)).size).toBe(size)
+    },
+    patience(240_000),
+  )
 
-    await db.query('create table legacy_customers (id text primary key, data jsonb not null)')
-    const legacy = await run(A, ['customers', '--pg', target.url, '--table', 'legacy_customers']).done
-    expect(legacy.code).toBe(2)
-    expect(oneLine(legacy.stderr)).toContain('no org_id column')
+  it(
+    "refuses, in one line, another organization's table or state, a table keyed on id alone, and a wrong --org",
+    async () => {
+      // A's default table exists (first test); B's key pointed at it.
+      const before = await tableRows(defaultTable(A, 'customers'))
+      const table = await run(B, [
+        'customers',
+        '--pg',
+        target.url,
+        '--table',
+        defaultTable(A, 'customers'),
+        '--state',
+        join(directory, 'salon-b.state.json'),
+      ]).done
+      expect(table.code).toBe(2)
+      expect(oneLine(table.stderr)).toContain(`holds organization ${A.org}'s rows`)
+      expect(await tableRows(defaultTable(A, 'customers'))).toEqual(before)
 
-    const wrongOrg = await run(A, ['customers', '--pg', target.url, '--org', B.org]).done
-    expect(wrongOrg.code).toBe(2)
-    expect(oneLine(wrongOrg.stderr)).toContain(`the key is organization ${A.org}'s, not --org ${B.org}'s`)
-  }, 120_000)
+      const state = await run(B, [
+        'customers',
+        '--pg',
+        target.url,
+        '--table',
+        'salon_b_elsewhere',
+        '--state',
+        defaultState(A, 'customers'),
+      ]).done
+      expect(state.code).toBe(2)
+      expect(oneLine(state.stderr)).toContain(`organization ${A.org}'s sync`)
 
-  it('needs --org for an organization without appointments, and keeps it apart too', async () => {
-    const without = await run(C, ['customers', '--pg', target.url]).done
-    expect(without.code).toBe(2)
-    expect(oneLine(without.stderr)).toContain('give it with --org')
-    expect(existsSync(defaultState(C, 'customers'))).toBe(false)
-    const given = await run(C, ['customers', '--pg', target.url, '--org', C.org, '--json']).done
-    expect(given.code, given.stderr).toBe(0)
-    expect(JSON.parse(given.stdout)).toMatchObject({ orgId: C.org, out: defaultTable(C, 'customers') })
-    await expectTableEqualsSource(C, 'customers')
-  }, 120_000)
+      await db.query('create table legacy_customers (id text primary key, data jsonb not null)')
+      const legacy = await run(A, ['customers', '--pg', target.url, '--table', 'legacy_customers']).done
+      expect(legacy.code).toBe(2)
+      expect(oneLine(legacy.stderr)).toContain('no org_id column')
+
+      const wrongOrg = await run(A, ['customers', '--pg', target.url, '--org', B.org]).done
+      expect(wrongOrg.code).toBe(2)
+      expect(oneLine(wrongOrg.stderr)).toContain(`the key is organization ${A.org}'s, not --org ${B.org}'s`)
+    },
+    patience(120_000),
+  )
+
+  it(
+    'needs --org for an organization without appointments, and keeps it apart too',
+    async () => {
+      const without = await run(C, ['customers', '--pg', target.url]).done
+      expect(without.code).toBe(2)
+      expect(oneLine(without.stderr)).toContain('give it with --org')
+      expect(existsSync(defaultState(C, 'customers'))).toBe(false)
+      const given = await run(C, ['customers', '--pg', target.url, '--org', C.org, '--json']).done
+      expect(given.code, given.stderr).toBe(0)
+      expect(JSON.parse(given.stdout)).toMatchObject({ orgId: C.org, out: defaultTable(C, 'customers') })
+      await expectTableEqualsSource(C, 'customers')
+    },
+    patience(120_000),
+  )
 })

@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Openbook } from '../src/index.js'
+import { patience } from './helpers/patience.js'
 import { createDatabase, hasPostgres, type TestDatabase } from './helpers/postgres.js'
 import { type ServerProcess, startPostgresServer } from './helpers/server.js'
 import { integratorProject, switchableProxy, sync } from './helpers/sync.js'
@@ -70,7 +71,7 @@ beforeAll(async () => {
   db = new pg.Client({ connectionString: target.url })
   await db.connect()
   directory = integratorProject('openbook-sync-window-')
-}, 180_000)
+}, patience(180_000))
 
 afterAll(async () => {
   await db?.end().catch(() => {})
@@ -101,119 +102,129 @@ async function windowRows(now: number): Promise<Map<string, unknown>> {
 const sorted = (ids: Iterable<string>) => [...ids].sort()
 
 describe.skipIf(!hasPostgres)('openbook-sync --window, night after night', () => {
-  it('marks rows that leave the window as such, keeps moved ones, deletes only deactivated ones', async () => {
-    const table = `openbook_appointments_${ORG}`
-    const out = join(directory, 'appointments.ndjson')
-    // Night 1, into PostgreSQL and into a file.
-    for (const args of [
-      ['--pg', target.url],
-      ['--out', out],
-    ]) {
-      const first = await run([...args, '--now', at(0)]).done
-      expect(first.code, first.stderr).toBe(0)
-      expect(JSON.parse(first.stdout)).toMatchObject({
-        complete: true,
-        rows: 121,
-        window: { since: at(-90), until: at(30) },
+  it(
+    'marks rows that leave the window as such, keeps moved ones, deletes only deactivated ones',
+    async () => {
+      const table = `openbook_appointments_${ORG}`
+      const out = join(directory, 'appointments.ndjson')
+      // Night 1, into PostgreSQL and into a file.
+      for (const args of [
+        ['--pg', target.url],
+        ['--out', out],
+      ]) {
+        const first = await run([...args, '--now', at(0)]).done
+        expect(first.code, first.stderr).toBe(0)
+        expect(JSON.parse(first.stdout)).toMatchObject({
+          complete: true,
+          rows: 121,
+          window: { since: at(-90), until: at(30) },
+        })
+      }
+
+      // Between the nights: one appointment cancelled (deactivated), one moved out of the window.
+      await server.importLines([appointment(-10, at(-10), false), appointment(-50, at(-200))])
+
+      // Night 2, five days later. After three pages (days 35 … 9 read), day -60 (not read yet) is
+      // moved to day 20 (read already: the pass misses it), and day 25 (read) to day -70 (not read
+      // yet: the pass meets it again).
+      const proxy = await switchableProxy(server.baseUrl, async (n) => {
+        if (n === 5) await server.importLines([appointment(-60, at(20)), appointment(25, at(-70))])
       })
-    }
+      let night2: Record<string, unknown>
+      try {
+        const second = await run(['--pg', target.url, '--now', at(5), '--page-size', '10'], proxy.url).done
+        expect(second.code, second.stderr).toBe(0)
+        night2 = JSON.parse(second.stdout)
+      } finally {
+        await proxy.close()
+      }
+      const aged = [-90, -89, -88, -87, -86].map(id)
+      expect(night2).toMatchObject({
+        complete: true,
+        window: { since: at(-85), until: at(35) },
+        moved: 1,
+        recovered: 1,
+        leftWindow: aged.length + 1,
+        tombstones: 1,
+      })
 
-    // Between the nights: one appointment cancelled (deactivated), one moved out of the window.
-    await server.importLines([appointment(-10, at(-10), false), appointment(-50, at(-200))])
+      const rows = (
+        await db.query<{
+          id: string
+          data: { start: string }
+          deleted_at: Date | null
+          left_window_at: Date | null
+        }>(`select id, data, deleted_at, left_window_at from "${table}"`)
+      ).rows
+      const live = new Map(
+        rows
+          .filter((row) => row.deleted_at === null && row.left_window_at === null)
+          .map((row) => [row.id, row.data]),
+      )
+      expect(live).toEqual(await windowRows(NIGHT_2))
+      expect(live.get(id(-60))?.start).toBe(at(20))
+      expect(live.get(id(25))?.start).toBe(at(-70))
+      expect(sorted(rows.filter((row) => row.left_window_at !== null).map((row) => row.id))).toEqual(
+        sorted([...aged, id(-50)]),
+      )
+      expect(rows.filter((row) => row.left_window_at !== null).every((row) => row.deleted_at === null)).toBe(
+        true,
+      )
+      expect(rows.filter((row) => row.deleted_at !== null).map((row) => row.id)).toEqual([id(-10)])
 
-    // Night 2, five days later. After three pages (days 35 … 9 read), day -60 (not read yet) is
-    // moved to day 20 (read already: the pass misses it), and day 25 (read) to day -70 (not read
-    // yet: the pass meets it again).
-    const proxy = await switchableProxy(server.baseUrl, async (n) => {
-      if (n === 5) await server.importLines([appointment(-60, at(20)), appointment(25, at(-70))])
-    })
-    let night2: Record<string, unknown>
-    try {
-      const second = await run(['--pg', target.url, '--now', at(5), '--page-size', '10'], proxy.url).done
-      expect(second.code, second.stderr).toBe(0)
-      night2 = JSON.parse(second.stdout)
-    } finally {
-      await proxy.close()
-    }
-    const aged = [-90, -89, -88, -87, -86].map(id)
-    expect(night2).toMatchObject({
-      complete: true,
-      window: { since: at(-85), until: at(35) },
-      moved: 1,
-      recovered: 1,
-      leftWindow: aged.length + 1,
-      tombstones: 1,
-    })
+      // The file, night 2 (the moves are made by now): the same outcome, in lines.
+      const file = await run(['--out', out, '--now', at(5)]).done
+      expect(file.code, file.stderr).toBe(0)
+      expect(JSON.parse(file.stdout)).toMatchObject({
+        complete: true,
+        leftWindow: aged.length + 1,
+        tombstones: 1,
+      })
+      const last = new Map<string, Record<string, unknown>>()
+      for (const line of readFileSync(out, 'utf8').split('\n').filter(Boolean)) {
+        const row = JSON.parse(line) as Record<string, unknown>
+        last.set(String(row.id), row)
+      }
+      const marked = (field: string) =>
+        sorted([...last.values()].filter((row) => field in row).map((row) => String(row.id)))
+      expect(marked('leftWindowAt')).toEqual(sorted([...aged, id(-50)]))
+      expect(marked('deletedAt')).toEqual([id(-10)])
+      const fileLive = new Map(
+        [...last].filter(([, row]) => !('leftWindowAt' in row) && !('deletedAt' in row)),
+      )
+      expect(fileLive).toEqual(await windowRows(NIGHT_2))
+    },
+    patience(240_000),
+  )
 
-    const rows = (
-      await db.query<{
-        id: string
-        data: { start: string }
-        deleted_at: Date | null
-        left_window_at: Date | null
-      }>(`select id, data, deleted_at, left_window_at from "${table}"`)
-    ).rows
-    const live = new Map(
-      rows
-        .filter((row) => row.deleted_at === null && row.left_window_at === null)
-        .map((row) => [row.id, row.data]),
-    )
-    expect(live).toEqual(await windowRows(NIGHT_2))
-    expect(live.get(id(-60))?.start).toBe(at(20))
-    expect(live.get(id(25))?.start).toBe(at(-70))
-    expect(sorted(rows.filter((row) => row.left_window_at !== null).map((row) => row.id))).toEqual(
-      sorted([...aged, id(-50)]),
-    )
-    expect(rows.filter((row) => row.left_window_at !== null).every((row) => row.deleted_at === null)).toBe(
-      true,
-    )
-    expect(rows.filter((row) => row.deleted_at !== null).map((row) => row.id)).toEqual([id(-10)])
-
-    // The file, night 2 (the moves are made by now): the same outcome, in lines.
-    const file = await run(['--out', out, '--now', at(5)]).done
-    expect(file.code, file.stderr).toBe(0)
-    expect(JSON.parse(file.stdout)).toMatchObject({
-      complete: true,
-      leftWindow: aged.length + 1,
-      tombstones: 1,
-    })
-    const last = new Map<string, Record<string, unknown>>()
-    for (const line of readFileSync(out, 'utf8').split('\n').filter(Boolean)) {
-      const row = JSON.parse(line) as Record<string, unknown>
-      last.set(String(row.id), row)
-    }
-    const marked = (field: string) =>
-      sorted([...last.values()].filter((row) => field in row).map((row) => String(row.id)))
-    expect(marked('leftWindowAt')).toEqual(sorted([...aged, id(-50)]))
-    expect(marked('deletedAt')).toEqual([id(-10)])
-    const fileLive = new Map([...last].filter(([, row]) => !('leftWindowAt' in row) && !('deletedAt' in row)))
-    expect(fileLive).toEqual(await windowRows(NIGHT_2))
-  }, 240_000)
-
-  it('refuses --window with --since, for customers, or malformed', async () => {
-    for (const args of [
-      ['--since', at(0), '--out', join(directory, 'x.ndjson')],
-      ['--window', '90 days', '--out', join(directory, 'x.ndjson')],
-      ['--window', '+30d..-90d', '--out', join(directory, 'x.ndjson')],
-    ]) {
-      const result = await run(args).done
-      expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(2)
-    }
-    const customers = await sync(
-      [
-        'customers',
-        '--window',
-        '-90d..+30d',
-        '--key-env',
-        'KEY',
-        '--base-url',
-        server.baseUrl,
-        '--out',
-        join(directory, 'c.ndjson'),
-      ],
-      { cwd: directory, env: { KEY: key } },
-    ).done
-    expect(customers.code).toBe(2)
-    expect(customers.stderr).toContain('appointments only')
-  }, 60_000)
+  it(
+    'refuses --window with --since, for customers, or malformed',
+    async () => {
+      for (const args of [
+        ['--since', at(0), '--out', join(directory, 'x.ndjson')],
+        ['--window', '90 days', '--out', join(directory, 'x.ndjson')],
+        ['--window', '+30d..-90d', '--out', join(directory, 'x.ndjson')],
+      ]) {
+        const result = await run(args).done
+        expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(2)
+      }
+      const customers = await sync(
+        [
+          'customers',
+          '--window',
+          '-90d..+30d',
+          '--key-env',
+          'KEY',
+          '--base-url',
+          server.baseUrl,
+          '--out',
+          join(directory, 'c.ndjson'),
+        ],
+        { cwd: directory, env: { KEY: key } },
+      ).done
+      expect(customers.code).toBe(2)
+      expect(customers.stderr).toContain('appointments only')
+    },
+    patience(60_000),
+  )
 })

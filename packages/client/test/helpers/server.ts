@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { patience } from './patience.js'
 
 /** The repository's root: the server is started from its build there. */
 export const REPOSITORY_ROOT = fileURLToPath(new URL('../../../../', import.meta.url))
@@ -90,7 +91,7 @@ async function spawnServer(
   })
   let text = ''
   const ready = new Promise<{ baseUrl: string; key: string | undefined }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${text}`)), 120_000)
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${text}`)), patience(120_000))
     const onData = (chunk: Buffer) => {
       text += chunk.toString()
       const listening = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(text)
