@@ -1,5 +1,6 @@
 import { join } from 'node:path'
 import pg from 'pg'
+import { APPOINTMENT_LIST, filterColumn } from '../src/schemas/filters.js'
 import type { BenchOrg, OrgSize } from './mixes.js'
 import type { Scale } from './options.js'
 import { runOk } from './proc.js'
@@ -264,14 +265,25 @@ export async function prepareOrganizations(options: DataSet): Promise<Record<Org
 }
 
 /** A customer of the organization with the most active appointments (for the customerId filter). */
-export async function busyCustomer(client: pg.Client, orgId: string): Promise<string> {
-  const { rows } = await client.query<{ id: string }>(
-    `SELECT customer_id AS id FROM appointments WHERE org_id = $1 AND is_active AND customer_id IS NOT NULL
-     GROUP BY customer_id ORDER BY count(*) DESC, customer_id LIMIT 1`,
-    [orgId],
-  )
-  if (!rows[0]) throw new Error(`organization ${orgId} has no appointments with a customer`)
-  return rows[0].id
+/**
+ * The busiest value of each value filter (schemas/filters.ts) in an organization: the customer,
+ * staff member, status… with the most active appointments, which the largest organization's
+ * filtered mixes ask for.
+ */
+export async function busiestValues(client: pg.Client, orgId: string): Promise<Record<string, string>> {
+  const values: Record<string, string> = {}
+  for (const filter of APPOINTMENT_LIST.filters) {
+    if (filter.compare !== 'equals') continue
+    const column = filterColumn(APPOINTMENT_LIST, filter)
+    const { rows } = await client.query<{ value: string }>(
+      `SELECT ${column} AS value FROM appointments WHERE org_id = $1 AND is_active AND ${column} IS NOT NULL
+       GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1`,
+      [orgId],
+    )
+    if (!rows[0]) throw new Error(`organization ${orgId} has no appointments with a ${filter.field}`)
+    values[filter.param] = rows[0].value
+  }
+  return values
 }
 
 /** The exact total a request's filter matches: the service's own count statement. */

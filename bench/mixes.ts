@@ -1,4 +1,5 @@
 import type { AppointmentFilters } from '../src/queries/appointments.js'
+import { APPOINTMENT_LIST } from '../src/schemas/filters.js'
 import type { ListRequest, Resource } from './sql.js'
 
 export type OrgSize = 'small' | 'medium' | 'large'
@@ -25,8 +26,8 @@ export interface MixSpec {
 }
 
 export interface MixContext {
-  /** A customer of the largest organization who has appointments. */
-  readonly largeCustomerId: string
+  /** The largest organization's busiest value of each value filter, by parameter (`busiestValues`). */
+  readonly busiest: Readonly<Record<string, string>>
   readonly now: Date
 }
 
@@ -48,25 +49,42 @@ const daysAgo = (context: MixContext, days: number) =>
 
 const POSITIONS: readonly PagePosition[] = ['first', 'middle', 'last']
 
-/** The filters of the largest organization's appointment mixes: each at its first, middle and last page. */
+const VALUE_FILTERS = APPOINTMENT_LIST.filters.filter((filter) => filter.compare === 'equals')
+const FROM = APPOINTMENT_LIST.filters.find((filter) => filter.compare === 'from')
+const TO = APPOINTMENT_LIST.filters.find((filter) => filter.compare === 'to')
+
+/** A range of start times, `from` to `to` days ago, in the bound filters' parameters. */
+const range = (context: MixContext, from: number, to: number): AppointmentFilters => ({
+  ...(FROM ? { [FROM.param]: daysAgo(context, from) } : {}),
+  ...(TO ? { [TO.param]: daysAgo(context, to) } : {}),
+})
+const RANGE_LABEL = [FROM?.param, TO?.param].filter(Boolean).join('+')
+
+/** A value filter at the largest organization's busiest value. */
+const busiest = (param: string) => (context: MixContext) => ({ [param]: context.busiest[param] ?? '' })
+
+/**
+ * The filters of the largest organization's appointment mixes, from the filter descriptions: none,
+ * each value filter at its busiest value, the bounds, and each many-rows value filter with them;
+ * each at its first, middle and last page.
+ */
 const LARGE_FILTERS: readonly {
   readonly name: string
   readonly label: string
   readonly filters: (context: MixContext) => AppointmentFilters
 }[] = [
   { name: '', label: '', filters: none },
-  { name: 'status', label: 'status', filters: () => ({ status: 'completed' }) },
-  {
-    name: 'dates',
-    label: 'startDate+endDate',
-    filters: (c) => ({ startDate: daysAgo(c, 120), endDate: daysAgo(c, 30) }),
-  },
-  {
+  ...VALUE_FILTERS.map((filter) => ({
+    name: filter.param.replace(/Id$/, '').toLowerCase(),
+    label: filter.param,
+    filters: busiest(filter.param),
+  })),
+  { name: 'dates', label: RANGE_LABEL, filters: (c) => range(c, 120, 30) },
+  ...VALUE_FILTERS.filter((filter) => filter.rows === 'many').map((filter) => ({
     name: 'filtered',
-    label: 'status+dates',
-    filters: (c) => ({ status: 'completed', startDate: daysAgo(c, 365), endDate: daysAgo(c, 1) }),
-  },
-  { name: 'customer', label: 'customerId', filters: (c) => ({ customerId: c.largeCustomerId }) },
+    label: `${filter.param}+dates`,
+    filters: (c: MixContext) => ({ ...busiest(filter.param)(c), ...range(c, 365, 1) }),
+  })),
 ]
 
 /**
@@ -104,8 +122,8 @@ export const SPECS: readonly MixSpec[] = [
     resource: 'appointments',
     size: 'medium',
     position: 'first',
-    filters: (c) => ({ startDate: daysAgo(c, 120), endDate: daysAgo(c, 30) }),
-    filterLabel: 'startDate+endDate',
+    filters: (c) => range(c, 120, 30),
+    filterLabel: RANGE_LABEL,
   },
   ...POSITIONS.map(
     (position): MixSpec => ({
@@ -203,7 +221,7 @@ export async function crowdPages(
   now: Date,
   totalOf: (request: ListRequest) => Promise<number>,
 ): Promise<EmbeddedPage[]> {
-  const context: MixContext = { largeCustomerId: '', now }
+  const context: MixContext = { busiest: {}, now }
   const lists: readonly { id: string; resource: Resource; label: string; filters: AppointmentFilters }[] = [
     { id: 'cus', resource: 'customers', label: '', filters: {} },
     { id: 'apt', resource: 'appointments', label: '', filters: {} },
@@ -212,7 +230,7 @@ export async function crowdPages(
       id: 'apt-dates',
       resource: 'appointments',
       label: ', startDate+endDate',
-      filters: { startDate: daysAgo(context, 120), endDate: daysAgo(context, 30) },
+      filters: range(context, 120, 30),
     },
   ]
   const pages: EmbeddedPage[] = []

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import type { BenchReport, MixResult, ScaleReport } from './checks.js'
 import {
-  busyCustomer,
+  busiestValues,
   type CountPlan,
   countOf,
   type DataSet,
@@ -199,7 +199,7 @@ async function prepareScale(options: BenchOptions, scale: Scale): Promise<Prepar
   await monitor.connect()
   stops.push(() => monitor.end())
 
-  const context = { largeCustomerId: await busyCustomer(monitor, orgs.large.id), now: new Date() }
+  const context = { busiest: await busiestValues(monitor, orgs.large.id), now: new Date() }
   const count = (orgId: string, request: Mix['request']) => countOf(monitor, orgs.large.key, orgId, request)
   const mixes = await buildMixes(orgs, context, count, options.only)
   const firstPage = { page: { limit: PAGE_SIZE, offset: 0 }, filters: {} }

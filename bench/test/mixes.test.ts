@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { APPOINTMENT_FILTERS } from '../../src/queries/appointments.js'
 import { type BenchOrg, buildMixes, offsetFor, PAGE_SIZE, pathOf, SPECS } from '../mixes.js'
 
 const org = (size: BenchOrg['size'], id: string): BenchOrg => ({
@@ -10,7 +11,10 @@ const org = (size: BenchOrg['size'], id: string): BenchOrg => ({
   key: `svc_test_${id}`,
 })
 const orgs = { small: org('small', 's'), medium: org('medium', 'm'), large: org('large', 'l') }
-const context = { largeCustomerId: 'cus_1', now: new Date('2026-11-23T00:00:00.000Z') }
+const context = {
+  busiest: { status: 'completed', customerId: 'cus_1', staffId: 'stf_1' },
+  now: new Date('2026-11-23T00:00:00.000Z'),
+}
 
 describe('offsetFor', () => {
   it('places the first, middle and last page on page boundaries', () => {
@@ -52,6 +56,7 @@ describe('the mixes', () => {
     expect([...byFilter.keys()].sort()).toEqual([
       'appointments:',
       'appointments:customerId',
+      'appointments:staffId',
       'appointments:startDate+endDate',
       'appointments:status',
       'appointments:status+dates',
@@ -59,6 +64,9 @@ describe('the mixes', () => {
     ])
     for (const positions of byFilter.values())
       expect([...positions].sort()).toEqual(['first', 'last', 'middle'])
+    // Every described filter is in a mix: a new one joins them without an edit here.
+    const labels = large.map((spec) => spec.filterLabel).join('+')
+    for (const name of APPOINTMENT_FILTERS) expect(labels.split('+')).toContain(name)
   })
 
   it('have unique ids, and small and medium organizations keep their four', () => {
