@@ -48,6 +48,20 @@ function resourceSpec(resource: ResourceDescription): TableSpec {
   )
 }
 
+/** An organization's named, active-by-default rows (its staff, its services). */
+const namedChild = (table: string) =>
+  spec(
+    table,
+    ['org_id', 'id'],
+    [
+      ['orgId', 'org_id'],
+      ['id', 'id'],
+      ['name', 'name'],
+      ['isActive', 'is_active'],
+    ],
+    { defaults: { is_active: 'true' } },
+  )
+
 export const TABLES = {
   organization: spec(
     'organizations',
@@ -79,28 +93,8 @@ export const TABLES = {
       ['role', 'role'],
     ],
   ),
-  staff: spec(
-    'staff',
-    ['org_id', 'id'],
-    [
-      ['orgId', 'org_id'],
-      ['id', 'id'],
-      ['name', 'name'],
-      ['isActive', 'is_active'],
-    ],
-    { defaults: { is_active: 'true' } },
-  ),
-  service: spec(
-    'services',
-    ['org_id', 'id'],
-    [
-      ['orgId', 'org_id'],
-      ['id', 'id'],
-      ['name', 'name'],
-      ['isActive', 'is_active'],
-    ],
-    { defaults: { is_active: 'true' } },
-  ),
+  staff: namedChild('staff'),
+  service: namedChild('services'),
   // The API's resources: their fields and columns from their one description.
   customer: resourceSpec(CUSTOMER),
   appointment: resourceSpec(APPOINTMENT),
