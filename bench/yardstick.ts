@@ -1,0 +1,390 @@
+/**
+ * npm run bench:yardstick -- [--scales full,100k] [--only cus-s-first,…] [--rounds N] [--duration S]
+ *   [--warmup S] [--openbook-dir DIR]
+ *
+ * openbook against the database's own ceiling, and each request-path technique's own share
+ * (issues 33 and 32). On the databases of `npm run bench` (seeded, or reused as they are), per mix,
+ * in rounds in which every target takes its turn (the order rotating), so that whatever else the
+ * machine does falls on all of them alike:
+ *
+ * - pgbench `-M prepared` on the statements openbook runs, the key lookup and the page with the
+ *   same parameters, as the same role with the same settings (made per session, PGOPTIONS): the
+ *   ceiling. And pgbench scripts of openbook's own messages, each without one of their parts (the
+ *   transaction's BEGIN and COMMIT, the settings, the key lookup), with `openbook_prepare`, and the
+ *   two statements alone in one simple-protocol message: where openbook's PostgreSQL CPU goes.
+ * - openbook as built, and openbook with one technique switched off (bench/technique-off.mjs) or
+ *   with `DATABASE_PREPARED_STATEMENTS=pooler`.
+ *
+ * Prints the tables (markdown) and writes every round to bench/results/yardstick.json.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { loadavg, tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import pg from 'pg'
+import { readerPreamble } from '../src/queries/sql.js'
+import { executeText, prepareOnServerText, prepareText } from '../src/store/one-trip.js'
+import { KEY_ORGANIZATION } from '../src/store/types.js'
+import {
+  busyCustomer,
+  countOf,
+  type DataSet,
+  databaseUrl,
+  prepareDatabase,
+  prepareOrganizations,
+} from './data.js'
+import { type PgbenchLoad, pgbenchLoad } from './load.js'
+import { type LoadSettings, saturate, warmServer } from './measure.js'
+import { backendPids, metered, quiesce } from './meter.js'
+import { buildMixes, type Mix } from './mixes.js'
+import { parseOptions } from './options.js'
+import { runFromRoot } from './paths.js'
+import { killAll } from './proc.js'
+import { median } from './rounds.js'
+import { startOpenbook, type Target } from './servers.js'
+import { captureStatements, type RequestStatements } from './sql.js'
+
+runFromRoot()
+const started = performance.now()
+const log = (line: string) => {
+  const s = Math.round((performance.now() - started) / 1000)
+  process.stderr.write(
+    `[${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}] ${line}\n`,
+  )
+}
+const stops: (() => Promise<void>)[] = []
+const workDir = mkdtempSync(join(tmpdir(), 'openbook-yardstick-'))
+
+/** The mixes measured unless `--only` says otherwise: small and medium organizations, where the request path's own cost shows. */
+const DEFAULT_MIXES = 'cus-s-first,cus-m-middle,apt-s-status,apt-m-dates'
+
+/** openbook servers: as built, and each with one technique off. */
+const SERVERS: readonly { name: string; technique?: string; env?: NodeJS.ProcessEnv; what: string }[] = [
+  { name: 'openbook', what: 'openbook as built (every technique on)' },
+  {
+    name: 'no-one-trip',
+    technique: 'one-trip',
+    what: 'the page sent once the key is known (two round trips), still by SQL-level EXECUTE',
+  },
+  {
+    name: 'no-sql-prepare',
+    technique: 'sql-prepare',
+    what: "the page by the extended protocol's named statement (node-postgres waits for each answer: two round trips)",
+  },
+  {
+    name: 'pooler',
+    env: { DATABASE_PREPARED_STATEMENTS: 'pooler' },
+    what: '`DATABASE_PREPARED_STATEMENTS=pooler`: openbook_prepare in every message',
+  },
+  {
+    name: 'no-twins',
+    technique: 'twins',
+    what: 'every query parsed by the published schema (no date-time twins)',
+  },
+  {
+    name: 'no-text-timestamps',
+    technique: 'text-timestamps',
+    what: 'timestamps and dates written by to_char in the database, not as text rewritten by Node',
+  },
+]
+
+/** The reader's settings as openbook makes them per transaction (`readerPreamble`), by name. */
+function readerSettings(): Record<string, string> {
+  const settings: Record<string, string> = {}
+  for (const [, name = '', value = ''] of readerPreamble(true, 5_000).matchAll(
+    /set_config\('([^']+)', '([^']*)', true\)/g,
+  )) {
+    // Per session, a read-only transaction is the sessions' default.
+    settings[name === 'transaction_read_only' ? 'default_transaction_read_only' : name] = value
+  }
+  return settings
+}
+
+interface PgbenchVariant {
+  readonly name: string
+  readonly what: string
+  readonly protocol: 'simple' | 'prepared'
+  /** Settings per session: the reader's, and with `org` the organization too. */
+  readonly session?: 'reader' | 'org'
+  readonly script: (s: RequestStatements, orgId: string) => string
+}
+
+const PAGE = 'bench_page'
+const join_ = (statements: readonly string[]) => `${statements.join(' \\; ')};`
+const opening = () => ['BEGIN', readerPreamble(true, 5_000)]
+/** PREPARE of the page once per pgbench client, as openbook does once per connection. */
+const prepareOnce = (s: RequestStatements) =>
+  ['\\if :prepared = 0', `${prepareText(PAGE, s.page.text)};`, '\\set prepared 1', '\\endif'].join('\n')
+/** EXECUTE of the page, the organization read from the setting the key lookup made (as openbook). */
+const executeKeyOrg = (s: RequestStatements) =>
+  executeText(PAGE, [KEY_ORGANIZATION, ...s.page.params.slice(1)])
+const lines = (...parts: string[]) => `${parts.join('\n')}\n`
+
+const PGBENCH: readonly PgbenchVariant[] = [
+  {
+    name: 'pgb-prepared',
+    what: 'the ceiling: `-M prepared`, the key lookup and the page as two statements, settings and organization per session',
+    protocol: 'prepared',
+    session: 'org',
+    script: (s) =>
+      lines(`${s.authenticate.text};`, `${s.page.text.replace(/\$(\d+)/g, (_, n: string) => `:p${n}`)};`),
+  },
+  {
+    name: 'pgb-bare',
+    what: 'the same two statements in one simple-protocol message (EXECUTE with literals), settings per session',
+    protocol: 'simple',
+    session: 'org',
+    script: (s) => lines(prepareOnce(s), join_([s.authenticate.text, executeText(PAGE, s.page.params)])),
+  },
+  {
+    name: 'pgb-openbook',
+    what: "openbook's messages: BEGIN, settings, key lookup and EXECUTE in one; then COMMIT",
+    protocol: 'simple',
+    script: (s) =>
+      lines(prepareOnce(s), join_([...opening(), s.authenticate.text, executeKeyOrg(s)]), 'COMMIT;'),
+  },
+  {
+    name: 'pgb-no-begin-commit',
+    what: "openbook's message without BEGIN and without the COMMIT message (one implicit transaction)",
+    protocol: 'simple',
+    script: (s) =>
+      lines(prepareOnce(s), join_([readerPreamble(true, 5_000), s.authenticate.text, executeKeyOrg(s)])),
+  },
+  {
+    name: 'pgb-no-settings',
+    what: "openbook's messages without the settings' SELECT (made per session instead)",
+    protocol: 'simple',
+    session: 'reader',
+    script: (s) => lines(prepareOnce(s), join_(['BEGIN', s.authenticate.text, executeKeyOrg(s)]), 'COMMIT;'),
+  },
+  {
+    name: 'pgb-no-lookup',
+    what: "openbook's messages with the key lookup replaced by set_config of the organization",
+    protocol: 'simple',
+    script: (s, orgId) =>
+      lines(
+        prepareOnce(s),
+        join_([...opening(), `SELECT set_config('openbook.org_id', '${orgId}', true)`, executeKeyOrg(s)]),
+        'COMMIT;',
+      ),
+  },
+  {
+    name: 'pgb-pooler',
+    what: "openbook's messages with `DATABASE_PREPARED_STATEMENTS=pooler` (openbook_prepare in each)",
+    protocol: 'simple',
+    script: (s) =>
+      lines(
+        join_([
+          ...opening(),
+          prepareOnServerText(PAGE, s.page.text, false),
+          s.authenticate.text,
+          executeKeyOrg(s),
+        ]),
+        'COMMIT;',
+      ),
+  },
+]
+
+interface Round {
+  readonly target: string
+  readonly rps: number
+  /** PostgreSQL CPU µs per request (backends of the target). */
+  readonly pgMicros: number
+  /** Node CPU µs per request (openbook servers only). */
+  readonly nodeMicros: number | null
+  readonly otherCpu: number
+  readonly failures: number
+}
+
+const perRequest = (cpuPercent: number, rps: number) =>
+  rps > 0 ? ((cpuPercent / 100) * 1e6) / rps : Number.NaN
+
+async function main(): Promise<void> {
+  const options = parseOptions(process.argv.slice(2))
+  const only = options.only ?? DEFAULT_MIXES
+  const settings: LoadSettings = {
+    duration: options.duration ?? 3,
+    rounds: options.rounds,
+    warmup: options.warmup,
+    connections: options.connections,
+    poolSize: options.poolSize,
+  }
+  const reader = readerSettings()
+  const preload = pathToFileURL(resolve('bench/technique-off.mjs')).href
+  const report: Record<string, unknown>[] = []
+  for (const scale of options.scales) {
+    const data: DataSet = { pgUrl: options.pgUrl, scale, cliDir: options.openbookDir, fresh: false }
+    await prepareDatabase(data, log)
+    const orgs = await prepareOrganizations(data)
+    const monitor = new pg.Client({ connectionString: databaseUrl(data, 'openbook-bench-monitor') })
+    await monitor.connect()
+    stops.push(() => monitor.end())
+    const context = { largeCustomerId: await busyCustomer(monitor, orgs.large.id), now: new Date() }
+    const mixes = await buildMixes(
+      orgs,
+      context,
+      (orgId, r) => countOf(monitor, orgs.large.key, orgId, r),
+      only,
+    )
+    const url = databaseUrl(data)
+
+    const servers: Target[] = []
+    for (const server of SERVERS) {
+      const target = await startOpenbook(server.name, options.openbookDir, url, {
+        env: { ...server.env, ...(server.technique ? { BENCH_TECHNIQUE_OFF: server.technique } : {}) },
+        ...(server.technique ? { preload } : {}),
+      })
+      stops.push(target.service.stop)
+      servers.push(target)
+    }
+    // Every variant answers every mix with the same bytes as openbook.
+    for (const mix of mixes) {
+      const bodies = await Promise.all(
+        servers.map(async (server) => {
+          const response = await fetch(server.baseUrl + mix.path, {
+            headers: { authorization: `Bearer ${mix.org.key}` },
+          })
+          return `${response.status} ${await response.text()}`
+        }),
+      )
+      const [expected = ''] = bodies
+      if (!expected.startsWith('200 '))
+        throw new Error(`${mix.id}: openbook answers ${expected.slice(0, 120)}`)
+      bodies.forEach((body, i) => {
+        if (body !== expected)
+          throw new Error(`${mix.id}: ${servers[i]?.name} answers otherwise: ${body.slice(0, 120)}`)
+      })
+    }
+
+    const scripts = new Map<string, string>()
+    for (const mix of mixes) {
+      const statements = await captureStatements(mix.org.key, mix.org.id, mix.request)
+      for (const variant of PGBENCH) {
+        const file = join(workDir, `${scale.name}-${mix.id}-${variant.name}.sql`)
+        writeFileSync(file, variant.script(statements, mix.org.id))
+        scripts.set(`${mix.id} ${variant.name}`, file)
+      }
+    }
+    const pgbenchOf = (mix: Mix, variant: PgbenchVariant, seconds: number): PgbenchLoad => {
+      return {
+        databaseUrl: url,
+        scriptFile: scripts.get(`${mix.id} ${variant.name}`) ?? '',
+        clients: settings.poolSize,
+        seconds,
+        applicationName: `openbook-bench-${variant.name}`,
+        protocol: variant.protocol,
+        // The page's parameters as variables where pgbench binds them.
+        variables: variant.protocol === 'prepared' ? pageVariables(mix) : { prepared: '0' },
+        ...(variant.session
+          ? {
+              sessionSettings:
+                variant.session === 'org' ? { ...reader, 'openbook.org_id': mix.org.id } : reader,
+            }
+          : {}),
+      }
+    }
+    const pageParams = new Map<string, readonly unknown[]>()
+    for (const mix of mixes)
+      pageParams.set(mix.id, (await captureStatements(mix.org.key, mix.org.id, mix.request)).page.params)
+    function pageVariables(mix: Mix): Record<string, string> {
+      return Object.fromEntries(
+        (pageParams.get(mix.id) ?? []).map((value, i) => [`p${i + 1}`, String(value)]),
+      )
+    }
+
+    log(`${scale.name}: warming every target on every mix`)
+    for (const mix of mixes) {
+      for (const variant of PGBENCH) await pgbenchLoad(pgbenchOf(mix, variant, Math.max(1, settings.warmup)))
+    }
+    const paths = mixes.map((mix) => ({ path: mix.path, key: mix.org.key }))
+    for (const server of servers) await warmServer(server, paths, settings)
+
+    const targets = [...servers.map((s) => s.name), ...PGBENCH.map((v) => v.name)]
+    for (const [index, mix] of mixes.entries()) {
+      const loadStart = loadavg()
+      log(`${scale.name} ${mix.id}: ${mix.path} (load ${loadStart.map((v) => v.toFixed(2)).join(' ')})`)
+      const rounds: Round[] = []
+      for (let round = 0; round < settings.rounds; round++) {
+        for (let turn = 0; turn < targets.length; turn++) {
+          const name = targets[(index + round + turn) % targets.length] ?? ''
+          const server = servers.find((s) => s.name === name)
+          if (server) {
+            const r = await saturate(server, mix.path, mix.org.key, settings, monitor, false)
+            rounds.push({
+              target: name,
+              rps: r.rps,
+              pgMicros: perRequest(r.postgresCpu, r.rps),
+              nodeMicros: r.serverCpu === null ? null : perRequest(r.serverCpu, r.rps),
+              otherCpu: r.otherCpu,
+              failures: r.failures,
+            })
+          } else {
+            const variant = PGBENCH.find((v) => v.name === name)
+            if (!variant) continue
+            await quiesce(monitor)
+            const load = pgbenchOf(mix, variant, settings.duration)
+            const m = await metered(undefined, backendPids(monitor, load.applicationName), () =>
+              pgbenchLoad(load),
+            )
+            rounds.push({
+              target: name,
+              rps: m.result.rps,
+              pgMicros: perRequest(m.usage.postgresCpu, m.result.rps),
+              nodeMicros: null,
+              otherCpu: m.usage.otherCpu,
+              failures: m.result.failures,
+            })
+          }
+        }
+      }
+      const loadEnd = loadavg()
+      const summary = targets.map((name) => {
+        const mine = rounds.filter((r) => r.target === name)
+        const nodes = mine.flatMap((r) => (r.nodeMicros === null ? [] : [r.nodeMicros]))
+        return {
+          target: name,
+          rps: median(mine.map((r) => r.rps)),
+          pgMicros: median(mine.map((r) => r.pgMicros)),
+          nodeMicros: nodes.length ? median(nodes) : null,
+          otherCpu: median(mine.map((r) => r.otherCpu)),
+          failures: mine.reduce((sum, r) => sum + r.failures, 0),
+        }
+      })
+      for (const s of summary) {
+        log(
+          `  ${s.target.padEnd(20)} ${Math.round(s.rps).toString().padStart(6)}/s  pg ${Math.round(s.pgMicros)} µs` +
+            `${s.nodeMicros === null ? '' : `  node ${Math.round(s.nodeMicros)} µs`}  others ${Math.round(s.otherCpu)}%` +
+            `${s.failures ? `  FAILURES ${s.failures}` : ''}`,
+        )
+      }
+      report.push({
+        scale: scale.name,
+        mix: mix.id,
+        path: mix.path,
+        org: mix.org.id,
+        loadStart,
+        loadEnd,
+        summary,
+        rounds,
+      })
+      mkdirSync('bench/results', { recursive: true })
+      writeFileSync(
+        'bench/results/yardstick.json',
+        `${JSON.stringify({ command: process.argv.slice(2), settings, report }, null, 2)}\n`,
+      )
+    }
+    for (const server of servers) await server.service.stop()
+  }
+  log('done: bench/results/yardstick.json')
+}
+
+try {
+  await main()
+} catch (error) {
+  log(`failed: ${(error as Error).stack ?? error}`)
+  process.exitCode = 1
+} finally {
+  for (const stop of stops.splice(0).reverse()) await stop().catch(() => {})
+  killAll()
+  rmSync(workDir, { recursive: true, force: true })
+}
