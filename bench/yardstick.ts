@@ -22,9 +22,6 @@ import { loadavg, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import pg from 'pg'
-import { readerPreamble } from '../src/queries/sql.js'
-import { executeText, prepareOnServerText, prepareText } from '../src/store/one-trip.js'
-import { KEY_ORGANIZATION } from '../src/store/types.js'
 import {
   busyCustomer,
   countOf,
@@ -33,6 +30,7 @@ import {
   prepareDatabase,
   prepareOrganizations,
 } from './data.js'
+import { PGBENCH, type PgbenchVariant, readerSettings } from './ladder.js'
 import { type PgbenchLoad, pgbenchLoad } from './load.js'
 import { type LoadSettings, saturate, warmServer } from './measure.js'
 import { backendPids, metered, quiesce } from './meter.js'
@@ -42,7 +40,7 @@ import { runFromRoot } from './paths.js'
 import { killAll } from './proc.js'
 import { median } from './rounds.js'
 import { startOpenbook, type Target } from './servers.js'
-import { captureStatements, type RequestStatements } from './sql.js'
+import { captureStatements } from './sql.js'
 
 runFromRoot()
 const started = performance.now()
@@ -56,7 +54,7 @@ const stops: (() => Promise<void>)[] = []
 const workDir = mkdtempSync(join(tmpdir(), 'openbook-yardstick-'))
 
 /** The mixes measured unless `--only` says otherwise: small and medium organizations, where the request path's own cost shows. */
-const DEFAULT_MIXES = 'cus-s-first,cus-m-middle,apt-s-status,apt-m-dates'
+const DEFAULT_MIXES = 'cus-s-first,cus-m-middle,apt-m-dates'
 
 /** openbook servers: as built, and each with one technique off. */
 const SERVERS: readonly { name: string; technique?: string; env?: NodeJS.ProcessEnv; what: string }[] = [
@@ -85,103 +83,6 @@ const SERVERS: readonly { name: string; technique?: string; env?: NodeJS.Process
     name: 'no-text-timestamps',
     technique: 'text-timestamps',
     what: 'timestamps and dates written by to_char in the database, not as text rewritten by Node',
-  },
-]
-
-/** The reader's settings as openbook makes them per transaction (`readerPreamble`), by name. */
-function readerSettings(): Record<string, string> {
-  const settings: Record<string, string> = {}
-  for (const [, name = '', value = ''] of readerPreamble(true, 5_000).matchAll(
-    /set_config\('([^']+)', '([^']*)', true\)/g,
-  )) {
-    // Per session, a read-only transaction is the sessions' default.
-    settings[name === 'transaction_read_only' ? 'default_transaction_read_only' : name] = value
-  }
-  return settings
-}
-
-interface PgbenchVariant {
-  readonly name: string
-  readonly what: string
-  readonly protocol: 'simple' | 'prepared'
-  /** Settings per session: the reader's, and with `org` the organization too. */
-  readonly session?: 'reader' | 'org'
-  readonly script: (s: RequestStatements, orgId: string) => string
-}
-
-const PAGE = 'bench_page'
-const join_ = (statements: readonly string[]) => `${statements.join(' \\; ')};`
-const opening = () => ['BEGIN', readerPreamble(true, 5_000)]
-/** PREPARE of the page once per pgbench client, as openbook does once per connection. */
-const prepareOnce = (s: RequestStatements) =>
-  ['\\if :prepared = 0', `${prepareText(PAGE, s.page.text)};`, '\\set prepared 1', '\\endif'].join('\n')
-/** EXECUTE of the page, the organization read from the setting the key lookup made (as openbook). */
-const executeKeyOrg = (s: RequestStatements) =>
-  executeText(PAGE, [KEY_ORGANIZATION, ...s.page.params.slice(1)])
-const lines = (...parts: string[]) => `${parts.join('\n')}\n`
-
-const PGBENCH: readonly PgbenchVariant[] = [
-  {
-    name: 'pgb-prepared',
-    what: 'the ceiling: `-M prepared`, the key lookup and the page as two statements, settings and organization per session',
-    protocol: 'prepared',
-    session: 'org',
-    script: (s) =>
-      lines(`${s.authenticate.text};`, `${s.page.text.replace(/\$(\d+)/g, (_, n: string) => `:p${n}`)};`),
-  },
-  {
-    name: 'pgb-bare',
-    what: 'the same two statements in one simple-protocol message (EXECUTE with literals), settings per session',
-    protocol: 'simple',
-    session: 'org',
-    script: (s) => lines(prepareOnce(s), join_([s.authenticate.text, executeText(PAGE, s.page.params)])),
-  },
-  {
-    name: 'pgb-openbook',
-    what: "openbook's messages: BEGIN, settings, key lookup and EXECUTE in one; then COMMIT",
-    protocol: 'simple',
-    script: (s) =>
-      lines(prepareOnce(s), join_([...opening(), s.authenticate.text, executeKeyOrg(s)]), 'COMMIT;'),
-  },
-  {
-    name: 'pgb-no-begin-commit',
-    what: "openbook's message without BEGIN and without the COMMIT message (one implicit transaction)",
-    protocol: 'simple',
-    script: (s) =>
-      lines(prepareOnce(s), join_([readerPreamble(true, 5_000), s.authenticate.text, executeKeyOrg(s)])),
-  },
-  {
-    name: 'pgb-no-settings',
-    what: "openbook's messages without the settings' SELECT (made per session instead)",
-    protocol: 'simple',
-    session: 'reader',
-    script: (s) => lines(prepareOnce(s), join_(['BEGIN', s.authenticate.text, executeKeyOrg(s)]), 'COMMIT;'),
-  },
-  {
-    name: 'pgb-no-lookup',
-    what: "openbook's messages with the key lookup replaced by set_config of the organization",
-    protocol: 'simple',
-    script: (s, orgId) =>
-      lines(
-        prepareOnce(s),
-        join_([...opening(), `SELECT set_config('openbook.org_id', '${orgId}', true)`, executeKeyOrg(s)]),
-        'COMMIT;',
-      ),
-  },
-  {
-    name: 'pgb-pooler',
-    what: "openbook's messages with `DATABASE_PREPARED_STATEMENTS=pooler` (openbook_prepare in each)",
-    protocol: 'simple',
-    script: (s) =>
-      lines(
-        join_([
-          ...opening(),
-          prepareOnServerText(PAGE, s.page.text, false),
-          s.authenticate.text,
-          executeKeyOrg(s),
-        ]),
-        'COMMIT;',
-      ),
   },
 ]
 
