@@ -3,6 +3,7 @@
  * openbook runs) and openbook's own messages, whole and without one part each. Pure text from the
  * statements the service sends (bench/sql.ts `captureStatements`); unit-tested.
  */
+import { createHash } from 'node:crypto'
 import { readerPreamble } from '../src/queries/sql.js'
 import { executeText, prepareOnServerText, prepareText } from '../src/store/one-trip.js'
 import { KEY_ORGANIZATION } from '../src/store/types.js'
@@ -29,12 +30,16 @@ export interface PgbenchVariant {
   readonly script: (s: RequestStatements, orgId: string) => string
 }
 
-const PAGE = 'bench_page'
+/** The page's statement name, one per text (`prepareOnServerText` keeps one quoted text per name). */
+const pageName = (s: RequestStatements) =>
+  `bench_page_${createHash('sha256').update(s.page.text).digest('hex').slice(0, 16)}`
 const join_ = (statements: readonly string[]) => `${statements.join(' \\; ')};`
 const opening = () => ['BEGIN', readerPreamble(true, 5_000)]
 /** PREPARE of the page once per pgbench client, as openbook does once per connection. */
 const prepareOnce = (s: RequestStatements) =>
-  ['\\if :prepared = 0', `${prepareText(PAGE, s.page.text)};`, '\\set prepared 1', '\\endif'].join('\n')
+  ['\\if :prepared = 0', `${prepareText(pageName(s), s.page.text)};`, '\\set prepared 1', '\\endif'].join(
+    '\n',
+  )
 /** The key lookup as a statement of one parameter, the hash. */
 const lookupWithParam = (s: RequestStatements) => {
   const text = s.authenticate.text.replace(
@@ -52,7 +57,7 @@ const prepareAllOnce = (s: RequestStatements) =>
     '\\if :prepared = 0',
     `${prepareText('bench_settings', readerPreamble(true, 5_000))};`,
     `${prepareText('bench_lookup', lookupWithParam(s))};`,
-    `${prepareText(PAGE, s.page.text)};`,
+    `${prepareText(pageName(s), s.page.text)};`,
     '\\set prepared 1',
     '\\endif',
   ].join('\n')
@@ -63,7 +68,7 @@ const executeAll = (s: RequestStatements) => [
 ]
 /** EXECUTE of the page, the organization read from the setting the key lookup made (as openbook). */
 const executeKeyOrg = (s: RequestStatements) =>
-  executeText(PAGE, [KEY_ORGANIZATION, ...s.page.params.slice(1)])
+  executeText(pageName(s), [KEY_ORGANIZATION, ...s.page.params.slice(1)])
 const lines = (...parts: string[]) => `${parts.join('\n')}\n`
 
 export const PGBENCH: readonly PgbenchVariant[] = [
@@ -80,7 +85,8 @@ export const PGBENCH: readonly PgbenchVariant[] = [
     what: 'the same two statements in one simple-protocol message (EXECUTE with literals), settings per session',
     protocol: 'simple',
     session: 'org',
-    script: (s) => lines(prepareOnce(s), join_([s.authenticate.text, executeText(PAGE, s.page.params)])),
+    script: (s) =>
+      lines(prepareOnce(s), join_([s.authenticate.text, executeText(pageName(s), s.page.params)])),
   },
   {
     name: 'pgb-openbook',
@@ -134,7 +140,7 @@ export const PGBENCH: readonly PgbenchVariant[] = [
       lines(
         join_([
           ...opening(),
-          prepareOnServerText(PAGE, s.page.text, false),
+          prepareOnServerText(pageName(s), s.page.text, false),
           s.authenticate.text,
           executeKeyOrg(s),
         ]),
