@@ -36,6 +36,7 @@ import { type LoadSettings, saturate, warmServer } from './measure.js'
 import { backendPids, metered, quiesce } from './meter.js'
 import { buildMixes, type Mix } from './mixes.js'
 import { parseOptions } from './options.js'
+import { pacedLoad } from './paced.js'
 import { runFromRoot } from './paths.js'
 import { killAll } from './proc.js'
 import { median } from './rounds.js'
@@ -52,6 +53,35 @@ const log = (line: string) => {
 }
 const stops: (() => Promise<void>)[] = []
 const workDir = mkdtempSync(join(tmpdir(), 'openbook-yardstick-'))
+
+async function cleanUp(): Promise<void> {
+  for (const stop of stops.splice(0).reverse()) await stop().catch(() => {})
+  killAll()
+  rmSync(workDir, { recursive: true, force: true })
+}
+process.on('SIGINT', () => {
+  void cleanUp().finally(() => process.exit(130))
+})
+
+/**
+ * The targets also measured at one rate, the same for all (`PACED_SHARE` of the slowest one's
+ * saturation rate): CPU per request depends on the rate on a busy machine (a backend woken 200 times
+ * a second finds its caches cold more often than one kept busy), so the ceiling and openbook are
+ * compared at equal rates too.
+ */
+const PACED = [
+  'openbook',
+  'pgb-prepared',
+  'pgb-bare',
+  'pgb-openbook',
+  'pgb-no-begin-commit',
+  'pgb-no-settings',
+  'pgb-no-lookup',
+  'pgb-executes',
+  'pgb-executes-implicit',
+  'pgb-pooler',
+]
+const PACED_SHARE = 0.8
 
 /** The mixes measured unless `--only` says otherwise: small and medium organizations, where the request path's own cost shows. */
 const DEFAULT_MIXES = 'cus-s-first,cus-m-middle,apt-m-dates'
@@ -95,6 +125,22 @@ interface Round {
   readonly nodeMicros: number | null
   readonly otherCpu: number
   readonly failures: number
+}
+
+/** Per target, the median of its rounds. */
+function summarize(targets: readonly string[], rounds: readonly Round[]) {
+  return targets.map((name) => {
+    const mine = rounds.filter((r) => r.target === name)
+    const nodes = mine.flatMap((r) => (r.nodeMicros === null ? [] : [r.nodeMicros]))
+    return {
+      target: name,
+      rps: median(mine.map((r) => r.rps)),
+      pgMicros: median(mine.map((r) => r.pgMicros)),
+      nodeMicros: nodes.length ? median(nodes) : null,
+      otherCpu: median(mine.map((r) => r.otherCpu)),
+      failures: mine.reduce((sum, r) => sum + r.failures, 0),
+    }
+  })
 }
 
 const perRequest = (cpuPercent: number, rps: number) =>
@@ -238,19 +284,55 @@ async function main(): Promise<void> {
           }
         }
       }
-      const loadEnd = loadavg()
-      const summary = targets.map((name) => {
-        const mine = rounds.filter((r) => r.target === name)
-        const nodes = mine.flatMap((r) => (r.nodeMicros === null ? [] : [r.nodeMicros]))
-        return {
-          target: name,
-          rps: median(mine.map((r) => r.rps)),
-          pgMicros: median(mine.map((r) => r.pgMicros)),
-          nodeMicros: nodes.length ? median(nodes) : null,
-          otherCpu: median(mine.map((r) => r.otherCpu)),
-          failures: mine.reduce((sum, r) => sum + r.failures, 0),
+      // The same targets at one rate, all alike, in rounds.
+      const slowest = Math.min(
+        ...PACED.map((name) => median(rounds.filter((r) => r.target === name).map((r) => r.rps))),
+      )
+      const rate = Math.max(10, Math.floor(slowest * PACED_SHARE))
+      const pacedRounds: Round[] = []
+      for (let round = 0; round < Math.min(2, settings.rounds); round++) {
+        for (let turn = 0; turn < PACED.length; turn++) {
+          const name = PACED[(index + round + turn) % PACED.length] ?? ''
+          await quiesce(monitor)
+          const server = servers.find((s) => s.name === name)
+          const variant = PGBENCH.find((v) => v.name === name)
+          const m = server
+            ? await metered(server.service.pid, backendPids(monitor, server.applicationName), () =>
+                pacedLoad({
+                  url: server.baseUrl + mix.path,
+                  headers: { authorization: `Bearer ${mix.org.key}`, accept: 'application/json' },
+                  connections: settings.connections,
+                  seconds: settings.duration,
+                  rate,
+                }),
+              )
+            : variant
+              ? await (async () => {
+                  const load = { ...pgbenchOf(mix, variant, settings.duration), rate }
+                  return metered(undefined, backendPids(monitor, load.applicationName), () =>
+                    pgbenchLoad(load),
+                  )
+                })()
+              : undefined
+          if (!m) continue
+          pacedRounds.push({
+            target: name,
+            rps: m.result.rps,
+            pgMicros: perRequest(m.usage.postgresCpu, m.result.rps),
+            nodeMicros: m.usage.serverCpu === null ? null : perRequest(m.usage.serverCpu, m.result.rps),
+            otherCpu: m.usage.otherCpu,
+            failures: m.result.failures,
+          })
         }
-      })
+      }
+      const pacedSummary = summarize(PACED, pacedRounds)
+      log(`  at ${rate}/s each:`)
+      for (const s of pacedSummary)
+        log(
+          `    ${s.target.padEnd(22)} pg ${Math.round(s.pgMicros)} µs${s.nodeMicros === null ? '' : `  node ${Math.round(s.nodeMicros)} µs`}${s.failures ? `  FAILURES ${s.failures}` : ''}`,
+        )
+      const loadEnd = loadavg()
+      const summary = summarize(targets, rounds)
       for (const s of summary) {
         log(
           `  ${s.target.padEnd(20)} ${Math.round(s.rps).toString().padStart(6)}/s  pg ${Math.round(s.pgMicros)} µs` +
@@ -267,6 +349,9 @@ async function main(): Promise<void> {
         loadEnd,
         summary,
         rounds,
+        pacedRate: rate,
+        pacedSummary,
+        pacedRounds,
       })
       mkdirSync('bench/results', { recursive: true })
       writeFileSync(
@@ -285,7 +370,5 @@ try {
   log(`failed: ${(error as Error).stack ?? error}`)
   process.exitCode = 1
 } finally {
-  for (const stop of stops.splice(0).reverse()) await stop().catch(() => {})
-  killAll()
-  rmSync(workDir, { recursive: true, force: true })
+  await cleanUp()
 }
