@@ -20,8 +20,11 @@ export interface Statement {
   readonly params: readonly unknown[]
 }
 
-/** The statement that opens every request's transaction, as the PostgreSQL store sends it. */
-export const OPEN_TRANSACTION = `BEGIN; ${readerPreamble(true, 5_000)}`
+/** The settings of every request's transaction, as the PostgreSQL store makes them. */
+export const READER_SETTINGS = readerPreamble(true, 5_000)
+
+/** The statement that opens every request's transaction, with its settings as text. */
+export const OPEN_TRANSACTION = `BEGIN; ${READER_SETTINGS}`
 
 /** PostgreSQL's form of the page: rows, each made an item in Node (see StoreAdapter.pageForm). */
 export const POSTGRES_PAGES: StoreAdapter = { pageForm: 'rows' }

@@ -1,6 +1,6 @@
 /**
  * npm run bench:yardstick -- [--scales full,100k] [--only cus-s-first,…] [--rounds N] [--duration S]
- *   [--warmup S] [--openbook-dir DIR]
+ *   [--warmup S] [--openbook-dir DIR] [--previous-dir DIR (another build, measured beside it)]
  *
  * openbook against the database's own ceiling, and each request-path technique's own share
  * (issues 33 and 32). On the databases of `npm run bench` (seeded, or reused as they are), per mix,
@@ -184,6 +184,11 @@ async function main(): Promise<void> {
       stops.push(target.service.stop)
       servers.push(target)
     }
+    if (options.previousDir) {
+      const previous = await startOpenbook('previous', options.previousDir, url)
+      stops.push(previous.service.stop)
+      servers.push(previous)
+    }
     // Every variant answers every mix with the same bytes as openbook.
     for (const mix of mixes) {
       const bodies = await Promise.all(
@@ -247,6 +252,7 @@ async function main(): Promise<void> {
     for (const server of servers) await warmServer(server, paths, settings)
 
     const targets = [...servers.map((s) => s.name), ...PGBENCH.map((v) => v.name)]
+    const paced = options.previousDir ? ['previous', ...PACED] : PACED
     for (const [index, mix] of mixes.entries()) {
       const loadStart = loadavg()
       log(`${scale.name} ${mix.id}: ${mix.path} (load ${loadStart.map((v) => v.toFixed(2)).join(' ')})`)
@@ -286,13 +292,13 @@ async function main(): Promise<void> {
       }
       // The same targets at one rate, all alike, in rounds.
       const slowest = Math.min(
-        ...PACED.map((name) => median(rounds.filter((r) => r.target === name).map((r) => r.rps))),
+        ...paced.map((name) => median(rounds.filter((r) => r.target === name).map((r) => r.rps))),
       )
       const rate = Math.max(10, Math.floor(slowest * PACED_SHARE))
       const pacedRounds: Round[] = []
       for (let round = 0; round < Math.min(2, settings.rounds); round++) {
-        for (let turn = 0; turn < PACED.length; turn++) {
-          const name = PACED[(index + round + turn) % PACED.length] ?? ''
+        for (let turn = 0; turn < paced.length; turn++) {
+          const name = paced[(index + round + turn) % paced.length] ?? ''
           await quiesce(monitor)
           const server = servers.find((s) => s.name === name)
           const variant = PGBENCH.find((v) => v.name === name)
@@ -325,7 +331,7 @@ async function main(): Promise<void> {
           })
         }
       }
-      const pacedSummary = summarize(PACED, pacedRounds)
+      const pacedSummary = summarize(paced, pacedRounds)
       log(`  at ${rate}/s each:`)
       for (const s of pacedSummary)
         log(
