@@ -36,7 +36,6 @@ import { type LoadSettings, saturate, warmServer } from './measure.js'
 import { backendPids, metered, quiesce } from './meter.js'
 import { buildMixes, type Mix } from './mixes.js'
 import { parseOptions } from './options.js'
-import { pacedLoad } from './paced.js'
 import { runFromRoot } from './paths.js'
 import { killAll } from './proc.js'
 import { median } from './rounds.js'
@@ -62,26 +61,6 @@ async function cleanUp(): Promise<void> {
 process.on('SIGINT', () => {
   void cleanUp().finally(() => process.exit(130))
 })
-
-/**
- * The targets also measured at one rate, the same for all (`PACED_SHARE` of the slowest one's
- * saturation rate): CPU per request depends on the rate on a busy machine (a backend woken 200 times
- * a second finds its caches cold more often than one kept busy), so the ceiling and openbook are
- * compared at equal rates too.
- */
-const PACED = [
-  'openbook',
-  'pgb-prepared',
-  'pgb-bare',
-  'pgb-openbook',
-  'pgb-no-begin-commit',
-  'pgb-no-settings',
-  'pgb-no-lookup',
-  'pgb-executes',
-  'pgb-executes-implicit',
-  'pgb-pooler',
-]
-const PACED_SHARE = 0.8
 
 /** The mixes measured unless `--only` says otherwise: small and medium organizations, where the request path's own cost shows. */
 const DEFAULT_MIXES = 'cus-s-first,cus-m-middle,apt-m-dates'
@@ -142,6 +121,9 @@ function summarize(targets: readonly string[], rounds: readonly Round[]) {
     }
   })
 }
+
+/** Seconds of a pgbench run before it is metered. */
+const PGBENCH_WARMUP_S = 1
 
 const perRequest = (cpuPercent: number, rps: number) =>
   rps > 0 ? ((cpuPercent / 100) * 1e6) / rps : Number.NaN
@@ -252,7 +234,6 @@ async function main(): Promise<void> {
     for (const server of servers) await warmServer(server, paths, settings)
 
     const targets = [...servers.map((s) => s.name), ...PGBENCH.map((v) => v.name)]
-    const paced = options.previousDir ? ['previous', ...PACED] : PACED
     for (const [index, mix] of mixes.entries()) {
       const loadStart = loadavg()
       log(`${scale.name} ${mix.id}: ${mix.path} (load ${loadStart.map((v) => v.toFixed(2)).join(' ')})`)
@@ -262,7 +243,8 @@ async function main(): Promise<void> {
           const name = targets[(index + round + turn) % targets.length] ?? ''
           const server = servers.find((s) => s.name === name)
           if (server) {
-            const r = await saturate(server, mix.path, mix.org.key, settings, monitor, false)
+            // After `warmup` s of load: the pool's connections open and their statements prepared.
+            const r = await saturate(server, mix.path, mix.org.key, settings, monitor, true)
             rounds.push({
               target: name,
               rps: r.rps,
@@ -275,9 +257,13 @@ async function main(): Promise<void> {
             const variant = PGBENCH.find((v) => v.name === name)
             if (!variant) continue
             await quiesce(monitor)
-            const load = pgbenchOf(mix, variant, settings.duration)
-            const m = await metered(undefined, backendPids(monitor, load.applicationName), () =>
-              pgbenchLoad(load),
+            // Metered from its second second on: its connections open in the first.
+            const load = pgbenchOf(mix, variant, settings.duration + PGBENCH_WARMUP_S)
+            const m = await metered(
+              undefined,
+              backendPids(monitor, load.applicationName),
+              () => pgbenchLoad(load),
+              PGBENCH_WARMUP_S * 1000,
             )
             rounds.push({
               target: name,
@@ -290,53 +276,6 @@ async function main(): Promise<void> {
           }
         }
       }
-      // The same targets at one rate, all alike, in rounds.
-      const slowest = Math.min(
-        ...paced.map((name) => median(rounds.filter((r) => r.target === name).map((r) => r.rps))),
-      )
-      const rate = Math.max(10, Math.floor(slowest * PACED_SHARE))
-      const pacedRounds: Round[] = []
-      for (let round = 0; round < Math.min(2, settings.rounds); round++) {
-        for (let turn = 0; turn < paced.length; turn++) {
-          const name = paced[(index + round + turn) % paced.length] ?? ''
-          await quiesce(monitor)
-          const server = servers.find((s) => s.name === name)
-          const variant = PGBENCH.find((v) => v.name === name)
-          const m = server
-            ? await metered(server.service.pid, backendPids(monitor, server.applicationName), () =>
-                pacedLoad({
-                  url: server.baseUrl + mix.path,
-                  headers: { authorization: `Bearer ${mix.org.key}`, accept: 'application/json' },
-                  connections: settings.connections,
-                  seconds: settings.duration,
-                  rate,
-                }),
-              )
-            : variant
-              ? await (async () => {
-                  const load = { ...pgbenchOf(mix, variant, settings.duration), rate }
-                  return metered(undefined, backendPids(monitor, load.applicationName), () =>
-                    pgbenchLoad(load),
-                  )
-                })()
-              : undefined
-          if (!m) continue
-          pacedRounds.push({
-            target: name,
-            rps: m.result.rps,
-            pgMicros: perRequest(m.usage.postgresCpu, m.result.rps),
-            nodeMicros: m.usage.serverCpu === null ? null : perRequest(m.usage.serverCpu, m.result.rps),
-            otherCpu: m.usage.otherCpu,
-            failures: m.result.failures,
-          })
-        }
-      }
-      const pacedSummary = summarize(paced, pacedRounds)
-      log(`  at ${rate}/s each:`)
-      for (const s of pacedSummary)
-        log(
-          `    ${s.target.padEnd(22)} pg ${Math.round(s.pgMicros)} µs${s.nodeMicros === null ? '' : `  node ${Math.round(s.nodeMicros)} µs`}${s.failures ? `  FAILURES ${s.failures}` : ''}`,
-        )
       const loadEnd = loadavg()
       const summary = summarize(targets, rounds)
       for (const s of summary) {
@@ -355,9 +294,6 @@ async function main(): Promise<void> {
         loadEnd,
         summary,
         rounds,
-        pacedRate: rate,
-        pacedSummary,
-        pacedRounds,
       })
       mkdirSync('bench/results', { recursive: true })
       writeFileSync(
