@@ -148,3 +148,39 @@ export const PGBENCH: readonly PgbenchVariant[] = [
       ),
   },
 ]
+
+/** How pgbench runs one variant's script for a request: protocol, session settings, variables. */
+export interface PgbenchRun {
+  readonly script: string
+  readonly protocol: 'simple' | 'prepared'
+  readonly sessionSettings?: Readonly<Record<string, string>>
+  readonly variables: Readonly<Record<string, string>>
+}
+
+/** `variant` for the request of `statements` by a key of `orgId`. */
+export function pgbenchRun(
+  variant: PgbenchVariant,
+  statements: RequestStatements,
+  orgId: string,
+): PgbenchRun {
+  const reader = readerSettings()
+  const session =
+    variant.session === 'org'
+      ? { ...reader, 'openbook.org_id': orgId }
+      : variant.session === 'reader'
+        ? reader
+        : undefined
+  return {
+    script: variant.script(statements, orgId),
+    protocol: variant.protocol,
+    ...(session ? { sessionSettings: session } : {}),
+    // The page's parameters as variables where pgbench binds them; else a client's mark of its PREPAREs.
+    variables:
+      variant.protocol === 'prepared'
+        ? Object.fromEntries(statements.page.params.map((value, i) => [`p${i + 1}`, String(value)]))
+        : { prepared: '0' },
+  }
+}
+
+/** The ceiling: `pgb-prepared`. */
+export const CEILING = PGBENCH[0] as PgbenchVariant

@@ -30,7 +30,7 @@ import {
   prepareDatabase,
   prepareOrganizations,
 } from './data.js'
-import { PGBENCH, type PgbenchVariant, readerSettings } from './ladder.js'
+import { PGBENCH, type PgbenchRun, type PgbenchVariant, pgbenchRun } from './ladder.js'
 import { type PgbenchLoad, pgbenchLoad } from './load.js'
 import { type LoadSettings, saturate, warmServer } from './measure.js'
 import { backendPids, metered, quiesce } from './meter.js'
@@ -138,7 +138,6 @@ async function main(): Promise<void> {
     connections: options.connections,
     poolSize: options.poolSize,
   }
-  const reader = readerSettings()
   const preload = pathToFileURL(resolve('bench/technique-off.mjs')).href
   const report: Record<string, unknown>[] = []
   for (const scale of options.scales) {
@@ -190,40 +189,28 @@ async function main(): Promise<void> {
       })
     }
 
-    const scripts = new Map<string, string>()
+    const runs = new Map<string, PgbenchRun>()
     for (const mix of mixes) {
       const statements = await captureStatements(mix.org.key, mix.org.id, mix.request)
       for (const variant of PGBENCH) {
+        const run = pgbenchRun(variant, statements, mix.org.id)
         const file = join(workDir, `${scale.name}-${mix.id}-${variant.name}.sql`)
-        writeFileSync(file, variant.script(statements, mix.org.id))
-        scripts.set(`${mix.id} ${variant.name}`, file)
+        writeFileSync(file, run.script)
+        runs.set(`${mix.id} ${variant.name}`, run)
       }
     }
     const pgbenchOf = (mix: Mix, variant: PgbenchVariant, seconds: number): PgbenchLoad => {
+      const found = runs.get(`${mix.id} ${variant.name}`)
+      if (!found) throw new Error(`no pgbench script for ${mix.id} ${variant.name}`)
+      const { script: _script, ...run } = found
       return {
+        ...run,
         databaseUrl: url,
-        scriptFile: scripts.get(`${mix.id} ${variant.name}`) ?? '',
+        scriptFile: join(workDir, `${scale.name}-${mix.id}-${variant.name}.sql`),
         clients: settings.poolSize,
         seconds,
         applicationName: `openbook-bench-${variant.name}`,
-        protocol: variant.protocol,
-        // The page's parameters as variables where pgbench binds them.
-        variables: variant.protocol === 'prepared' ? pageVariables(mix) : { prepared: '0' },
-        ...(variant.session
-          ? {
-              sessionSettings:
-                variant.session === 'org' ? { ...reader, 'openbook.org_id': mix.org.id } : reader,
-            }
-          : {}),
       }
-    }
-    const pageParams = new Map<string, readonly unknown[]>()
-    for (const mix of mixes)
-      pageParams.set(mix.id, (await captureStatements(mix.org.key, mix.org.id, mix.request)).page.params)
-    function pageVariables(mix: Mix): Record<string, string> {
-      return Object.fromEntries(
-        (pageParams.get(mix.id) ?? []).map((value, i) => [`p${i + 1}`, String(value)]),
-      )
     }
 
     log(`${scale.name}: warming every target on every mix`)
