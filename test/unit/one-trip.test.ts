@@ -34,7 +34,9 @@ describe('the one-trip message (store/one-trip.ts)', () => {
   it('writes parameters into a statement that goes unprepared, as EXECUTE does, $10 not read as $1', () => {
     const params = ["o'k", 2, 3, 4, 5, 6, 7, 8, 9, 'ten']
     expect(inlineText('SELECT $1::text, $2, $10', params)).toBe("SELECT 'o''k'::text, 2, 'ten'")
-    expect(inlineText('SELECT $1', [KEY_ORGANIZATION])).toBe("SELECT current_setting('openbook.org_id', true)")
+    expect(inlineText('SELECT $1', [KEY_ORGANIZATION])).toBe(
+      "SELECT current_setting('openbook.org_id', true)",
+    )
     expect(() => inlineText('SELECT $2', [1])).toThrow(/\$2 of 1/)
     expect(() => inlineText('SELECT $1', ['a\0b'])).toThrow(/NUL/)
   })
