@@ -16,7 +16,7 @@ import { authenticateKey } from '../src/queries/api-keys.js'
 import { pageBody } from '../src/queries/page.js'
 import { executeText, prepareText } from '../src/store/one-trip.js'
 import { KEY_ORGANIZATION, type Sql } from '../src/store/types.js'
-import { type ListRequest, listPage, OPEN_TRANSACTION, parseListRequest } from './sql.js'
+import { type ListRequest, listPage, parseListRequest, READER_SETTINGS } from './sql.js'
 
 // The same V8 setting as openbook's server: the ceiling is measured as openbook runs.
 tuneGarbageCollector()
@@ -59,26 +59,38 @@ function statementName(text: string): string {
  */
 async function handle(secret: string, request: ListRequest): Promise<{ status: number; body: unknown }> {
   const client = await pool.connect()
-  let opening: string | undefined = OPEN_TRANSACTION
-  let held: { text: string; resolve: (rows: object[]) => void; reject: (error: unknown) => void }[] = []
   let prepared = preparedOn.get(client)
   if (!prepared) {
     prepared = new Set()
     preparedOn.set(client, prepared)
   }
   const known = prepared
+  /** `text` EXECUTEd, PREPAREd first where this connection has not (known once the message is back). */
+  const executeOnce = (text: string, params: readonly unknown[]) => {
+    const name = statementName(text)
+    const texts = known.has(name) ? [] : [prepareText(name, text)]
+    texts.push(executeText(name, params))
+    return { name, texts }
+  }
+  // BEGIN, and the settings EXECUTEd.
+  const settings = executeOnce(READER_SETTINGS, [])
+  let opening: string | undefined = ['BEGIN', ...settings.texts].join('; ')
+  let held: { texts: string[]; resolve: (rows: object[]) => void; reject: (error: unknown) => void }[] = []
   async function message(texts: string[]): Promise<object[]> {
     const batch = held
     held = []
-    const all = [...(opening === undefined ? [] : [opening]), ...batch.map((h) => h.text), ...texts]
+    const all = [...(opening === undefined ? [] : [opening]), ...batch.flatMap((h) => h.texts), ...texts]
     opening = undefined
     try {
       const answer = (await client.query(all.join('; '))) as unknown as pg.QueryResult | pg.QueryResult[]
       const results = Array.isArray(answer) ? answer : [answer]
-      const from = results.length - batch.length - texts.length
-      batch.forEach((h, i) => {
-        h.resolve(results[from + i]?.rows ?? [])
-      })
+      known.add(settings.name)
+      // Each held statement's answer is the last of its texts.
+      let at = results.length - texts.length - batch.reduce((sum, h) => sum + h.texts.length, 0)
+      for (const h of batch) {
+        at += h.texts.length
+        h.resolve(results[at - 1]?.rows ?? [])
+      }
       return results.at(-1)?.rows ?? []
     } catch (error) {
       for (const h of batch) h.reject(error)
@@ -97,9 +109,17 @@ async function handle(secret: string, request: ListRequest): Promise<{ status: n
     async exec(text: string) {
       await message([text])
     },
-    sendWithNext: <Row extends object>(text: string) =>
+    sendWithNext: <Row extends object>(text: string, params: readonly unknown[] = []) =>
       new Promise<Row[]>((resolve, reject) => {
-        held.push({ text, resolve: resolve as (rows: object[]) => void, reject })
+        const statement = params.length === 0 ? { name: undefined, texts: [text] } : executeOnce(text, params)
+        held.push({
+          texts: statement.texts,
+          resolve: (rows) => {
+            if (statement.name) known.add(statement.name)
+            resolve(rows as Row[])
+          },
+          reject,
+        })
       }),
   }
   try {

@@ -61,14 +61,21 @@ export interface PgbenchLoad {
   readonly seconds: number
   readonly rate?: number
   readonly applicationName: string
+  /** `simple` (the default): each command's text as it is; `prepared`: each parsed once per client. */
+  readonly protocol?: 'simple' | 'prepared'
+  /** Settings of each pgbench session (PGOPTIONS, `-c name=value …`). */
+  readonly sessionSettings?: Readonly<Record<string, string>>
+  /** Script variables (`--define`). */
+  readonly variables?: Readonly<Record<string, string>>
 }
 
-/** pgbench with a custom script in simple-protocol mode; with a rate, latencies from its transaction log. */
+/** pgbench with a custom script (simple protocol unless told); with a rate, latencies from its transaction log. */
 export async function pgbenchLoad(load: PgbenchLoad): Promise<LoadResult> {
   const logDir = load.rate ? mkdtempSync(join(load.scriptFile, '..', 'pgbench-log-')) : undefined
   const args = [
     '--no-vacuum',
-    '--protocol=simple',
+    `--protocol=${load.protocol ?? 'simple'}`,
+    ...Object.entries(load.variables ?? {}).map(([name, value]) => `--define=${name}=${value}`),
     `--client=${load.clients}`,
     '--jobs=2',
     `--time=${load.seconds}`,
@@ -80,7 +87,11 @@ export async function pgbenchLoad(load: PgbenchLoad): Promise<LoadResult> {
   ]
   try {
     const result = await run('pgbench', args, {
-      env: { ...process.env, PGAPPNAME: load.applicationName },
+      env: {
+        ...process.env,
+        PGAPPNAME: load.applicationName,
+        ...(load.sessionSettings ? { PGOPTIONS: pgOptions(load.sessionSettings) } : {}),
+      },
       timeoutMs: (load.seconds + 30) * 1000,
     })
     const output = result.stdout + result.stderr
@@ -105,6 +116,13 @@ export async function pgbenchLoad(load: PgbenchLoad): Promise<LoadResult> {
   } finally {
     if (logDir) rmSync(logDir, { recursive: true, force: true })
   }
+}
+
+/** Settings as PGOPTIONS: `-c name=value`, spaces and backslashes escaped. */
+export function pgOptions(settings: Readonly<Record<string, string>>): string {
+  return Object.entries(settings)
+    .map(([name, value]) => `-c ${name}=${value.replace(/[\\ ]/g, (c) => `\\${c}`)}`)
+    .join(' ')
 }
 
 /** Transaction latencies in ms from pgbench's per-transaction logs (third field, microseconds). */

@@ -1,5 +1,5 @@
 import type pg from 'pg'
-import { httpLoad, type LoadResult, pgbenchLoad } from './load.js'
+import { httpLoad, type LoadResult, type PgbenchLoad, pgbenchLoad } from './load.js'
 import { backendPids, metered, quiesce, type Usage } from './meter.js'
 import { pacedLoad } from './paced.js'
 import { combineLatencyRounds, combineRounds, type Saturation } from './rounds.js'
@@ -148,23 +148,30 @@ export async function warmServer(
 
 export const PGBENCH_APPLICATION = 'openbook-bench-pgbench'
 
+/**
+ * pgbench as the database's own ceiling (bench/ladder.ts `CEILING`): saturation, metered from its
+ * second second on (its connections open in the first), then latency at half that rate.
+ */
 export async function measurePgbench(
   databaseUrl: string,
-  scriptFile: string,
+  run: Omit<PgbenchLoad, 'databaseUrl' | 'clients' | 'seconds' | 'applicationName'>,
   options: LoadSettings,
   monitor: pg.Client,
   log: Log,
 ): Promise<TargetResult> {
   const load = {
+    ...run,
     databaseUrl,
-    scriptFile,
     clients: options.poolSize,
     seconds: options.duration,
     applicationName: PGBENCH_APPLICATION,
   }
   await quiesce(monitor)
-  const saturation = await metered(undefined, backendPids(monitor, PGBENCH_APPLICATION), () =>
-    pgbenchLoad(load),
+  const saturation = await metered(
+    undefined,
+    backendPids(monitor, PGBENCH_APPLICATION),
+    () => pgbenchLoad({ ...load, seconds: options.duration + 1 }),
+    1_000,
   )
   await quiesce(monitor)
   const rate = saturation.result.rps / 2

@@ -100,19 +100,27 @@ export interface Usage {
   readonly otherCpu: number
 }
 
-/** Runs `work` while metering the server process (if any) and its PostgreSQL backends. */
+/**
+ * Runs `work` while metering the server process (if any) and its PostgreSQL backends; with
+ * `afterMs`, from that long after `work` began (a pgbench run's first second opens its
+ * connections: a backend's start and its first plans cost milliseconds, which a slow target's few
+ * hundred transactions would otherwise share).
+ */
 export async function metered<T>(
   serverPid: number | undefined,
   postgresPids: () => Promise<readonly number[]>,
   work: () => Promise<T>,
+  afterMs = 0,
 ): Promise<{ result: T; usage: Usage }> {
   const server = serverPid === undefined ? undefined : new Meter(async () => [serverPid])
   const postgres = new Meter(postgresPids)
+  const running = afterMs > 0 ? work() : undefined
+  if (afterMs > 0) await new Promise((resolve) => setTimeout(resolve, afterMs))
   await Promise.all([server?.start(), postgres.start()])
   const startedAt = performance.now()
   const machineBefore = machineBusySeconds()
   const ownBefore = ownCpuSeconds()
-  const result = await work()
+  const result = await (running ?? work())
   const seconds = (performance.now() - startedAt) / 1000
   const machine = (100 * (machineBusySeconds() - machineBefore)) / seconds
   const own = (100 * (ownCpuSeconds() - ownBefore)) / seconds

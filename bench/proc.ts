@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { createServer, Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 
@@ -175,8 +175,23 @@ function clockTicks(): number {
   return ticksPerSecond
 }
 
-/** CPU seconds (user + system) a process has used so far; undefined when it is gone. */
+/**
+ * CPU seconds a process has used so far, to the nanosecond: the time each of its threads ran
+ * (/proc/<pid>/task/<tid>/schedstat), summed. /proc/<pid>/stat counts in clock ticks (10 ms), which a
+ * PostgreSQL backend serving 100 requests a second crosses a few times a second: per-request
+ * figures of a slow target were off by up to a fifth. Falls back to /proc/<pid>/stat; undefined when
+ * the process is gone.
+ */
 export function cpuSeconds(pid: number): number | undefined {
+  try {
+    let nanoseconds = 0
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      nanoseconds += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0])
+    }
+    if (Number.isFinite(nanoseconds) && nanoseconds > 0) return nanoseconds / 1e9
+  } catch {
+    // No schedstat (or the process is gone): its stat, or nothing.
+  }
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     // Fields after the command name, which is in parentheses and may contain spaces.

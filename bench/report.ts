@@ -108,9 +108,11 @@ function setup(report: BenchReport): string[] {
     `Load: saturation with autocannon (${load.connections} connections, pipelining 1) in ` +
       `${saturationRounds(load)}; latency at half of each target's own (median) saturation rate, ` +
       'open loop with evenly spaced requests, from the start of each request, wait for a free connection ' +
-      'included, for at least 12 requests; the database is let go idle between measurements. pgbench: ' +
-      `${load.poolSize} clients, simple protocol, a script of the transaction openbook sends (SQL captured from ` +
-      'src/queries). The minimal handler (bench/baseline-server.ts: node:http and pg, no framework) runs the same ' +
+      'included, for at least 12 requests; the database is let go idle between measurements. pgbench, the ' +
+      `database's own ceiling: ${load.poolSize} clients, \`-M prepared\`, the key lookup and the page as openbook ` +
+      'runs them (SQL captured from src/queries, the same parameters), as openbook_reader with the settings of ' +
+      "openbook's transactions made per session (bench/ladder.ts), metered from its second second on. The minimal " +
+      'handler (bench/baseline-server.ts: node:http and pg, no framework) runs the same ' +
       "SQL in openbook's round trips (BEGIN, its settings, the key lookup and the page's EXECUTE in one message, then " +
       'COMMIT) with the same prepared statements. Every server uses a pool of ' +
       `${load.poolSize} connections. CPU per request: CPU time of the process (Node) or of the backends serving ` +
@@ -143,7 +145,7 @@ function mixTable(report: BenchReport, scale: ScaleReport): string[] {
     const bad =
       failures(mix.pgbench) + failures(mix.baseline) + failures(mix.openbook) + failures(mix.previous)
     const targets = [mix.baseline, mix.openbook, mix.previous]
-    const pg = targets.map((t) => micros(pgMicros(t))).join(' · ')
+    const pg = [mix.pgbench, ...targets].map((t) => micros(pgMicros(t))).join(' · ')
     const node = targets
       .map((t) => micros(t ? microsPerRequest(t.saturation.serverCpu, t.saturation.rps) : null))
       .join(' · ')
@@ -162,7 +164,7 @@ function mixTable(report: BenchReport, scale: ScaleReport): string[] {
     `| Mix | Request | pgbench tx/s | minimal req/s | openbook req/s | ${prev} req/s | openbook ÷ minimal | ` +
       'openbook ÷ minimal, side by side | ' +
       `openbook ÷ ${prev} | p50 / p99 ms minimal | p50 / p99 ms openbook | p50 / p99 ms ${prev} | ` +
-      `PostgreSQL µs/req minimal · openbook · ${prev} | Node µs/req minimal · openbook · ${prev} | ` +
+      `PostgreSQL µs/req pgbench · minimal · openbook · ${prev} | Node µs/req minimal · openbook · ${prev} | ` +
       `CPU µs/req (both) minimal · openbook · ${prev} | openbook ÷ minimal by CPU | openbook ÷ ${prev} by CPU |`,
     '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
     ...rows,

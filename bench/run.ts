@@ -22,6 +22,7 @@ import {
   type SeedInfo,
 } from './data.js'
 import { measureEmbedded } from './embedded.js'
+import { CEILING, type PgbenchRun, pgbenchRun } from './ladder.js'
 import type { LoadResult } from './load.js'
 import {
   halfLoad,
@@ -41,7 +42,7 @@ import { killAll, run, runOk, statusKb } from './proc.js'
 import { machineInfo, writeReport } from './report.js'
 import { median, type Saturation } from './rounds.js'
 import { startBaseline, startOpenbook, startStatic, type Target } from './servers.js'
-import { captureStatements, pgbenchScript } from './sql.js'
+import { captureStatements } from './sql.js'
 
 runFromRoot()
 const started = performance.now()
@@ -229,13 +230,20 @@ async function measureScale(
   const { data, mixes, monitor } = prepared
   const scriptDir = join(workDir(), data.scale.name)
   mkdirSync(scriptDir, { recursive: true })
-  const scripts = new Map<string, string>()
+  // pgbench: the ceiling, -M prepared on the statements openbook runs (bench/ladder.ts).
+  const ceilings = new Map<string, PgbenchRun>()
   for (const mix of mixes) {
+    const run = pgbenchRun(CEILING, await captureStatements(mix.org.key, mix.org.id, mix.request), mix.org.id)
     const file = join(scriptDir, `${mix.id}.sql`)
-    writeFileSync(file, pgbenchScript(await captureStatements(mix.org.key, mix.org.id, mix.request)))
-    scripts.set(mix.id, file)
+    writeFileSync(file, run.script)
+    ceilings.set(mix.id, run)
   }
-  const scriptOf = (mix: Mix) => scripts.get(mix.id) ?? ''
+  const ceilingOf = (mix: Mix) => {
+    const run = ceilings.get(mix.id)
+    if (!run) throw new Error(`no pgbench script for ${mix.id}`)
+    const { script: _script, ...how } = run
+    return { ...how, scriptFile: join(scriptDir, `${mix.id}.sql`) }
+  }
 
   const url = databaseUrl(data)
   const baseline = await startBaseline(url, options.poolSize)
@@ -256,7 +264,7 @@ async function measureScale(
 
   log(`${data.scale.name}: warming caches, every mix for 1 s through pgbench`)
   for (const mix of mixes)
-    await measurePgbench(url, scriptOf(mix), { ...settings, duration: 1 }, monitor, () => {})
+    await measurePgbench(url, ceilingOf(mix), { ...settings, duration: 1 }, monitor, () => {})
   if (settings.warmup > 0) {
     log(`${data.scale.name}: warming the servers, every mix for ${settings.warmup} s through each`)
     const paths = mixes.map((mix) => ({ path: mix.path, key: mix.org.key }))
@@ -268,7 +276,7 @@ async function measureScale(
   for (const [index, mix] of mixes.entries()) {
     log(`${data.scale.name} mix ${index + 1}/${mixes.length} ${mix.id}: ${mix.path}`)
     const pgbench = options.pgbench
-      ? await measurePgbench(url, scriptOf(mix), settings, monitor, log)
+      ? await measurePgbench(url, ceilingOf(mix), settings, monitor, log)
       : undefined
     // Saturation in rounds, the servers taking turns at going first: on a shared machine a load
     // that comes and goes should not always fall on the same target, and a ratio is taken between

@@ -51,20 +51,32 @@ export function startStatic(): Promise<Target> {
   return start('static', ['--import', 'tsx', 'bench/static-server.ts'], {}, 'none')
 }
 
+/** How a variant of an openbook server differs: environment, and a module preloaded with `--import`. */
+export interface OpenbookVariant {
+  readonly env?: NodeJS.ProcessEnv
+  readonly preload?: string
+}
+
 /**
  * An openbook build on PostgreSQL, as `npm start` runs it: `dir` holds the build (dist/server.js),
  * the repository's root for the current one, a worktree for an older one. `name` also names its
  * PostgreSQL connections (application_name openbook-bench-<name>), whose CPU is metered.
  */
-export function startOpenbook(name: string, dir: string, databaseUrl: string): Promise<Target> {
+export function startOpenbook(
+  name: string,
+  dir: string,
+  databaseUrl: string,
+  variant: OpenbookVariant = {},
+): Promise<Target> {
   const applicationName = `openbook-bench-${name}`
   return start(
     name,
-    [join(dir, 'dist/server.js')],
+    [...(variant.preload ? ['--import', variant.preload] : []), join(dir, 'dist/server.js')],
     {
       DATABASE_URL: `${databaseUrl}?application_name=${applicationName}`,
       LOG_LEVEL: 'warn',
       HOST: '127.0.0.1',
+      ...variant.env,
     },
     applicationName,
   )

@@ -25,8 +25,8 @@ export interface Statement {
   readonly params: readonly unknown[]
 }
 
-/** The statement that opens every request's transaction, as the PostgreSQL store sends it. */
-export const OPEN_TRANSACTION = `BEGIN; ${readerPreamble(true, 5_000)}`
+/** The settings of every request's transaction, as the PostgreSQL store makes them. */
+export const READER_SETTINGS = readerPreamble(true, 5_000)
 
 /** PostgreSQL's form of the page: rows, each made an item in Node (see StoreAdapter.pageForm). */
 export const POSTGRES_PAGES: StoreAdapter = { pageForm: 'rows' }
@@ -107,30 +107,4 @@ export async function captureStatements(
     },
     count: { text: statement.countText, params: statement.params },
   }
-}
-
-function literal(value: unknown): string {
-  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value)
-  if (typeof value === 'string') return `'${value.replaceAll("'", "''")}'`
-  throw new Error(`no literal for ${typeof value}`)
-}
-
-/** The statement with its parameters written in as literals (for pgbench in simple-protocol mode). */
-export function inline(statement: Statement): string {
-  return statement.text.replace(/\$(\d+)/g, (_, n: string) => literal(statement.params[Number(n) - 1]))
-}
-
-/**
- * A pgbench script of one request's transaction: the same statements in openbook's round trips
- * (BEGIN and its settings travel with the key lookup, then the page, then COMMIT, which pgbench
- * waits for where openbook does not).
- */
-export function pgbenchScript(statements: RequestStatements): string {
-  const open = OPEN_TRANSACTION.split(/;\s*/).join(' \\; ')
-  return [
-    `${open} \\; ${inline(statements.authenticate)};`,
-    `${inline(statements.page)};`,
-    'COMMIT;',
-    '',
-  ].join('\n')
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { percentile } from '../load.js'
+import { percentile, pgOptions } from '../load.js'
 
 describe('percentile (nearest rank)', () => {
   const sorted = Float64Array.from({ length: 100 }, (_, i) => i + 1)
@@ -15,5 +15,13 @@ describe('percentile (nearest rank)', () => {
     expect(percentile(sorted, 0)).toBe(1)
     expect(percentile(Float64Array.from([7]), 99)).toBe(7)
     expect(percentile(new Float64Array(), 50)).toBeNull()
+  })
+})
+
+describe('pgOptions (PGOPTIONS of pgbench sessions)', () => {
+  it('writes each setting as -c name=value, escaping spaces and backslashes in the value', () => {
+    expect(pgOptions({ role: 'openbook_reader', DateStyle: 'ISO, YMD', x: 'a\\b' })).toBe(
+      '-c role=openbook_reader -c DateStyle=ISO,\\ YMD -c x=a\\\\b',
+    )
   })
 })

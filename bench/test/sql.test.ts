@@ -1,34 +1,57 @@
 import { describe, expect, it } from 'vitest'
 import { pickOrganizations } from '../data.js'
-import { inline, OPEN_TRANSACTION, parseListRequest, pgbenchScript } from '../sql.js'
+import { CEILING, PGBENCH, pgbenchRun } from '../ladder.js'
+import { parseListRequest } from '../sql.js'
 
-describe('inline', () => {
-  it('writes parameters in as literals, quotes doubled', () => {
-    expect(inline({ text: 'SELECT $1, $2, $10', params: ["o'k", 5, 3, 4, 5, 6, 7, 8, 9, 'ten'] })).toBe(
-      "SELECT 'o''k', 5, 'ten'",
-    )
-  })
+const statements = {
+  authenticate: { text: `SELECT 1 AS key FROM openbook_authenticate('${'a'.repeat(64)}') a`, params: [] },
+  page: { text: 'SELECT $1::text, $2::bigint', params: ['org_1', 50] },
+  count: { text: 'unused', params: [] },
+}
 
-  it('refuses a value it cannot write safely', () => {
-    expect(() => inline({ text: 'SELECT $1', params: [1.5] })).toThrow(/no literal/)
-    expect(() => inline({ text: 'SELECT $1', params: [null] })).toThrow(/no literal/)
+describe('the ceiling (pgbench -M prepared)', () => {
+  it('runs the key lookup and the page as two statements, the parameters as variables, as the reader with its settings', () => {
+    const run = pgbenchRun(CEILING, statements, 'org_1')
+    expect(run.protocol).toBe('prepared')
+    expect(run.script.split('\n')).toEqual([
+      `${statements.authenticate.text};`,
+      'SELECT :p1::text, :p2::bigint;',
+      '',
+    ])
+    expect(run.variables).toEqual({ p1: 'org_1', p2: '50' })
+    expect(run.sessionSettings).toMatchObject({
+      role: 'openbook_reader',
+      default_transaction_read_only: 'on',
+      plan_cache_mode: 'force_generic_plan',
+      'openbook.org_id': 'org_1',
+    })
   })
 })
 
-describe('pgbenchScript', () => {
-  it('sends BEGIN and its settings with the key lookup, then the page, then COMMIT', () => {
-    const script = pgbenchScript({
-      authenticate: { text: 'SELECT 1 AS key', params: [] },
-      page: { text: 'SELECT $1::text', params: ['org_1'] },
-      count: { text: 'unused', params: [] },
-    })
-    const lines = script.split('\n')
-    expect(lines).toHaveLength(4)
-    expect(lines[0]).toMatch(
-      /^BEGIN \\; SELECT set_config\('transaction_read_only', 'on', true\), .* \\; SELECT 1 AS key;$/,
+describe("openbook's messages in pgbench", () => {
+  const script = (name: string) => {
+    const variant = PGBENCH.find((v) => v.name === name)
+    if (!variant) throw new Error(name)
+    return pgbenchRun(variant, statements, 'org_1').script
+  }
+
+  it('sends BEGIN, the settings, the key lookup and the page in one message, PREPAREd once per client, then COMMIT', () => {
+    const lines = script('pgb-openbook').split('\n')
+    expect(lines[0]).toBe('\\if :prepared = 0')
+    expect(lines[1]).toMatch(/^PREPARE bench_page_[0-9a-f]{16} AS SELECT \$1::text, \$2::bigint;$/)
+    expect(lines.slice(2, 4)).toEqual(['\\set prepared 1', '\\endif'])
+    expect(lines[4]).toMatch(
+      /^BEGIN \\; SELECT set_config\('transaction_read_only', 'on', true\), .* \\; SELECT 1 AS key .* \\; EXECUTE bench_page_[0-9a-f]{16}\(current_setting\('openbook.org_id', true\), 50\);$/,
     )
-    expect(lines.slice(1)).toEqual(["SELECT 'org_1'::text;", 'COMMIT;', ''])
-    expect(OPEN_TRANSACTION.startsWith('BEGIN; ')).toBe(true)
+    expect(lines.slice(5)).toEqual(['COMMIT;', ''])
+  })
+
+  it('prepares the settings and the key lookup too where openbook does, the hash a parameter', () => {
+    const text = script('pgb-executes')
+    expect(text).toContain('FROM openbook_authenticate($1) a;')
+    expect(text).toMatch(
+      /BEGIN \\; EXECUTE bench_settings \\; EXECUTE bench_lookup\('a{64}'\) \\; EXECUTE bench_page_/,
+    )
   })
 })
 

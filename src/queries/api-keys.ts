@@ -8,6 +8,14 @@ export interface AuthenticatedKey {
   readonly lastUsedAt: Date | string | null
 }
 
+/** The key lookup, the hash given as the SQL `hash`. */
+const lookupText = (hash: string) =>
+  `SELECT set_config('openbook.org_id', a.org_id, true) AS "orgId", a.key_id AS "keyId",
+            a.last_used_at AS "lastUsedAt", set_config('openbook.key_hash', '', true) AS cleared
+     FROM openbook_authenticate(${hash}) a`
+
+const LOOKUP_BY_PARAMETER = lookupText('$1::text')
+
 /**
  * Looks up an active key by the SHA-256 of its secret and, in the same
  * statement, names its organization in the transaction-local setting that
@@ -25,18 +33,17 @@ export async function authenticateKey(
   keyHash: string,
   options: { readonly withNext?: boolean } = {},
 ): Promise<AuthenticatedKey | undefined> {
-  // The hash is written into the statement, so that it has no parameters and can travel with the
-  // transaction's BEGIN in one round trip (store/postgres.ts). Only a SHA-256 in hex may be written.
+  // The hash is written into the statement where it goes alone, so that it has no parameters and
+  // can travel with the transaction's BEGIN in one round trip (store/postgres.ts); with the next
+  // statement, it is a parameter, and the connection writes it in or prepares the statement.
+  // Only a SHA-256 in hex may be written.
   if (!SHA256_HEX.test(keyHash)) throw new Error('a key hash is 64 lowercase hexadecimal characters')
-  const text = `SELECT set_config('openbook.org_id', a.org_id, true) AS "orgId", a.key_id AS "keyId",
-            a.last_used_at AS "lastUsedAt", set_config('openbook.key_hash', '', true) AS cleared
-     FROM openbook_authenticate('${keyHash}') a`
   type Row = AuthenticatedKey & { cleared: string }
   if (options.withNext && !sql.sendWithNext)
     throw new Error('this connection cannot send a statement with the next')
   const [key] = await (options.withNext && sql.sendWithNext
-    ? sql.sendWithNext<Row>(text)
-    : sql.query<Row>(text))
+    ? sql.sendWithNext<Row>(LOOKUP_BY_PARAMETER, [keyHash])
+    : sql.query<Row>(lookupText(`'${keyHash}'`)))
   if (!key) return undefined
   return { keyId: key.keyId, orgId: key.orgId, lastUsedAt: key.lastUsedAt }
 }

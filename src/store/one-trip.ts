@@ -33,7 +33,20 @@ function literal(value: unknown): string {
 
 /** `EXECUTE` of the prepared statement `name` with `params` written as SQL. */
 export function executeText(name: string, params: readonly unknown[]): string {
-  return `EXECUTE ${name}(${params.map(literal).join(', ')})`
+  return params.length === 0 ? `EXECUTE ${name}` : `EXECUTE ${name}(${params.map(literal).join(', ')})`
+}
+
+/**
+ * `text` with its parameters `$1`, `$2`… written in as SQL (as `EXECUTE` takes them): for a
+ * statement that goes as it is, unprepared. Only for the service's own statements, which name a
+ * parameter nowhere but where it stands.
+ */
+export function inlineText(text: string, params: readonly unknown[]): string {
+  return text.replace(/\$(\d+)/g, (_, n: string) => {
+    const index = Number(n) - 1
+    if (index >= params.length) throw new Error(`a statement names $${n} of ${params.length} parameters`)
+    return literal(params[index])
+  })
 }
 
 /** `PREPARE` of `text` as `name`, its parameters' types inferred by PostgreSQL as the extended protocol does. */

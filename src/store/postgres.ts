@@ -7,6 +7,7 @@ import type { PreparedStatements } from '../config.js'
 import { copyStatement } from './copy.js'
 import {
   executeText,
+  inlineText,
   isPoolerSymptom,
   isPreparedStatementMissing,
   namesKeyOrganization,
@@ -172,6 +173,7 @@ function within<T>(work: Promise<T>, ms: number, abandon: (value: T) => void): P
 /** A statement held by `sendWithNext`, answered with the message it goes in. */
 interface Held {
   readonly text: string
+  readonly params: readonly unknown[]
   resolve(rows: object[]): void
   reject(error: unknown): void
 }
@@ -191,6 +193,11 @@ class TransactionConnection {
 
   /** Statements waiting to go with the next one (`Sql.sendWithNext`). */
   private held: Held[] = []
+  /**
+   * `on`: statements the next round trip PREPAREs on this connection, known to be there once it
+   * has come back. A round trip that fails leaves it unknown, and the connection is not given out again.
+   */
+  private preparing: string[] = []
 
   constructor(
     private readonly client: pg.PoolClient,
@@ -203,7 +210,8 @@ class TransactionConnection {
     /** The request path: how long a round trip may still take (its deadline, or the replica's cap). */
     private readonly roundTripLimitMs?: () => number,
   ) {
-    this.owed = begin
+    this.owed =
+      mode.request && prepare === 'on' && mode.preamble ? this.preparedOpening(mode.preamble) : begin
     const query = this.query.bind(this)
     const oneTrip = mode.request && prepare !== 'off'
     this.sql = {
@@ -217,9 +225,9 @@ class TransactionConnection {
       },
       ...(oneTrip
         ? {
-            sendWithNext: <Row extends object>(text: string) =>
+            sendWithNext: <Row extends object>(text: string, params: readonly unknown[] = []) =>
               new Promise<Row[]>((resolve, reject) => {
-                this.held.push({ text, resolve: resolve as (rows: object[]) => void, reject })
+                this.held.push({ text, params, resolve: resolve as (rows: object[]) => void, reject })
                 // A statement nobody sends after it still goes, alone, once this turn of the
                 // event loop is over: a caller that awaits it first is not left waiting.
                 if (this.held.length === 1) setImmediate(() => this.flush().catch(() => undefined))
@@ -244,10 +252,55 @@ class TransactionConnection {
   }
 
   private async roundTrip<R>(send: () => Promise<R>): Promise<R> {
-    const result = await (this.roundTripLimitMs ? this.bounded(send(), this.roundTripLimitMs()) : send())
+    let result: R
+    try {
+      result = await (this.roundTripLimitMs ? this.bounded(send(), this.roundTripLimitMs()) : send())
+    } catch (error) {
+      if (this.preparing.length > 0) this.broken = true
+      throw error
+    }
+    const prepared = this.preparedHere()
+    for (const name of this.preparing.splice(0)) prepared.add(name)
     this.answered = true
     this.onAnswer()
     return result
+  }
+
+  /** The statements this connection has PREPAREd (`on`). */
+  private preparedHere(): Set<string> {
+    let prepared = preparedBySql.get(this.client)
+    if (!prepared) {
+      prepared = new Set()
+      preparedBySql.set(this.client, prepared)
+    }
+    return prepared
+  }
+
+  /**
+   * `on`: `text` as `EXECUTE` of a statement prepared once per connection, with its `PREPARE`
+   * before it where this connection has not prepared it: PostgreSQL then neither parses nor plans
+   * it again. For the settings and the key lookup, 100-200 µs of the database's CPU a request
+   * (bench/RESULTS.md, the yardstick).
+   */
+  private executeOnce(text: string, params: readonly unknown[]): string[] {
+    const name = statementName(text, 'execute')
+    const execute = executeText(name, params)
+    if (this.preparedHere().has(name) || this.preparing.includes(name)) return [execute]
+    this.preparing.push(name)
+    return [prepareText(name, text), execute]
+  }
+
+  /** BEGIN and the settings, `on`: the settings EXECUTEd (`executeOnce`). */
+  private preparedOpening(preamble: string): string {
+    return ['BEGIN', ...this.executeOnce(preamble, [])].join('; ')
+  }
+
+  /** A held statement as it goes: `on`, EXECUTEd; `pooler`, with its parameters written in. */
+  private heldText(held: Held): string[] {
+    if (held.params.length === 0) return [held.text]
+    return this.prepare === 'on'
+      ? this.executeOnce(held.text, held.params)
+      : [inlineText(held.text, held.params)]
   }
 
   /**
@@ -278,7 +331,9 @@ class TransactionConnection {
   private async sendMessage(statements: readonly string[], last: string | undefined): Promise<object[]> {
     const held = this.held
     this.held = []
-    const texts = [...(this.owed === undefined ? [] : [this.owed]), ...statements, ...held.map((h) => h.text)]
+    const heldParts = held.map((h) => this.heldText(h))
+    const heldCount = heldParts.reduce((sum, part) => sum + part.length, 0)
+    const texts = [...(this.owed === undefined ? [] : [this.owed]), ...statements, ...heldParts.flat()]
     if (last !== undefined) texts.push(last)
     this.owed = undefined
     try {
@@ -286,10 +341,13 @@ class TransactionConnection {
         () => this.client.query(texts.join('; ')) as unknown as Promise<pg.QueryResult | pg.QueryResult[]>,
       )
       const results = Array.isArray(answer) ? answer : [answer]
-      const heldFrom = results.length - held.length - (last === undefined ? 0 : 1)
-      held.forEach((h, i) => {
-        h.resolve(results[heldFrom + i]?.rows ?? [])
-      })
+      // Each held statement's answer is the last of its texts; PREPAREs come before their EXECUTE.
+      const heldFrom = results.length - heldCount - (last === undefined ? 0 : 1)
+      let at = heldFrom
+      for (const [i, h] of held.entries()) {
+        at += heldParts[i]?.length ?? 1
+        h.resolve(results[at - 1]?.rows ?? [])
+      }
       return last === undefined ? [] : (results.at(-1)?.rows ?? [])
     } catch (error) {
       if (statements.length > 0 && this.prepare === 'on') this.broken = true
@@ -312,15 +370,9 @@ class TransactionConnection {
       )
       return rows as Row[]
     }
-    let prepared = preparedBySql.get(this.client)
-    if (!prepared) {
-      prepared = new Set()
-      preparedBySql.set(this.client, prepared)
-    }
-    const isNew = !prepared.has(name)
-    const rows = await this.sendMessage(isNew ? [prepareText(name, text)] : [], executeText(name, params))
-    prepared.add(name)
-    return rows as Row[]
+    const texts = this.executeOnce(text, params)
+    const execute = texts.pop()
+    return (await this.sendMessage(texts, execute)) as Row[]
   }
 
   private async query<Row extends object>(text: string, params: readonly unknown[] = []): Promise<Row[]> {

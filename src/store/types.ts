@@ -15,10 +15,10 @@ export interface Sql {
   exec(text: string): Promise<void>
   /**
    * Where a connection can put several statements in one round trip (the PostgreSQL store's
-   * request path, with prepared statements): `text` (no parameters) is sent with the next `query`,
+   * request path, with prepared statements): `text` with `params` is sent with the next `query`,
    * which may then pass `KEY_ORGANIZATION`, or by `flush`. Its rows come back with that answer.
    */
-  readonly sendWithNext?: <Row extends object>(text: string) => Promise<Row[]>
+  readonly sendWithNext?: <Row extends object>(text: string, params?: readonly unknown[]) => Promise<Row[]>
   /** Sends what `sendWithNext` holds, if anything, on its own. */
   readonly flush?: () => Promise<void>
 }

@@ -103,12 +103,15 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
     expect(await run('off')).toEqual([])
   })
 
-  /** The messages node-postgres sends for one request of each list, after a first request of each. */
+  /**
+   * The messages node-postgres sends for one request of each list, after a first request of each,
+   * and the connection's prepared statements by name.
+   */
   function messagesPerRequest(preparedStatements: PreparedStatements) {
     return withOneConnection(
       preparedStatements,
       `org_trips_${preparedStatements}`,
-      async (_store, app, key) => {
+      async (store, app, key) => {
         const urls = ['/api/public/v1/customers?limit=5', '/api/public/v1/appointments?status=completed']
         for (const url of urls) await app.inject({ url, headers: bearer(key) })
         const sent = vi.spyOn(pg.Client.prototype, 'query')
@@ -124,7 +127,12 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
               ),
             )
           }
-          return requests
+          const statements = await store.admin((sql) =>
+            sql.query<{ name: string; statement: string }>(
+              'SELECT name, statement FROM pg_prepared_statements',
+            ),
+          )
+          return { requests, prepared: new Map(statements.map((s) => [s.name, s.statement])) }
         } finally {
           sent.mockRestore()
         }
@@ -132,42 +140,52 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
     )
   }
 
-  /** What comes between the settings and the key lookup, and the name the EXECUTE must use. */
-  const PREPARING = {
-    on: { prepare: '', executed: 'openbook_e_[0-9a-f]{24}' },
-    // The statement prepared (unless it is there already; preparing reads no row) is the one
-    // executed.
-    pooler: {
-      prepare:
-        "SELECT openbook_prepare\\('(openbook_e_[0-9a-f]{24})', 'WITH t AS MATERIALIZED [\\s\\S]*'\\); ",
-      executed: '\\1',
-    },
-  }
+  /** The settings every request-path transaction opens with, in this order first. */
+  const SETTINGS =
+    "SELECT set_config\\('transaction_read_only', 'on', true\\), set_config\\('role', 'openbook_reader', true\\)[^;]*"
+  const LOOKUP = "SELECT set_config\\('openbook\\.org_id', a\\.org_id, true\\)[^;]*FROM openbook_authenticate"
+  const PAGE_EXECUTE = "\\(current_setting\\('openbook\\.org_id', true\\)[^;]*\\)"
 
-  it.each(['on', 'pooler'] as const)(
-    '%s: a request is one message (BEGIN, settings, key lookup, page; pooler: the page prepared on its server connection first) and its COMMIT',
-    async (mode) => {
-      const requests = await messagesPerRequest(mode)
-      expect(requests.map((messages) => messages.length)).toEqual([2, 2])
-      const { prepare, executed } = PREPARING[mode]
-      for (const [message, commit] of requests) {
-        // In this order: the read-only reader role and the other settings, the key found (and the
-        // organization set) before the page's EXECUTE reads a row, which the database binds to it.
-        expect(message).toMatch(
-          new RegExp(
-            "^BEGIN; SELECT set_config\\('transaction_read_only', 'on', true\\), set_config\\('role', 'openbook_reader', true\\)[^;]*; " +
-              prepare +
-              "SELECT set_config\\('openbook\\.org_id', a\\.org_id, true\\)[^;]*FROM openbook_authenticate\\('[0-9a-f]{64}'\\) a; " +
-              `EXECUTE ${executed}\\(current_setting\\('openbook\\.org_id', true\\)[^;]*\\)$`,
-          ),
-        )
-        expect(commit).toBe('COMMIT')
-      }
-    },
-  )
+  it('on: a request is one message of EXECUTEs (BEGIN, settings, key lookup, page), each statement prepared once per connection, and its COMMIT', async () => {
+    const { requests, prepared } = await messagesPerRequest('on')
+    expect(requests.map((messages) => messages.length)).toEqual([2, 2])
+    const name = '(openbook_e_[0-9a-f]{24})'
+    for (const [message, commit] of requests) {
+      const match = new RegExp(
+        `^BEGIN; EXECUTE ${name}; EXECUTE ${name}\\('[0-9a-f]{64}'\\); EXECUTE ${name}${PAGE_EXECUTE}$`,
+      ).exec(message ?? '')
+      expect(match, message).not.toBeNull()
+      const [, settings = '', lookup = '', page = ''] = match ?? []
+      // In this order: the read-only reader role and the other settings, the key found (and the
+      // organization set) before the page's EXECUTE reads a row, which the database binds to it.
+      // pg_prepared_statements holds the whole message each was prepared in.
+      expect(prepared.get(settings)).toMatch(new RegExp(`PREPARE ${settings} AS ${SETTINGS}; `))
+      expect(prepared.get(lookup)).toMatch(new RegExp(`PREPARE ${lookup} AS ${LOOKUP}\\(\\$1::text\\) a; `))
+      expect(prepared.get(page)).toMatch(new RegExp(`PREPARE ${page} AS WITH t AS MATERIALIZED `))
+      expect(commit).toBe('COMMIT')
+    }
+  })
+
+  it('pooler: a request is one message (BEGIN, settings, the page prepared on its server connection, key lookup, page) and its COMMIT', async () => {
+    const { requests } = await messagesPerRequest('pooler')
+    expect(requests.map((messages) => messages.length)).toEqual([2, 2])
+    for (const [message, commit] of requests) {
+      // The statement prepared (unless it is there already; preparing reads no row) is the one
+      // executed; the settings and the key lookup go as text, the key's hash written in.
+      expect(message).toMatch(
+        new RegExp(
+          `^BEGIN; ${SETTINGS}; ` +
+            "SELECT openbook_prepare\\('(openbook_e_[0-9a-f]{24})', 'WITH t AS MATERIALIZED [\\s\\S]*'\\); " +
+            `${LOOKUP}\\('[0-9a-f]{64}'::text\\) a; ` +
+            `EXECUTE \\1${PAGE_EXECUTE}$`,
+        ),
+      )
+      expect(commit).toBe('COMMIT')
+    }
+  })
 
   it('off: the page waits for the key lookup (three messages)', async () => {
-    const requests = await messagesPerRequest('off')
+    const { requests } = await messagesPerRequest('off')
     expect(requests.map((messages) => messages.length)).toEqual([3, 3])
   })
 

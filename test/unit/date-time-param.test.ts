@@ -1,14 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import { appointmentsQuery } from '../../src/routes/public/v1/appointments.js'
-import { dateTimeParam, dateTimeTwinOf } from '../../src/schemas/query.js'
+import { dateTimeParam } from '../../src/schemas/query.js'
 
-/**
- * A date-time parameter is parsed without Zod's checks when its plain check says the published
- * schema accepts it (`DateTimeTwin`): the two must agree on every text, or a request would be
- * answered differently from what the OpenAPI document promises.
- */
-const TEXTS = [
-  // accepted
+/** What a date-time parameter accepts (RFC 3339 with Z or an offset, a real calendar date, …). */
+const ACCEPTED = [
   '2026-07-29T10:41:03.588Z',
   '2026-07-29T10:41:03Z',
   '2026-07-29T10:41:03.123456789Z',
@@ -19,7 +14,10 @@ const TEXTS = [
   '2000-02-29T23:59:59.999Z',
   '0001-01-01T00:00:00Z',
   '9999-12-31T23:59:59.999999Z',
-  // refused
+  // Zod 3's pattern takes a time without seconds (RFC 3339 does not): as published since 1.0.0.
+  '2026-07-29T10:41Z',
+]
+const REFUSED = [
   '2026-07-29T10:41:03.1234567890Z',
   '2026-02-30T00:00:00Z',
   '2026-02-29T00:00:00Z',
@@ -30,7 +28,6 @@ const TEXTS = [
   '2026-07-29T10:41:03+99:00',
   '2026-07-29T25:00:00Z',
   '2026-13-01T00:00:00Z',
-  '2026-07-29T10:41Z',
   '2026-07-29T10:41:03',
   '2026-07-29T10:41:03.Z',
   '2026-07-29t10:41:03z',
@@ -41,19 +38,15 @@ const TEXTS = [
   'now',
 ]
 
-describe('a date-time parameter parsed without Zod checks where they would pass', () => {
+describe('a date-time parameter', () => {
   const published = dateTimeParam('startDate', 'a bound')
-  const twin = dateTimeTwinOf(published)
 
-  it.each(TEXTS)('agrees with the published schema on %j', (text) => {
-    expect(twin).toBeDefined()
-    expect(twin?.valid(text)).toBe(published.safeParse(text).success)
+  it.each(ACCEPTED)('accepts %j', (text) => {
+    expect(published.safeParse(text).success).toBe(true)
   })
 
-  it('covers both answers', () => {
-    const accepted = TEXTS.filter((text) => published.safeParse(text).success)
-    expect(accepted.length).toBeGreaterThanOrEqual(10)
-    expect(TEXTS.length - accepted.length).toBeGreaterThanOrEqual(10)
+  it.each(REFUSED)('refuses %j', (text) => {
+    expect(published.safeParse(text).success).toBe(false)
   })
 
   it('a query with a refused date-time reports the published schema issues, every one', () => {

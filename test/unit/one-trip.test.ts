@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { executeText, prepareText } from '../../src/store/one-trip.js'
+import { executeText, inlineText, prepareText } from '../../src/store/one-trip.js'
 import { KEY_ORGANIZATION } from '../../src/store/types.js'
 
 describe('the one-trip message (store/one-trip.ts)', () => {
@@ -25,6 +25,20 @@ describe('the one-trip message (store/one-trip.ts)', () => {
     expect(() => executeText('s', [Number.POSITIVE_INFINITY])).toThrow()
     expect(() => executeText('s', [{ a: 1 }])).toThrow(/object/)
     expect(() => executeText('s', [10n])).toThrow(/bigint/)
+  })
+
+  it('executes a statement without parameters without parentheses, which PostgreSQL refuses empty', () => {
+    expect(executeText('s', [])).toBe('EXECUTE s')
+  })
+
+  it('writes parameters into a statement that goes unprepared, as EXECUTE does, $10 not read as $1', () => {
+    const params = ["o'k", 2, 3, 4, 5, 6, 7, 8, 9, 'ten']
+    expect(inlineText('SELECT $1::text, $2, $10', params)).toBe("SELECT 'o''k'::text, 2, 'ten'")
+    expect(inlineText('SELECT $1', [KEY_ORGANIZATION])).toBe(
+      "SELECT current_setting('openbook.org_id', true)",
+    )
+    expect(() => inlineText('SELECT $2', [1])).toThrow(/\$2 of 1/)
+    expect(() => inlineText('SELECT $1', ['a\0b'])).toThrow(/NUL/)
   })
 
   it('prepares with the types left to PostgreSQL', () => {
