@@ -4,8 +4,8 @@
  * statements the service sends (bench/sql.ts `captureStatements`); unit-tested.
  */
 import { createHash } from 'node:crypto'
-import { readerPreamble } from '../src/queries/sql.js'
 import { executeText, prepareOnServerText, prepareText } from '../src/store/one-trip.js'
+import { readerPreamble } from '../src/store/reader-settings.js'
 import { KEY_ORGANIZATION } from '../src/store/types.js'
 import type { RequestStatements } from './sql.js'
 

@@ -23,7 +23,7 @@ import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import pg from 'pg'
 import {
-  busyCustomer,
+  busiestValues,
   countOf,
   type DataSet,
   databaseUrl,
@@ -147,7 +147,7 @@ async function main(): Promise<void> {
     const monitor = new pg.Client({ connectionString: databaseUrl(data, 'openbook-bench-monitor') })
     await monitor.connect()
     stops.push(() => monitor.end())
-    const context = { largeCustomerId: await busyCustomer(monitor, orgs.large.id), now: new Date() }
+    const context = { busiest: await busiestValues(monitor, orgs.large.id), now: new Date() }
     const mixes = await buildMixes(
       orgs,
       context,
