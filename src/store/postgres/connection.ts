@@ -1,0 +1,331 @@
+import { createHash } from 'node:crypto'
+import { pipeline } from 'node:stream/promises'
+import type pg from 'pg'
+import { from as copyFrom } from 'pg-copy-streams'
+import type { PreparedStatements } from '../../config.js'
+import { copyStatement } from '../copy.js'
+import {
+  executeText,
+  inlineText,
+  namesKeyOrganization,
+  prepareOnServerText,
+  prepareText,
+} from '../one-trip.js'
+import type { AdminSql } from '../types.js'
+
+/**
+ * One transaction on one pooled PostgreSQL connection, and the `Sql` it hands the work: on the
+ * request path, BEGIN, the settings, the key lookup and the page in one round trip (one-trip.ts).
+ */
+
+/**
+ * How a transaction talks to the server.
+ * - `request`: the request path. BEGIN and its settings travel with the first statement when it
+ *   has no parameters (the key lookup), statements with parameters are prepared once per
+ *   connection (`preparedStatements` on), and a read-only transaction's COMMIT is not waited for:
+ *   two round trips per request instead of four. With prepared statements (on or pooler), the key
+ *   lookup waits for the page and both go with BEGIN in one message (`one-trip.ts`): one round
+ *   trip, and COMMIT.
+ * - anything else: BEGIN, then the statements as they come, then COMMIT, each waited for.
+ */
+export interface TransactionMode {
+  readonly preamble: string
+  readonly request: boolean
+  readonly readOnly: boolean
+}
+
+export const OPERATOR: TransactionMode = { preamble: '', request: false, readOnly: false }
+
+export type Transaction = <T>(mode: TransactionMode, work: (sql: AdminSql) => Promise<T>) => Promise<T>
+
+export interface Database {
+  readonly pool: pg.Pool
+  readonly transaction: Transaction
+}
+
+/**
+ * Statement names by kind and text. Keyed by the text itself, which the query modules build once
+ * per shape and hand on as the same string: its hash is kept with it, so a lookup does not read
+ * the 3-6 KB again (a key made per call, such as a prefixed copy, cost 5-8 µs a request).
+ */
+const statementNames = { protocol: new Map<string, string>(), execute: new Map<string, string>() }
+/** Per connection, the statements it has prepared by `PREPARE` (`one-trip.ts`), by name. */
+const preparedBySql = new WeakMap<pg.PoolClient, Set<string>>()
+/**
+ * A prepared statement's name, the same for the same text in every connection and process.
+ * Statements prepared by `PREPARE` are named apart (`e`) from those the extended protocol
+ * prepares: a connection may hold the same text both ways.
+ */
+function statementName(text: string, kind: keyof typeof statementNames = 'protocol'): string {
+  const names = statementNames[kind]
+  let name = names.get(text)
+  if (!name) {
+    const hash = createHash('sha256').update(text).digest('hex').slice(0, 24)
+    name = kind === 'protocol' ? `openbook_${hash}` : `openbook_e_${hash}`
+    names.set(text, name)
+  }
+  return name
+}
+
+/** A round trip cut off by its deadline: a lost connection (08006), but not a stale idle one to retry at once. */
+export class RoundTripTimeout extends Error {
+  readonly code = '08006'
+  constructor() {
+    super('the database did not answer in time')
+  }
+}
+
+/** `work`, or a timeout error after `ms`; what `work` yields after that goes to `abandon`. */
+export function within<T>(work: Promise<T>, ms: number, abandon: (value: T) => void): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  let late = false
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => {
+        late = true
+        reject(new RoundTripTimeout())
+      },
+      Math.max(1, ms),
+    )
+  })
+  work.then(
+    (value) => {
+      if (late) abandon(value)
+    },
+    () => undefined,
+  )
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer))
+}
+
+/** A statement held by `sendWithNext`, answered with the message it goes in. */
+interface Held {
+  readonly text: string
+  readonly params: readonly unknown[]
+  resolve(rows: object[]): void
+  reject(error: unknown): void
+}
+
+/**
+ * One transaction's use of a pooled connection: BEGIN is owed until it goes (with the first
+ * statement on the request path), and whether any round trip has come back, after which the
+ * transaction can no longer move to another connection.
+ */
+export class TransactionConnection {
+  /** BEGIN not sent yet: it goes with the first statement (request path) or before the work. */
+  owed: string | undefined
+  answered = false
+  /** Not to be given to the next user: its backend died, or it could not roll back. */
+  broken = false
+  readonly sql: AdminSql
+
+  /** Statements waiting to go with the next one (`Sql.sendWithNext`). */
+  private held: Held[] = []
+  /**
+   * `on`: statements the next round trip PREPAREs on this connection, known to be there once it
+   * has come back. A round trip that fails leaves it unknown, and the connection is not given out again.
+   */
+  private preparing: string[] = []
+
+  constructor(
+    private readonly client: pg.PoolClient,
+    private readonly mode: TransactionMode,
+    begin: string,
+    private readonly prepare: PreparedStatements,
+    /** `pooler`: the server connection's prepared statements checked in pg_prepared_statements. */
+    private readonly recheck: boolean,
+    private readonly onAnswer: () => void,
+    /** The request path: how long a round trip may still take (its deadline, or the replica's cap). */
+    private readonly roundTripLimitMs?: () => number,
+  ) {
+    this.owed =
+      mode.request && prepare === 'on' && mode.preamble ? this.preparedOpening(mode.preamble) : begin
+    const query = this.query.bind(this)
+    const oneTrip = mode.request && prepare !== 'off'
+    this.sql = {
+      query,
+      exec: async (text) => {
+        await query(text)
+      },
+      copyIn: async (table, columns, text) => {
+        if (this.owed !== undefined) await query('SELECT 1')
+        await pipeline([text], client.query(copyFrom(copyStatement(table, columns, 'STDIN'))))
+      },
+      ...(oneTrip
+        ? {
+            sendWithNext: <Row extends object>(text: string, params: readonly unknown[] = []) =>
+              new Promise<Row[]>((resolve, reject) => {
+                this.held.push({ text, params, resolve: resolve as (rows: object[]) => void, reject })
+                // A statement nobody sends after it still goes, alone, once this turn of the
+                // event loop is over: a caller that awaits it first is not left waiting.
+                if (this.held.length === 1) setImmediate(() => this.flush().catch(() => undefined))
+              }),
+            flush: () => this.flush(),
+          }
+        : {}),
+    }
+  }
+
+  /** Sends the held statements, with BEGIN if it is owed, in one message. */
+  async flush(): Promise<void> {
+    if (this.held.length === 0) return
+    await this.sendMessage([], undefined)
+  }
+
+  /** Sends the owed BEGIN on its own. */
+  async sendOwed(): Promise<void> {
+    const opening = this.owed
+    this.owed = undefined
+    if (opening !== undefined) await this.roundTrip(() => this.client.query(opening))
+  }
+
+  private async roundTrip<R>(send: () => Promise<R>): Promise<R> {
+    let result: R
+    try {
+      result = await (this.roundTripLimitMs ? this.bounded(send(), this.roundTripLimitMs()) : send())
+    } catch (error) {
+      if (this.preparing.length > 0) this.broken = true
+      throw error
+    }
+    const prepared = this.preparedHere()
+    for (const name of this.preparing.splice(0)) prepared.add(name)
+    this.answered = true
+    this.onAnswer()
+    return result
+  }
+
+  /** The statements this connection has PREPAREd (`on`). */
+  private preparedHere(): Set<string> {
+    let prepared = preparedBySql.get(this.client)
+    if (!prepared) {
+      prepared = new Set()
+      preparedBySql.set(this.client, prepared)
+    }
+    return prepared
+  }
+
+  /**
+   * `on`: `text` as `EXECUTE` of a statement prepared once per connection, with its `PREPARE`
+   * before it where this connection has not prepared it: PostgreSQL then neither parses nor plans
+   * it again. For the settings and the key lookup, 100-200 µs of the database's CPU a request
+   * (bench/RESULTS.md, the yardstick).
+   */
+  private executeOnce(text: string, params: readonly unknown[]): string[] {
+    const name = statementName(text, 'execute')
+    const execute = executeText(name, params)
+    if (this.preparedHere().has(name) || this.preparing.includes(name)) return [execute]
+    this.preparing.push(name)
+    return [prepareText(name, text), execute]
+  }
+
+  /** BEGIN and the settings, `on`: the settings EXECUTEd (`executeOnce`). */
+  private preparedOpening(preamble: string): string {
+    return ['BEGIN', ...this.executeOnce(preamble, [])].join('; ')
+  }
+
+  /** A held statement as it goes: `on`, EXECUTEd; `pooler`, with its parameters written in. */
+  private heldText(held: Held): string[] {
+    if (held.params.length === 0) return [held.text]
+    return this.prepare === 'on'
+      ? this.executeOnce(held.text, held.params)
+      : [inlineText(held.text, held.params)]
+  }
+
+  /**
+   * A round trip that has not come back within `ms` (a pooler holding the request while its server
+   * restarts: PgBouncer waits up to query_wait_timeout) ends the connection: its socket is closed,
+   * so the request fails as a lost connection does, and is run again or moved while time is left.
+   */
+  private async bounded<R>(work: Promise<R>, ms: number): Promise<R> {
+    try {
+      return await within(work, ms, () => undefined)
+    } catch (error) {
+      if (error instanceof RoundTripTimeout) {
+        this.broken = true
+        ;(
+          this.client as unknown as { connection?: { stream?: { destroy(): void } } }
+        ).connection?.stream?.destroy()
+      }
+      throw error
+    }
+  }
+
+  /**
+   * One simple-protocol message: the owed BEGIN, `statements`, the held statements, then `last`;
+   * each held statement is answered with its result, and the answer is `last`'s rows. A message
+   * that fails after a `PREPARE` leaves it unknown whether the statement exists: with prepared
+   * statements `on`, which remembers them per connection, the connection is not given out again.
+   */
+  private async sendMessage(statements: readonly string[], last: string | undefined): Promise<object[]> {
+    const held = this.held
+    this.held = []
+    const heldParts = held.map((h) => this.heldText(h))
+    const heldCount = heldParts.reduce((sum, part) => sum + part.length, 0)
+    const texts = [...(this.owed === undefined ? [] : [this.owed]), ...statements, ...heldParts.flat()]
+    if (last !== undefined) texts.push(last)
+    this.owed = undefined
+    try {
+      const answer = await this.roundTrip(
+        () => this.client.query(texts.join('; ')) as unknown as Promise<pg.QueryResult | pg.QueryResult[]>,
+      )
+      const results = Array.isArray(answer) ? answer : [answer]
+      // Each held statement's answer is the last of its texts; PREPAREs come before their EXECUTE.
+      const heldFrom = results.length - heldCount - (last === undefined ? 0 : 1)
+      let at = heldFrom
+      for (const [i, h] of held.entries()) {
+        at += heldParts[i]?.length ?? 1
+        h.resolve(results[at - 1]?.rows ?? [])
+      }
+      return last === undefined ? [] : (results.at(-1)?.rows ?? [])
+    } catch (error) {
+      if (statements.length > 0 && this.prepare === 'on') this.broken = true
+      for (const h of held) h.reject(error)
+      throw error
+    }
+  }
+
+  /**
+   * A prepared statement run by `EXECUTE` in one message with what is owed and held, `PREPARE`d
+   * first if new: on, if this connection has not; pooler, if the server connection has not, which
+   * the database checks in the same message.
+   */
+  private async execute<Row extends object>(text: string, params: readonly unknown[]): Promise<Row[]> {
+    const name = statementName(text, 'execute')
+    if (this.prepare === 'pooler') {
+      const rows = await this.sendMessage(
+        [prepareOnServerText(name, text, this.recheck)],
+        executeText(name, params),
+      )
+      return rows as Row[]
+    }
+    const texts = this.executeOnce(text, params)
+    const execute = texts.pop()
+    return (await this.sendMessage(texts, execute)) as Row[]
+  }
+
+  private async query<Row extends object>(text: string, params: readonly unknown[] = []): Promise<Row[]> {
+    const { client, mode } = this
+    if (namesKeyOrganization(params)) {
+      if (!(mode.request && this.prepare !== 'off'))
+        throw new Error('KEY_ORGANIZATION needs the one-trip request path')
+      return this.execute<Row>(text, params)
+    }
+    if (this.held.length > 0) await this.flush()
+    if (this.owed !== undefined) {
+      if (mode.request && params.length === 0) {
+        const opening = this.owed
+        this.owed = undefined
+        // One simple-protocol message: BEGIN, the settings and the statement; its answer is the last.
+        const results = await this.roundTrip(
+          () => client.query(`${opening}; ${text}`) as unknown as Promise<pg.QueryResult<Row>[]>,
+        )
+        return results.at(-1)?.rows ?? []
+      }
+      await this.sendOwed()
+    }
+    const config =
+      mode.request && this.prepare === 'on' && params.length > 0
+        ? { name: statementName(text), text, values: params as unknown[] }
+        : { text, values: params as unknown[] }
+    return (await this.roundTrip(() => client.query<Row>(config))).rows
+  }
+}

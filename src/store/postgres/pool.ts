@@ -1,0 +1,249 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import pg from 'pg'
+import type { PreparedStatements } from '../../config.js'
+import { isPoolerSymptom, isPreparedStatementMissing } from '../one-trip.js'
+import type { AdminSql } from '../types.js'
+import {
+  type Database,
+  RoundTripTimeout,
+  TransactionConnection,
+  type TransactionMode,
+  within,
+} from './connection.js'
+
+/**
+ * A pool of connections to one PostgreSQL server and its transactions: connections tried again
+ * while the server (or its pooler) restarts, requests run again when their connection is lost
+ * before they wrote, and prepared statements that meet a pooler switched to `pooler`.
+ */
+
+/** What a pool of one database needs to know of the store's options (PostgresStoreOptions). */
+export interface PoolOptions {
+  readonly maxConnections?: number
+  /**
+   * How the request path's statements are prepared (config.ts, `PREPARED_STATEMENTS`): `on` (the
+   * default) once per connection, the page by SQL-level PREPARE (one-trip.ts); `pooler` once per
+   * server connection, checked by the database, for PgBouncer in transaction mode of any version
+   * (1.21's tracking is protocol-level only); `off`, never.
+   */
+  readonly preparedStatements?: PreparedStatements
+  /**
+   * Told once when prepared statements `on` met a pooler in transaction mode (isPoolerSymptom):
+   * the store has switched to `pooler` and run the request again.
+   */
+  readonly onPoolerDetected?: (detail: string) => void
+  /** Called for errors of idle pooled connections (a restarted server, a terminated backend). */
+  readonly onIdleError?: (error: Error) => void
+}
+
+export const REQUEST_DEADLINE_MS = 8_000
+/**
+ * A round trip to the replica that takes longer ends there and the read moves to the primary: a
+ * page takes milliseconds, and a replica that stopped leaves its reads queued in the pooler.
+ */
+export const REPLICA_ROUND_TRIP_CAP_MS = 2_000
+
+/** SQLSTATEs of a session the server ended: admin_shutdown, crash_shutdown, cannot_connect_now. */
+const SESSION_ENDED = new Set(['57P01', '57P02', '57P03'])
+/** Socket errors of a connection that is gone. */
+const SOCKET_GONE = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT'])
+
+/**
+ * Whether an error says the connection is gone (the server ended the session, the socket closed)
+ * rather than that the statement failed: node-postgres gives the server's FATAL (57P01 for
+ * pg_terminate_backend), the socket's error, or one of its own messages for a closed connection.
+ */
+export function isConnectionLost(error: unknown): boolean {
+  if (!(error instanceof Error)) return false
+  const code = (error as { code?: unknown }).code
+  if (
+    typeof code === 'string' &&
+    (SESSION_ENDED.has(code) || SOCKET_GONE.has(code) || code.startsWith('08'))
+  ) {
+    return true
+  }
+  return (
+    error.message.startsWith('Connection terminated') ||
+    error.message === 'Client has encountered a connection error and is not queryable'
+  )
+}
+
+/**
+ * How long a request may wait on one database: `deadlineMs` in all, each round trip at most
+ * `roundTripCapMs`. The primary waits out a short outage (the request deadline); the replica gives
+ * up at once and within a cap, as the primary can serve instead.
+ */
+export interface Patience {
+  /** How long refused and lost connections are tried again. */
+  readonly retryForMs: number
+  readonly roundTripCapMs: number
+  /** The cap holds for every transaction (the replica's lag probe too), not only the request path's. */
+  readonly capEveryTransaction: boolean
+}
+
+export function openDatabase(connectionString: string, options: PoolOptions, patience: Patience): Database {
+  const { retryForMs, roundTripCapMs, capEveryTransaction } = patience
+  const maxConnections = options.maxConnections ?? 10
+  // `on` becomes `pooler` for good at the first sign of a pooler in transaction mode.
+  let prepare = options.preparedStatements ?? 'on'
+  const pool = new pg.Pool({
+    connectionString,
+    max: maxConnections,
+    connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 30_000,
+  })
+  // Without a listener an idle connection's error would crash the process.
+  pool.on('error', (error) => options.onIdleError?.(error))
+  /** Connections that have begun a transaction before: the ones that have sat idle in the pool. */
+  const reused = new WeakSet<pg.PoolClient>()
+
+  /**
+   * A connection from the pool. A refused connection (a pooler or server restarting: PgBouncer is
+   * gone for a second or more during a restart) is tried again until `deadline`, with backoff,
+   * before the request is answered 503: nothing of the transaction has run yet.
+   */
+  async function connect(deadline: number, answerBy: number | undefined): Promise<pg.PoolClient> {
+    for (let delay = 25; ; delay = Math.min(delay * 2, 250)) {
+      try {
+        // A connection that hangs (a peer that stopped answering) counts against the deadline too.
+        return await (answerBy === undefined
+          ? pool.connect()
+          : within(pool.connect(), answerBy - Date.now(), (late) => late.release()))
+      } catch (error) {
+        if (error instanceof RoundTripTimeout) throw error
+        const left = deadline - Date.now()
+        if (!(isConnectRefused(error) || isConnectionLost(error)) || left <= 0) throw error
+        // The last try at the deadline itself.
+        await sleep(Math.min(delay, left))
+      }
+    }
+  }
+
+  async function transaction<T>(mode: TransactionMode, work: (sql: AdminSql) => Promise<T>): Promise<T> {
+    const begin = mode.preamble ? `BEGIN; ${mode.preamble}` : 'BEGIN'
+    // A backend that dies while its connection is idle (pg_terminate_backend, a restarted server)
+    // is noticed by the pool only once its error has been read off the socket; until then the pool
+    // still hands the connection out, and the round trip that carries BEGIN is the one that fails.
+    // Nothing of the transaction has happened then (BEGIN, its settings and at most a read), so the
+    // connection is discarded and the transaction starts again on another one. All the idle
+    // connections may have died at once: after `maxConnections` discards the pool has none left and
+    // opens a new one. A new connection that fails is not retried (the server is refusing
+    // sessions), and nothing is retried once a round trip of the transaction has come back.
+    // Behind a pooler, a server connection whose prepared statements were dropped while its session
+    // setting still marks them prepared (a reset by DEALLOCATE ALL alone) answers "prepared statement
+    // does not exist": the read-only request is run again once, its statements checked in
+    // pg_prepared_statements (`recheck`).
+    // A read-only request whose connection is lost after it was answered (a pooler or server
+    // restarting under it) is run again on a new connection until the deadline: it wrote nothing.
+    let recheck = false
+    const deadline = Date.now() + retryForMs
+    const answerBy = Date.now() + Math.max(retryForMs, roundTripCapMs)
+    for (let attempt = 1; ; attempt++) {
+      const attemptPrepare = prepare
+      const capped = mode.request || capEveryTransaction
+      const client = await connect(deadline, capped ? answerBy : undefined)
+      const wasIdle = reused.has(client)
+      const connection = new TransactionConnection(
+        client,
+        mode,
+        begin,
+        attemptPrepare,
+        recheck,
+        () => reused.add(client),
+        capped ? () => Math.min(roundTripCapMs, answerBy - Date.now()) : undefined,
+      )
+      // A backend that dies while the connection is checked out emits 'error' on the client, which the
+      // pool listens for only while it is idle: unheard, it would crash the process. The query in flight
+      // rejects with the same error, so here the connection is only marked as not to be reused.
+      const onCheckedOutError = () => {
+        connection.broken = true
+      }
+      client.on('error', onCheckedOutError)
+      let released = false
+      try {
+        if (!mode.request) await connection.sendOwed()
+        const result = await work(connection.sql)
+        await connection.flush()
+        if (connection.owed === undefined) {
+          if (mode.request && mode.readOnly) {
+            // A read-only COMMIT changes nothing: the client's queue sends it before anything the
+            // connection's next user asks, and a failure shows there (a dead connection is retried).
+            client.query('COMMIT').catch(() => undefined)
+            client.off('error', onCheckedOutError)
+            client.release()
+            released = true
+          } else {
+            await client.query('COMMIT')
+          }
+        }
+        return result
+      } catch (error) {
+        if (
+          !connection.answered &&
+          wasIdle &&
+          attempt <= maxConnections &&
+          isConnectionLost(error) &&
+          !(error instanceof RoundTripTimeout)
+        ) {
+          connection.broken = true
+          continue
+        }
+        if (connection.owed === undefined) {
+          try {
+            await client.query('ROLLBACK')
+          } catch {
+            connection.broken = true
+          }
+        }
+        if (
+          attemptPrepare === 'pooler' &&
+          mode.request &&
+          mode.readOnly &&
+          !recheck &&
+          isPreparedStatementMissing(error)
+        ) {
+          recheck = true
+          continue
+        }
+        // Judged by the form this attempt ran in: a request begun before another one switched the
+        // process is run again too.
+        if (attemptPrepare === 'on' && mode.request && mode.readOnly && isPoolerSymptom(error)) {
+          connection.broken = true
+          if (prepare === 'on') {
+            prepare = 'pooler'
+            options.onPoolerDetected?.((error as Error).message.split('\n')[0] ?? '')
+          }
+          continue
+        }
+        if (mode.request && mode.readOnly && isConnectionLost(error) && Date.now() + 100 < deadline) {
+          connection.broken = true
+          await sleep(100)
+          continue
+        }
+        throw error
+      } finally {
+        if (!released) {
+          // A connection that could not even roll back is not given to the next request.
+          client.off('error', onCheckedOutError)
+          client.release(connection.broken)
+        }
+      }
+    }
+  }
+  return { pool, transaction }
+}
+
+/** The database (or its pooler) cannot be reached just now: a refused or lost connection, a server starting or full. */
+export function isStoreUnreachable(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code
+  return isConnectRefused(error) || isConnectionLost(error) || code === '57P03' || code === '53300'
+}
+
+export function isConnectRefused(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code
+  return (
+    code === 'ECONNREFUSED' ||
+    code === 'ENOTFOUND' ||
+    /timeout exceeded when trying to connect/.test((error as Error).message ?? '')
+  )
+}
