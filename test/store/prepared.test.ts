@@ -301,3 +301,48 @@ describe.skipIf(!postgresAvailable())('a statement held to go with the next one 
     }
   })
 })
+
+describe.skipIf(!postgresAvailable())('a held statement with parameters (PostgreSQL)', () => {
+  let database: TestDatabase
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrated: true })
+  })
+  afterAll(async () => {
+    await database?.drop()
+  })
+
+  it.each(['on', 'pooler'] as const)(
+    '%s: is answered with its own rows, alone or before the next statement, prepared once (on) or written in (pooler)',
+    async (preparedStatements) => {
+      const store = createPostgresStore({
+        connectionString: database.url,
+        maxConnections: 1,
+        preparedStatements,
+      })
+      const sent = vi.spyOn(pg.Client.prototype, 'query')
+      try {
+        for (let i = 0; i < 2; i++) {
+          const [alone, together] = await store.read(async (sql) => {
+            if (!sql.sendWithNext)
+              throw new Error('the request path with prepared statements holds statements')
+            const first = await sql.sendWithNext<{ n: number }>('SELECT $1::int + 1 AS n', [41])
+            const held = sql.sendWithNext<{ s: string }>("SELECT $1::text || '!' AS s", ["o'k"])
+            const next = await sql.query<{ n: number }>('SELECT 7 AS n')
+            return [first, [await held, next]]
+          })
+          expect(alone).toEqual([{ n: 42 }])
+          expect(together).toEqual([[{ s: "o'k!" }], [{ n: 7 }]])
+        }
+        const texts = sent.mock.calls.map(([query]) => String(typeof query === 'string' ? query : ''))
+        const prepares = texts.join('\n').match(/PREPARE openbook_e_/g) ?? []
+        // on: the settings and the two statements, each once for the two transactions.
+        expect(prepares).toHaveLength(preparedStatements === 'on' ? 3 : 0)
+        if (preparedStatements === 'pooler')
+          expect(texts.join('\n')).toContain("SELECT 'o''k'::text || '!' AS s")
+      } finally {
+        sent.mockRestore()
+        await store.close()
+      }
+    },
+  )
+})
