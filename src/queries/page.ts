@@ -235,7 +235,8 @@ export type KnownVersions = readonly string[] | 'any'
 
 const knownParam = (known: KnownVersions) => {
   if (known === 'any') return null
-  for (const version of known) if (!/^\d{1,18}$/.test(version)) throw new Error(`not a list version: ${version}`)
+  for (const version of known)
+    if (!/^\d{1,18}$/.test(version)) throw new Error(`not a list version: ${version}`)
   return `{${known.join(',')}}`
 }
 

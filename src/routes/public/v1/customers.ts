@@ -27,5 +27,6 @@ export const customersRoute: ListRoute<QueryOutput<typeof paginationQuery>, type
     createdAt: '2026-01-15T09:30:00.000Z',
     updatedAt: '2026-02-01T12:00:00.000Z',
   },
-  list: (store, sql, tenant, query, known) => fetchVersionedPage(store, sql, customersPage(tenant), query, known),
+  list: (store, sql, tenant, query, known) =>
+    fetchVersionedPage(store, sql, customersPage(tenant), query, known),
 }

@@ -24,7 +24,13 @@ export interface ListRoute<QueryOut, Item extends z.AnyZodObject> {
    * The page `query` asks for, read on `sql` in the form `store` reads best, with its list's
    * version; not read when that version is one of `known`.
    */
-  list(store: StoreAdapter, sql: Sql, tenant: Tenant, query: QueryOut, known: KnownVersions): Promise<VersionedPage>
+  list(
+    store: StoreAdapter,
+    sql: Sql,
+    tenant: Tenant,
+    query: QueryOut,
+    known: KnownVersions,
+  ): Promise<VersionedPage>
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a heterogeneous list of routes
@@ -38,7 +44,12 @@ const ENCODING = 'identity'
 
 export function registerListRoute(app: FastifyInstance, route: AnyListRoute): void {
   const fields = Object.keys(route.item.shape)
-  app.get(route.path, {
+  // HEAD by the same handler, rather than Fastify's generated HEAD route, which gives a 304 a
+  // Content-Length of 0 (RFC 9110 §8.6 allows only the 200's).
+  app.route({
+    method: ['GET', 'HEAD'],
+    url: route.path,
+    exposeHeadRoute: false,
     handler: async (request, reply) => {
       const parsed = route.query.safeParse(request.query)
       const condition = parseIfNoneMatch(request.headers['if-none-match'])
@@ -68,7 +79,11 @@ export function registerListRoute(app: FastifyInstance, route: AnyListRoute): vo
       // The items arrive as JSON from the database, written field by field from the query's list:
       // only those fields leave the server, and the body is sent as it is, without a parse.
       reply.type('application/json; charset=utf-8')
-      return pageBody(answer.page)
+      const body = pageBody(answer.page)
+      if (request.method !== 'HEAD') return body
+      // The GET's length, without its body.
+      reply.header('content-length', String(Buffer.byteLength(body)))
+      return ''
     },
   })
 }
