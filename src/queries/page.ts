@@ -198,8 +198,11 @@ export function pageSql(parts: PageStatementParts): PageSql {
   // The list's version and the organization, then the total unless the client holds that
   // version: every branch of the page runs only on a total (`when`), so an absent one reads no row.
   // MATERIALIZED: each is computed once, not again wherever the branches name it.
+  // At most one row, by its key (org_id, list); LIMIT 1 also lets the statement run with its tenant
+  // conditions taken out, as the isolation test's control runs it.
   const version = `v AS MATERIALIZED (SELECT (SELECT $1::text) AS org, coalesce((
-      SELECT l.version FROM list_versions l WHERE ${tenantCondition('l')} AND l.list = '${parts.table}'), 0) AS version)`
+      SELECT l.version FROM list_versions l WHERE ${tenantCondition('l')} AND l.list = '${parts.table}'
+      LIMIT 1), 0) AS version)`
   const total = `WITH ${version}, ${parts.ctes ? `${parts.ctes}, ` : ''}t AS MATERIALIZED (
       SELECT (${count}) AS total FROM v WHERE v.version <> ALL (${paramsOf(parts).known}))${ctes}`
   const versioned = 'v.version::text AS version, v.org'
