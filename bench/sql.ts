@@ -2,7 +2,7 @@ import { hashSecret } from '../src/domain/api-key-secret.js'
 import { authenticateKey } from '../src/queries/api-keys.js'
 import { type AppointmentFilters, appointmentsPage, listAppointments } from '../src/queries/appointments.js'
 import { customersPage, listCustomers } from '../src/queries/customers.js'
-import type { Page, PageRequest } from '../src/queries/page.js'
+import { type Page, type PageRequest, pageParams } from '../src/queries/page.js'
 import { readerPreamble } from '../src/queries/sql.js'
 import type { Sql, StoreAdapter, Tenant } from '../src/store/types.js'
 
@@ -99,7 +99,7 @@ export async function captureStatements(
     // PostgreSQL's form of the page (rows, not JSON): see StoreAdapter.pageForm.
     page: {
       text: statement.rowsText,
-      params: [...statement.params, request.page.limit, request.page.offset],
+      params: pageParams(statement, request.page),
     },
     count: { text: statement.countText, params: statement.params },
   }
