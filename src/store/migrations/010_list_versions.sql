@@ -39,23 +39,19 @@ CREATE TABLE list_versions (
 -- changes both).
 CREATE FUNCTION list_versions_change() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
+  orgs text[];
 BEGIN
   IF TG_OP = 'INSERT' THEN
-    INSERT INTO list_versions AS v (org_id, list, version)
-    SELECT o.org_id, TG_TABLE_NAME, 1
-    FROM (SELECT DISTINCT org_id FROM new_rows) o
-    ON CONFLICT (org_id, list) DO UPDATE SET version = v.version + 1;
+    orgs := ARRAY(SELECT DISTINCT org_id FROM new_rows);
   ELSIF TG_OP = 'DELETE' THEN
-    INSERT INTO list_versions AS v (org_id, list, version)
-    SELECT o.org_id, TG_TABLE_NAME, 1
-    FROM (SELECT DISTINCT org_id FROM old_rows) o
-    ON CONFLICT (org_id, list) DO UPDATE SET version = v.version + 1;
+    orgs := ARRAY(SELECT DISTINCT org_id FROM old_rows);
   ELSE
-    INSERT INTO list_versions AS v (org_id, list, version)
-    SELECT o.org_id, TG_TABLE_NAME, 1
-    FROM (SELECT org_id FROM old_rows UNION SELECT org_id FROM new_rows) o
-    ON CONFLICT (org_id, list) DO UPDATE SET version = v.version + 1;
+    orgs := ARRAY(SELECT org_id FROM old_rows UNION SELECT org_id FROM new_rows);
   END IF;
+  INSERT INTO list_versions AS v (org_id, list, version)
+  SELECT o.org_id, TG_TABLE_NAME, 1 FROM unnest(orgs) AS o(org_id)
+  ON CONFLICT (org_id, list) DO UPDATE SET version = v.version + 1;
   RETURN NULL;
 END $$;
 
@@ -69,23 +65,20 @@ BEGIN
 END $$;
 
 -- Named to fire after the counts' and buckets' triggers of the same event (names sort so).
-CREATE TRIGGER list_versions_1_insert AFTER INSERT ON customers
-  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION list_versions_change();
-CREATE TRIGGER list_versions_2_update AFTER UPDATE ON customers
-  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION list_versions_change();
-CREATE TRIGGER list_versions_3_delete AFTER DELETE ON customers
-  REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION list_versions_change();
-CREATE TRIGGER list_versions_4_truncate AFTER TRUNCATE ON customers
-  FOR EACH STATEMENT EXECUTE FUNCTION list_versions_truncate();
-
-CREATE TRIGGER list_versions_1_insert AFTER INSERT ON appointments
-  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION list_versions_change();
-CREATE TRIGGER list_versions_2_update AFTER UPDATE ON appointments
-  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION list_versions_change();
-CREATE TRIGGER list_versions_3_delete AFTER DELETE ON appointments
-  REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION list_versions_change();
-CREATE TRIGGER list_versions_4_truncate AFTER TRUNCATE ON appointments
-  FOR EACH STATEMENT EXECUTE FUNCTION list_versions_truncate();
+DO $$
+DECLARE t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['customers', 'appointments'] LOOP
+    EXECUTE format('CREATE TRIGGER list_versions_1_insert AFTER INSERT ON %I REFERENCING NEW TABLE AS new_rows
+      FOR EACH STATEMENT EXECUTE FUNCTION list_versions_change()', t);
+    EXECUTE format('CREATE TRIGGER list_versions_2_update AFTER UPDATE ON %I REFERENCING OLD TABLE AS old_rows
+      NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION list_versions_change()', t);
+    EXECUTE format('CREATE TRIGGER list_versions_3_delete AFTER DELETE ON %I REFERENCING OLD TABLE AS old_rows
+      FOR EACH STATEMENT EXECUTE FUNCTION list_versions_change()', t);
+    EXECUTE format('CREATE TRIGGER list_versions_4_truncate AFTER TRUNCATE ON %I
+      FOR EACH STATEMENT EXECUTE FUNCTION list_versions_truncate()', t);
+  END LOOP;
+END $$;
 
 -- The organizations with rows already stored; the triggers above hold writers off until this
 -- commits.
