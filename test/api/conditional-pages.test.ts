@@ -211,11 +211,11 @@ describeEachStore('conditional list pages on %s', (testStore) => {
               if (typeof relation === 'string' && Number(node['Actual Loops']) > 0) found.push(relation)
               for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child)
             }
-            walk(
-              (
-                (typeof plan === 'string' ? JSON.parse(plan) : plan) as { Plan: Record<string, unknown> }[]
-              )[0]!.Plan,
-            )
+            const [explained] = (typeof plan === 'string' ? JSON.parse(plan) : plan) as {
+              Plan: Record<string, unknown>
+            }[]
+            if (!explained) throw new Error('EXPLAIN returned no plan')
+            walk(explained.Plan)
             return found
           }
           return { held: await run([String(current?.version)]), other: await run(['0']) }
