@@ -55,7 +55,7 @@ function statementName(text: string): string {
  * The request in openbook's round trips: BEGIN and its settings, the key lookup and the page go in
  * one simple-protocol message (the page as EXECUTE of a statement PREPAREd once per connection,
  * the key's organization bound by the database), and the read-only COMMIT is queued without
- * waiting for its answer. An empty page asks for its total in a second message, as openbook does.
+ * waiting for its answer. An empty page comes with its total in the same statement, as in openbook.
  */
 async function handle(secret: string, request: ListRequest): Promise<{ status: number; body: unknown }> {
   const client = await pool.connect()

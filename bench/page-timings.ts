@@ -13,7 +13,7 @@
 import pg from 'pg'
 import { appointmentsPage } from '../src/queries/appointments.js'
 import { customersPage } from '../src/queries/customers.js'
-import type { PageStatement } from '../src/queries/page.js'
+import { type PageStatement, pageParams } from '../src/queries/page.js'
 import { readerPreamble } from '../src/store/reader-settings.js'
 import { PAGE_SIZE } from './mixes.js'
 
@@ -68,7 +68,7 @@ async function main(): Promise<void> {
       await client.query(`PREPARE page_${index} AS ${statement.jsonText}`)
       const cells: string[] = []
       for (const offset of offsets) {
-        const args = [...statement.params, PAGE_SIZE, offset].map(literal).join(', ')
+        const args = pageParams(statement, { limit: PAGE_SIZE, offset }).map(literal).join(', ')
         const times: number[] = []
         for (let run = 0; run < RUNS; run++) {
           const result = await client.query(

@@ -7,7 +7,7 @@ import {
   listAppointments,
 } from '../src/queries/appointments.js'
 import { customersPage, listCustomers } from '../src/queries/customers.js'
-import type { Page, PageRequest } from '../src/queries/page.js'
+import { type Page, type PageRequest, pageParams } from '../src/queries/page.js'
 import { readerPreamble } from '../src/store/reader-settings.js'
 import type { Sql, StoreAdapter, Tenant } from '../src/store/types.js'
 
@@ -103,7 +103,7 @@ export async function captureStatements(
     // PostgreSQL's form of the page (rows, not JSON): see StoreAdapter.pageForm.
     page: {
       text: statement.rowsText,
-      params: [...statement.params, request.page.limit, request.page.offset],
+      params: pageParams(statement, request.page),
     },
     count: { text: statement.countText, params: statement.params },
   }

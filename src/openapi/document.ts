@@ -72,6 +72,29 @@ const ERROR_RESPONSES = {
   },
 } as const
 
+/** Conditional pages (src/routes/public/v1/etag.ts): the validator, the condition, the answer. */
+const ETAG_HEADER = {
+  ETag: {
+    description:
+      "Strong validator of this page: it changes whenever anything in the organization's list could change " +
+      'the page or its total, and differs between queries and content-codings. Send it back in If-None-Match.',
+    schema: { type: 'string', example: '"42-3q2vQv7XzK1mGq9dY0bA_w"' },
+  },
+} as const
+const IF_NONE_MATCH = {
+  name: 'If-None-Match',
+  in: 'header',
+  required: false,
+  description:
+    "ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of " +
+    'them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first.',
+  schema: { type: 'string' },
+} as const
+const NOT_MODIFIED = {
+  description: 'Not modified: the page and its total are those of the ETag sent in If-None-Match',
+  headers: ETAG_HEADER,
+} as const
+
 /** `anyOf: [{type: T, ...}, {type: 'null'}]` as the flatter `type: [T, 'null']` that parameter docs read best in. */
 function flattenNullable(schema: JsonSchema): JsonSchema {
   const { anyOf, ...rest } = schema as { anyOf?: JsonSchema[] }
@@ -105,10 +128,11 @@ function operationOf(route: AnyListRoute) {
       summary: route.summary,
       description: route.description,
       security: [{ bearerAuth: [] }],
-      parameters: parametersOf(route),
+      parameters: [...parametersOf(route), IF_NONE_MATCH],
       responses: {
         200: {
           description: `A page of ${route.itemName} objects`,
+          headers: ETAG_HEADER,
           content: jsonContent(ref(`${route.itemName}List`), {
             page: {
               value: {
@@ -118,6 +142,7 @@ function operationOf(route: AnyListRoute) {
             },
           }),
         },
+        304: NOT_MODIFIED,
         ...ERROR_RESPONSES,
       },
     },

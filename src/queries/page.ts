@@ -1,6 +1,6 @@
 import { itemFields, nullInItem, type ResourceDescription } from '../schemas/descriptions.js'
 import type { Sql, StoreAdapter } from '../store/types.js'
-import { indexCount, iso } from './sql.js'
+import { indexCount, iso, tenantCondition } from './sql.js'
 
 export interface PageRequest {
   readonly limit: number
@@ -156,11 +156,21 @@ export interface PageStatementParts {
  */
 export const SEEK_FROM = 1000
 
-/** A page's SQL, built once per shape of request; its parameters: the conditions', then limit and offset. */
+/**
+ * A page's SQL, built once per shape of request; its parameters: the conditions', then limit,
+ * offset and the versions the client holds (`pageParams`).
+ *
+ * Both page statements also read the list's version (migration 010) and the organization, from
+ * the same snapshot as the page: the ETag sent with a page always describes it. When the version
+ * is one of those the client holds, they read nothing else: no total, no row (`VersionedPage`).
+ */
 export interface PageSql {
-  /** The page's rows, one column per field and the exact `total`; no row when the page is empty. */
+  /**
+   * The page's rows, one column per field, the exact `total`, `version` and `org`. An empty page
+   * (and an unchanged one, whose `total` is NULL) is one row of NULL fields.
+   */
   readonly rowsText: string
-  /** The same page as one row: the exact `total`, and `items` written as JSON by the database. */
+  /** The same page as one row: `version`, `org`, the exact `total`, and `items` written as JSON by the database. */
   readonly jsonText: string
   /** The total alone. */
   readonly countText: string
@@ -190,14 +200,23 @@ export function pageSql(parts: PageStatementParts): PageSql {
   const { ctes, page } = parts.pieces ? seekPage(parts, parts.pieces) : twoEndedPage(parts)
   const rows = `FROM (${page}) r`
   const columns = parts.fields.map(({ key, sql, rows }) => `${rows?.sql ?? sql} AS "${key}"`).join(', ')
-  // MATERIALIZED: the total is computed once, not again wherever the branches name it.
-  const total = `WITH ${parts.ctes ? `${parts.ctes}, ` : ''}t AS MATERIALIZED (${count})${ctes}`
-  const rowsText = `${total} SELECT ${columns}, t.total FROM t CROSS JOIN LATERAL (
-      SELECT r.* ${rows}) r ORDER BY ${keyOrder(parts, 'DESC', 'r')}`
-  const jsonText = `${total} SELECT t.total, (
+  // The list's version and the organization, then the total unless the client holds that
+  // version: every branch of the page runs only on a total (`when`), so an absent one reads no row.
+  // MATERIALIZED: each is computed once, not again wherever the branches name it.
+  // At most one row, by its key (org_id, list); LIMIT 1 also lets the statement run with its tenant
+  // conditions taken out, as the isolation test's control runs it.
+  const version = `v AS MATERIALIZED (SELECT (SELECT $1::text) AS org, coalesce((
+      SELECT l.version FROM list_versions l WHERE ${tenantCondition('l')} AND l.list = '${parts.table}'
+      LIMIT 1), 0) AS version)`
+  const total = `WITH ${version}, ${parts.ctes ? `${parts.ctes}, ` : ''}t AS MATERIALIZED (
+      SELECT (${count}) AS total FROM v WHERE v.version <> ALL (${paramsOf(parts).known}))${ctes}`
+  const versioned = 'v.version::text AS version, v.org'
+  const rowsText = `${total} SELECT ${columns}, t.total, ${versioned} FROM v LEFT JOIN t ON true LEFT JOIN LATERAL (
+      SELECT r.* ${rows}) r ON true ORDER BY ${keyOrder(parts, 'DESC', 'r')}`
+  const jsonText = `${total} SELECT t.total, ${versioned}, (
       SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${keyOrder(parts, 'DESC', 'r')}), '')
       ${rows}) AS items
-    FROM t`
+    FROM v LEFT JOIN t ON true`
   const omittedWhenNull = parts.fields.filter((field) => !field.nullable).map((field) => field.key)
   const timestamps = parts.fields.filter((field) => field.rows?.timestamp).map((field) => field.key)
   return { rowsText, jsonText, countText, omittedWhenNull, timestamps }
@@ -212,7 +231,30 @@ interface PageRows {
 const paramsOf = (parts: PageStatementParts) => ({
   limit: `$${parts.paramCount + 1}::bigint`,
   offset: `$${parts.paramCount + 2}::bigint`,
+  known: `$${parts.paramCount + 3}::bigint[]`,
 })
+
+/**
+ * The versions a client holds, as the page statement's last parameter: `[]` for none (an
+ * unconditional request), or `'any'` (`If-None-Match: *`), which NULL stands for: `<> ALL (NULL)`
+ * is never true, so nothing is read.
+ */
+export type KnownVersions = readonly string[] | 'any'
+
+const knownParam = (known: KnownVersions) => {
+  if (known === 'any') return null
+  for (const version of known)
+    if (!/^\d{1,18}$/.test(version)) throw new Error(`not a list version: ${version}`)
+  return `{${known.join(',')}}`
+}
+
+/** The parameters of `statement` for `page`, with the versions the client holds. */
+export const pageParams = (statement: PageStatement, page: PageRequest, known: KnownVersions = []) => [
+  ...statement.params,
+  page.limit,
+  page.offset,
+  knownParam(known),
+]
 
 /** The list's order on the table under `alias`, or its reverse. */
 const keyOrder = (parts: PageStatementParts, direction: 'ASC' | 'DESC', alias = 'k') =>
@@ -335,6 +377,8 @@ function itemsJson(rows: Record<string, unknown>[], statement: PageSql): string 
   if (rows.length === 0) return ''
   for (const row of rows) {
     row.total = undefined
+    row.version = undefined
+    row.org = undefined
     for (const key of statement.omittedWhenNull) if (row[key] === null) row[key] = undefined
     for (const key of statement.timestamps) {
       const value = row[key]
@@ -345,32 +389,63 @@ function itemsJson(rows: Record<string, unknown>[], statement: PageSql): string 
   return JSON.stringify(rows).slice(1, -1)
 }
 
-/** Runs a page statement for `page` on `sql`, in the form its store reads best (`StoreAdapter.pageForm`). */
+/**
+ * A page statement's answer: the list's version and the key's organization, and the page unless
+ * the version is one of those the client holds (then nothing else was read).
+ */
+export interface VersionedPage {
+  readonly version: string
+  readonly orgId: string
+  readonly page: Page | undefined
+}
+
+/**
+ * Runs a page statement for `page` on `sql`, in the form its store reads best
+ * (`StoreAdapter.pageForm`): one statement, one snapshot for the version, the total and the rows.
+ */
+export async function fetchVersionedPage(
+  store: StoreAdapter,
+  sql: Sql,
+  statement: PageStatement,
+  page: PageRequest,
+  known: KnownVersions = [],
+): Promise<VersionedPage> {
+  const params = pageParams(statement, page, known)
+  type Versioned = { total: number | null; version: string; org: string }
+  let answer: Versioned
+  let items: string
+  if (store.pageForm === 'json') {
+    const [row] = await sql.query<Versioned & { items: string }>(statement.jsonText, params)
+    if (!row) throw new Error('a page statement returned no row')
+    answer = row
+    items = row.items
+  } else {
+    const rows = await sql.query<Record<string, unknown> & Versioned>(statement.rowsText, params)
+    const [first] = rows
+    if (!first) throw new Error('a page statement returned no row')
+    answer = { total: first.total, version: first.version, org: first.org }
+    // An empty page is one row without an item (every item has an id).
+    items = first.id === null ? '' : itemsJson(rows, statement)
+  }
+  const { total, version, org } = answer
+  if (total === null) return { version, orgId: org, page: undefined }
+  // Page and total come from one snapshot: more follow exactly when the page ends before the total.
+  const hasMore = page.offset + page.limit < total
+  return {
+    version,
+    orgId: org,
+    page: { items, pagination: { limit: page.limit, offset: page.offset, total, hasMore } },
+  }
+}
+
+/** The page, unconditionally. */
 export async function fetchPage(
   store: StoreAdapter,
   sql: Sql,
   statement: PageStatement,
   page: PageRequest,
 ): Promise<Page> {
-  const params = [...statement.params, page.limit, page.offset]
-  let total: number
-  let items: string
-  if (store.pageForm === 'json') {
-    const [row] = await sql.query<{ total: number; items: string }>(statement.jsonText, params)
-    if (!row) throw new Error('a page statement returned no row')
-    total = row.total
-    items = row.items
-  } else {
-    const rows = await sql.query<Record<string, unknown> & { total: number }>(statement.rowsText, params)
-    if (rows[0]) {
-      total = rows[0].total
-    } else {
-      const [count] = await sql.query<{ total: number }>(statement.countText, statement.params)
-      total = count?.total ?? 0
-    }
-    items = itemsJson(rows, statement)
-  }
-  // Page and total come from one snapshot: more follow exactly when the page ends before the total.
-  const hasMore = page.offset + page.limit < total
-  return { items, pagination: { limit: page.limit, offset: page.offset, total, hasMore } }
+  const answer = await fetchVersionedPage(store, sql, statement, page)
+  if (!answer.page) throw new Error('an unconditional page statement read no page')
+  return answer.page
 }

@@ -17,6 +17,7 @@ export const READER_PRIVILEGES = [
   { kind: 'table', object: 'customer_day_counts', privilege: 'SELECT' },
   { kind: 'table', object: 'customers', privilege: 'SELECT' },
   { kind: 'table', object: 'list_buckets', privilege: 'SELECT' },
+  { kind: 'table', object: 'list_versions', privilege: 'SELECT' },
   { kind: 'column', object: 'api_keys.last_used_at', privilege: 'UPDATE' },
   { kind: 'function', object: 'openbook_authenticate(text)', privilege: 'EXECUTE' },
   { kind: 'function', object: 'openbook_prepare(text,text,boolean)', privilege: 'EXECUTE' },

@@ -82,7 +82,14 @@ describe('GET /openapi.json', () => {
     for (const path of ['/api/public/v1/customers', '/api/public/v1/appointments']) {
       const operation = document.paths[path].get
       expect(operation.security).toEqual([{ bearerAuth: [] }])
-      expect(Object.keys(operation.responses).sort()).toEqual(['200', '400', '401', '500', '503'])
+      expect(Object.keys(operation.responses).sort()).toEqual(['200', '304', '400', '401', '500', '503'])
+      // Conditional pages: the validator on a 200 and a 304, the condition as a header.
+      expect(Object.keys(operation.responses['200'].headers)).toEqual(['ETag'])
+      expect(operation.responses['304']).toMatchObject({ headers: { ETag: { schema: { type: 'string' } } } })
+      expect(operation.responses['304'].content).toBeUndefined()
+      expect(operation.parameters).toContainEqual(
+        expect.objectContaining({ name: 'If-None-Match', in: 'header', required: false }),
+      )
       expect(operation.responses['503'].headers['Retry-After'].schema).toEqual({
         type: 'integer',
         minimum: 1,
@@ -95,7 +102,11 @@ describe('GET /openapi.json', () => {
 
   it('documents every parameter with its bounds, default and enum', () => {
     const params = (path: string): Record<string, Parameter> =>
-      Object.fromEntries(document.paths[path].get.parameters.map((p: Parameter) => [p.name, p]))
+      Object.fromEntries(
+        document.paths[path].get.parameters
+          .filter((p: Parameter) => p.in === 'query')
+          .map((p: Parameter) => [p.name, p]),
+      )
     const customers = params('/api/public/v1/customers')
     expect(Object.keys(customers).sort()).toEqual(['limit', 'offset'])
     expect(customers.limit?.schema).toMatchObject({ type: 'integer', minimum: 1, maximum: 100, default: 50 })
@@ -156,6 +167,8 @@ describe('GET /openapi.json', () => {
       for (const response of Object.values(document.paths[path].get.responses) as {
         content: Record<string, { schema: { $ref: string }; examples: Record<string, { value: unknown }> }>
       }[]) {
+        // A 304 has no body.
+        if (response.content === undefined) continue
         const media = response.content['application/json']
         if (!media) throw new Error('no JSON content')
         const validate = ajv.getSchema(media.schema.$ref)

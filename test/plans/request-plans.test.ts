@@ -5,7 +5,7 @@ import { hashSecret } from '../../src/domain/api-key-secret.js'
 import { authenticateKey } from '../../src/queries/api-keys.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
-import { type PageStatement, SEEK_FROM } from '../../src/queries/page.js'
+import { type PageStatement, pageParams, SEEK_FROM } from '../../src/queries/page.js'
 import {
   APPOINTMENT_LIST,
   FEW_ROWS,
@@ -774,7 +774,13 @@ async function planFaults(
       ['rows, generic', statement.rowsText, true],
       ['json', statement.jsonText, false],
     ] as const) {
-      const explained = await explain(store, orgId, text, [...statement.params, LIMIT, offset], generic)
+      const explained = await explain(
+        store,
+        orgId,
+        text,
+        pageParams(statement, { limit: LIMIT, offset }),
+        generic,
+      )
       report(`${page} (offset ${offset} of ${total}, ${form})`, explained.Plan, allowance)
     }
   }

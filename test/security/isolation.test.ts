@@ -151,6 +151,7 @@ describeEachStore('tenant isolation in depth on %s', (testStore) => {
         'customer_day_counts',
         'customers',
         'list_buckets',
+        'list_versions',
         'organizations',
         'staff',
       ]),
@@ -172,6 +173,7 @@ describeEachStore('tenant isolation in depth on %s', (testStore) => {
         n: number
         e: number
         b: number
+        v: number
         k: number
       }>(
         `SELECT (SELECT count(*)::int FROM customers) AS c, (SELECT count(*)::int FROM appointments) AS a,
@@ -179,11 +181,12 @@ describeEachStore('tenant isolation in depth on %s', (testStore) => {
                   (SELECT count(*)::int FROM appointment_day_counts) AS d,
                   (SELECT count(*)::int FROM customer_counts) AS n,
                   (SELECT count(*)::int FROM customer_day_counts) AS e,
-                  (SELECT count(*)::int FROM list_buckets) AS b, (SELECT count(*)::int FROM api_keys) AS k`,
+                  (SELECT count(*)::int FROM list_buckets) AS b, (SELECT count(*)::int FROM list_versions) AS v,
+                  (SELECT count(*)::int FROM api_keys) AS k`,
       )
       return row
     })
-    expect(counts).toEqual({ c: 0, a: 0, o: 0, d: 0, n: 0, e: 0, b: 0, k: 0 })
+    expect(counts).toEqual({ c: 0, a: 0, o: 0, d: 0, n: 0, e: 0, b: 0, v: 0, k: 0 })
     // The control: the same role with the setting named sees that organization's rows only.
     const named = await store.admin(async (sql) => {
       await sql.exec(`SET LOCAL ROLE ${READER}`)
@@ -618,6 +621,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
       'customer_day_counts.tenant_isolation ALL',
       'customers.tenant_isolation ALL',
       'list_buckets.tenant_isolation ALL',
+      'list_versions.tenant_isolation ALL',
       'memberships.tenant_isolation ALL',
       'organizations.tenant_isolation ALL',
       'services.tenant_isolation ALL',

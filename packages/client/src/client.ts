@@ -2,7 +2,14 @@ import { inspect } from 'node:util'
 import { UsageError } from './errors.js'
 import type { components, operations } from './generated/api.js'
 import { type AutoPage, type Cursor, type PaginationStats, paginate, type RawPage } from './paginate.js'
-import { type ClientEvent, type PerRequestOptions, type RetryOptions, Transport } from './transport.js'
+import {
+  type ClientEvent,
+  type ConditionalOptions,
+  type JsonAnswer,
+  type PerRequestOptions,
+  type RetryOptions,
+  Transport,
+} from './transport.js'
 import { appointmentsIssues, customersIssues, parameterNames, refuse, type Wire } from './validate.js'
 
 export const CLIENT_VERSION = '1.0.0'
@@ -25,11 +32,31 @@ export type AppointmentListParams = Omit<AppointmentsQuery, 'startDate' | 'endDa
 /** The filters of `appointments.all`: everything but the paging. */
 export type AppointmentFilters = Omit<AppointmentListParams, 'limit' | 'offset'>
 
-/** One page of `list`: the rows, the pagination and the server's request id. */
+/** One page of `list`: the rows, the pagination, the server's request id and the page's ETag. */
 export interface Page<T> {
   readonly data: T[]
   readonly pagination: Pagination
   readonly requestId: string | undefined
+  /**
+   * The page's validator: it changes whenever anything in the organization's list could change
+   * the page or its total. Pass it as `ifNoneMatch` to ask again at the cost of a 304.
+   */
+  readonly etag: string | undefined
+  readonly notModified?: false
+}
+
+/** The answer to a conditional `list` whose page has not changed since the ETag sent (HTTP 304). */
+export interface NotModified {
+  readonly notModified: true
+  readonly etag: string | undefined
+  readonly requestId: string | undefined
+}
+
+/** A page, or NotModified for a 304. */
+function pageOrNotModified<T>(answer: JsonAnswer): Page<T> | NotModified {
+  if (answer.status === 304) return { notModified: true, etag: answer.etag, requestId: answer.requestId }
+  const body = answer.body as { data: T[]; pagination: Pagination }
+  return { ...body, requestId: answer.requestId, etag: answer.etag }
 }
 
 export interface AllOptions extends Pick<PerRequestOptions, 'signal'> {
@@ -42,6 +69,12 @@ export interface AllOptions extends Pick<PerRequestOptions, 'signal'> {
    * yielded twice across the resume (openbook-sync passes them from its ids file).
    */
   readonly seen?: Iterable<string> | undefined
+  /**
+   * The `etag` of an earlier iteration over the same list with the same filters and page size:
+   * when nothing in the list has changed since, the first request is answered 304, the iteration
+   * yields nothing and `notModified` is true (one request for an unchanged list).
+   */
+  readonly ifNoneMatch?: string | undefined
 }
 
 export interface OpenbookOptions {
@@ -102,15 +135,23 @@ function checkPageSize(pageSize: number | undefined): number {
 export class AutoPaginator<T> implements AsyncIterable<T> {
   /** Requests, re-reads, duplicates dropped and rows yielded so far. */
   readonly stats: PaginationStats = { requests: 0, rereads: 0, duplicates: 0, rows: 0, moved: 0 }
-  readonly #start: (stats: PaginationStats) => AsyncGenerator<AutoPage<T>>
+  /**
+   * The ETag of the list's first page as this iteration read it, at its start: the list as a
+   * whole had not changed since then exactly while a request with it as `ifNoneMatch` is
+   * answered 304. Undefined until the first page (and when resuming from a cursor).
+   */
+  etag: string | undefined
+  /** True when the first request, conditional (`ifNoneMatch`), was answered 304: nothing was yielded. */
+  notModified = false
+  readonly #start: (stats: PaginationStats, paginator: AutoPaginator<T>) => AsyncGenerator<AutoPage<T>>
 
-  constructor(start: (stats: PaginationStats) => AsyncGenerator<AutoPage<T>>) {
+  constructor(start: (stats: PaginationStats, paginator: AutoPaginator<T>) => AsyncGenerator<AutoPage<T>>) {
     this.#start = start
   }
 
   /** Whole pages of rows not yielded before. */
   pages(): AsyncGenerator<AutoPage<T>> {
-    return this.#start(this.stats)
+    return this.#start(this.stats, this)
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<T> {
@@ -125,29 +166,76 @@ export class AutoPaginator<T> implements AsyncIterable<T> {
   }
 }
 
+/**
+ * `fetchPage` of auto-pagination over `list`: the first request of an iteration that starts at the
+ * top carries `ifNoneMatch`; its ETag is the paginator's, and a 304 ends the iteration.
+ */
+function conditionalFetch<T>(
+  list: (
+    offset: number,
+    limit: number,
+    options: PerRequestOptions & { ifNoneMatch?: string },
+  ) => Promise<Page<T> | NotModified>,
+  options: AllOptions,
+  paginator: AutoPaginator<T>,
+): (offset: number, limit: number) => Promise<RawPage<T> | undefined> {
+  let first = options.resumeFrom === undefined
+  return async (offset, limit) => {
+    const top = first && offset === 0
+    first = false
+    const page = await list(offset, limit, {
+      signal: options.signal,
+      ...(top && options.ifNoneMatch !== undefined ? { ifNoneMatch: options.ifNoneMatch } : {}),
+    })
+    if (top) paginator.etag = page.etag
+    if (page.notModified) {
+      paginator.notModified = true
+      return undefined
+    }
+    return page
+  }
+}
+
 class Customers {
   readonly #transport: Transport
   constructor(transport: Transport) {
     this.#transport = transport
   }
 
-  /** One page of active customers, newest first (createdAt descending, then id descending). */
-  async list(params: CustomerListParams = {}, options: PerRequestOptions = {}): Promise<Page<Customer>> {
+  /**
+   * One page of active customers, newest first (createdAt descending, then id descending). With
+   * `ifNoneMatch` (a page's `etag`), NotModified when that page has not changed.
+   */
+  list(params: CustomerListParams, options: ConditionalOptions): Promise<Page<Customer> | NotModified>
+  list(params?: CustomerListParams, options?: PerRequestOptions): Promise<Page<Customer>>
+  list(
+    params: CustomerListParams = {},
+    options: PerRequestOptions = {},
+  ): Promise<Page<Customer> | NotModified> {
+    return this.#read(params, options)
+  }
+
+  async #read(
+    params: CustomerListParams,
+    options: PerRequestOptions & { ifNoneMatch?: string },
+  ): Promise<Page<Customer> | NotModified> {
     const query = toWire(params, parameterNames('listCustomers'))
     refuse(customersIssues(query))
     const url = this.#transport.url(`${PREFIX.slice(1)}customers`, query)
-    const answer = await this.#transport.getJson(url, options)
-    return { ...(answer.body as components['schemas']['CustomerList']), requestId: answer.requestId }
+    return pageOrNotModified<Customer>(await this.#transport.getJson(url, options))
   }
 
   /** Every active customer, newest first, without a miss: see `AutoPaginator`. */
   all(options: AllOptions = {}): AutoPaginator<Customer> {
     const pageSize = checkPageSize(options.pageSize)
-    return new AutoPaginator((stats) =>
+    return new AutoPaginator((stats, paginator) =>
       paginate<Customer>(
         {
-          fetchPage: (offset, limit): Promise<RawPage<Customer>> =>
-            this.list({ offset, limit }, { signal: options.signal }),
+          fetchPage: conditionalFetch(
+            (offset, limit, request) => this.#read({ offset, limit }, request),
+            options,
+            paginator,
+          ),
           sortKey: (customer) => customer.createdAt,
           id: (customer) => customer.id,
           pageSize,
@@ -168,16 +256,27 @@ class Appointments {
     this.#transport = transport
   }
 
-  /** One page of active appointments, latest start first (start descending, then id descending). */
-  async list(
+  /**
+   * One page of active appointments, latest start first (start descending, then id descending).
+   * With `ifNoneMatch` (a page's `etag`), NotModified when that page has not changed.
+   */
+  list(params: AppointmentListParams, options: ConditionalOptions): Promise<Page<Appointment> | NotModified>
+  list(params?: AppointmentListParams, options?: PerRequestOptions): Promise<Page<Appointment>>
+  list(
     params: AppointmentListParams = {},
     options: PerRequestOptions = {},
-  ): Promise<Page<Appointment>> {
+  ): Promise<Page<Appointment> | NotModified> {
+    return this.#read(params, options)
+  }
+
+  async #read(
+    params: AppointmentListParams,
+    options: PerRequestOptions & { ifNoneMatch?: string },
+  ): Promise<Page<Appointment> | NotModified> {
     const query = toWire(params, APPOINTMENT_PARAMS)
     refuse(appointmentsIssues(query))
     const url = this.#transport.url(`${PREFIX.slice(1)}appointments`, query)
-    const answer = await this.#transport.getJson(url, options)
-    return { ...(answer.body as components['schemas']['AppointmentList']), requestId: answer.requestId }
+    return pageOrNotModified<Appointment>(await this.#transport.getJson(url, options))
   }
 
   /** Every active appointment the filters select, latest start first, without a miss: see `AutoPaginator`. */
@@ -192,10 +291,14 @@ class Appointments {
         ),
       ),
     )
-    return new AutoPaginator((stats) =>
+    return new AutoPaginator((stats, paginator) =>
       paginate<Appointment>(
         {
-          fetchPage: (offset, limit) => this.list({ ...filters, offset, limit }, { signal: options.signal }),
+          fetchPage: conditionalFetch(
+            (offset, limit, request) => this.#read({ ...filters, offset, limit }, request),
+            options,
+            paginator,
+          ),
           sortKey: (appointment) => appointment.start,
           id: (appointment) => appointment.id,
           pageSize,

@@ -8,6 +8,7 @@ export {
   CLIENT_VERSION,
   type Customer,
   type CustomerListParams,
+  type NotModified,
   Openbook,
   type OpenbookOptions,
   type Page,
@@ -28,5 +29,11 @@ export {
 } from './errors.js'
 export type { components, operations, paths } from './generated/api.js'
 export type { AutoPage, Cursor, PaginationStats } from './paginate.js'
-export { BATCH_RETRY, type ClientEvent, type PerRequestOptions, type RetryOptions } from './transport.js'
+export {
+  BATCH_RETRY,
+  type ClientEvent,
+  type ConditionalOptions,
+  type PerRequestOptions,
+  type RetryOptions,
+} from './transport.js'
 export { APPOINTMENT_STATUSES } from './validate.js'

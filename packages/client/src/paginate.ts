@@ -61,8 +61,11 @@ export interface PaginationStats {
 }
 
 export interface PaginateOptions<T> {
-  /** Reads `limit` rows from `offset`. */
-  readonly fetchPage: (offset: number, limit: number) => Promise<RawPage<T>>
+  /**
+   * Reads `limit` rows from `offset`; undefined when the server answered a conditional request
+   * 304 (the list has not changed since the ETag the caller holds): the iteration ends there.
+   */
+  readonly fetchPage: (offset: number, limit: number) => Promise<RawPage<T> | undefined>
   /** The item's first sort key, descending: an ISO-8601 UTC date-time as the API writes it. */
   readonly sortKey: (item: T) => string
   readonly id: (item: T) => string
@@ -115,6 +118,7 @@ export async function* paginate<T>(
   for (;;) {
     const page = await fetchPage(offset, limit)
     stats.requests++
+    if (page === undefined) return
     const rows = page.data
     const first = rows[0]
     const continues =

@@ -59,6 +59,11 @@ export interface PerRequestOptions {
   readonly timeoutMs?: number | undefined
 }
 
+/** A list request that may be answered 304: `ifNoneMatch` holds the ETag(s) of the page the caller has. */
+export interface ConditionalOptions extends PerRequestOptions {
+  readonly ifNoneMatch: string
+}
+
 export interface TransportOptions {
   readonly apiKey: string
   readonly baseUrl: string
@@ -72,8 +77,11 @@ export interface TransportOptions {
 
 export interface JsonAnswer {
   readonly body: unknown
+  /** 2xx, or 304 for a conditional request whose page has not changed (then no body). */
   readonly status: number
   readonly requestId: string | undefined
+  /** The page's validator (ETag), when the server sent one. */
+  readonly etag: string | undefined
 }
 
 const sleep = (ms: number, signal: AbortSignal | undefined) =>
@@ -151,7 +159,10 @@ export class Transport {
     return url
   }
 
-  async getJson(url: URL, options: PerRequestOptions = {}): Promise<JsonAnswer> {
+  async getJson(
+    url: URL,
+    options: PerRequestOptions & { readonly ifNoneMatch?: string } = {},
+  ): Promise<JsonAnswer> {
     const { retry, onEvent } = this.#options
     const started = Date.now()
     const href = url.href
@@ -161,7 +172,7 @@ export class Transport {
         onEvent?.({ type: 'request', url: href, attempt })
         const answer = await this.#attempt(url, options)
         onEvent?.({ type: 'response', url: href, attempt, ...answer, ms: Date.now() - started })
-        if (answer.status >= 200 && answer.status < 300) return answer
+        if ((answer.status >= 200 && answer.status < 300) || answer.status === 304) return answer
         failure = httpError(answer.status, answer.body, answer.requestId, answer.retryAfter, this.#redact)
       } catch (error) {
         if (options.signal?.aborted) throw options.signal.reason
@@ -187,7 +198,7 @@ export class Transport {
 
   async #attempt(
     url: URL,
-    options: PerRequestOptions,
+    options: PerRequestOptions & { readonly ifNoneMatch?: string },
   ): Promise<JsonAnswer & { retryAfter: string | null; status: number }> {
     const timeoutMs = options.timeoutMs ?? this.#options.timeoutMs
     const controller = new AbortController()
@@ -203,12 +214,16 @@ export class Transport {
           accept: 'application/json',
           authorization: `Bearer ${this.#apiKey}`,
           'user-agent': this.#options.userAgent,
+          ...(options.ifNoneMatch === undefined ? {} : { 'if-none-match': options.ifNoneMatch }),
         },
         signal: controller.signal,
         redirect: 'error',
       })
       const requestId = response.headers.get('x-request-id') ?? undefined
+      const etag = response.headers.get('etag') ?? undefined
       const text = await response.text()
+      if (response.status === 304 && options.ifNoneMatch !== undefined)
+        return { body: undefined, status: 304, requestId, etag, retryAfter: null }
       let body: unknown
       try {
         body = text ? JSON.parse(text) : undefined
@@ -223,7 +238,13 @@ export class Transport {
           requestId,
           retryable: true,
         })
-      return { body, status: response.status, requestId, retryAfter: response.headers.get('retry-after') }
+      return {
+        body,
+        status: response.status,
+        requestId,
+        etag,
+        retryAfter: response.headers.get('retry-after'),
+      }
     } catch (error) {
       if (error instanceof NetworkError) throw error
       if (options.signal?.aborted) throw options.signal.reason

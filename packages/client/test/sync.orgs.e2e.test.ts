@@ -209,7 +209,9 @@ describe.skipIf(!hasPostgres)('openbook-sync, several organizations', () => {
       } finally {
         await slow.close()
       }
-      const secondA = await run(A, fileArgs(A)).done
+      // Another page size: A's list has not changed, and with the same query its pass would be skipped
+      // (one request answered 304); this one is read whole, next to B's state and files.
+      const secondA = await run(A, [...fileArgs(A), '--page-size', '50']).done
       expect(secondA.code, secondA.stderr).toBe(0)
       expect(JSON.parse(secondA.stdout)).toMatchObject({ orgId: A.org, pass: 2, complete: true })
       const resumedB = await run(B, fileArgs(B)).done

@@ -115,9 +115,23 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
         sorted(await activeIds(server, 'customers')),
       )
 
-      // A third pass marks nothing new and keeps the marks.
+      // A third run finds nothing changed since the second pass began: no pass (the organization's
+      // look-up, which names the default table, and one request answered 304), the marks kept.
       const third = await runSync(args).done
-      expect(JSON.parse(third.stdout)).toMatchObject({ pass: 3, complete: true, tombstones: 0 })
+      expect(JSON.parse(third.stdout)).toMatchObject({
+        pass: 2,
+        complete: true,
+        unchanged: true,
+        requests: 2,
+      })
+      // With another page size it is a whole pass, which marks nothing new.
+      const fourth = await runSync([...args, '--page-size', '50']).done
+      expect(JSON.parse(fourth.stdout)).toMatchObject({
+        pass: 3,
+        complete: true,
+        unchanged: false,
+        tombstones: 0,
+      })
       expect(
         (await table('openbook_customers_org_demo')).filter((row) => row.deleted_at !== null).length,
       ).toBe(3)

@@ -307,7 +307,10 @@ export interface operations {
         /** @description Rows to skip; null or empty means 0 */
         offset?: number | null
       }
-      header?: never
+      header?: {
+        /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. */
+        'If-None-Match'?: string
+      }
       path?: never
       cookie?: never
     }
@@ -316,11 +319,22 @@ export interface operations {
       /** @description A page of Customer objects */
       200: {
         headers: {
+          /** @description Strong validator of this page: it changes whenever anything in the organization's list could change the page or its total, and differs between queries and content-codings. Send it back in If-None-Match. */
+          ETag?: string
           [name: string]: unknown
         }
         content: {
           'application/json': components['schemas']['CustomerList']
         }
+      }
+      /** @description Not modified: the page and its total are those of the ETag sent in If-None-Match */
+      304: {
+        headers: {
+          /** @description Strong validator of this page: it changes whenever anything in the organization's list could change the page or its total, and differs between queries and content-codings. Send it back in If-None-Match. */
+          ETag?: string
+          [name: string]: unknown
+        }
+        content?: never
       }
       /** @description Invalid query parameters */
       400: {
@@ -382,7 +396,10 @@ export interface operations {
         /** @description Inclusive upper bound on the start time; up to 9 fractional-second digits, compared to the microsecond */
         endDate?: string
       }
-      header?: never
+      header?: {
+        /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. */
+        'If-None-Match'?: string
+      }
       path?: never
       cookie?: never
     }
@@ -391,11 +408,22 @@ export interface operations {
       /** @description A page of Appointment objects */
       200: {
         headers: {
+          /** @description Strong validator of this page: it changes whenever anything in the organization's list could change the page or its total, and differs between queries and content-codings. Send it back in If-None-Match. */
+          ETag?: string
           [name: string]: unknown
         }
         content: {
           'application/json': components['schemas']['AppointmentList']
         }
+      }
+      /** @description Not modified: the page and its total are those of the ETag sent in If-None-Match */
+      304: {
+        headers: {
+          /** @description Strong validator of this page: it changes whenever anything in the organization's list could change the page or its total, and differs between queries and content-codings. Send it back in If-None-Match. */
+          ETag?: string
+          [name: string]: unknown
+        }
+        content?: never
       }
       /** @description Invalid query parameters */
       400: {

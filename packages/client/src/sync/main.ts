@@ -51,7 +51,8 @@ Options:
 One request at a time (the contract asks for at most two). Progress goes to standard error: a
 bar with rate and ETA on a terminal, plain lines otherwise.
 Exit codes, for a scheduler:
-  0  the pass completed
+  0  the pass completed, or none was needed: the list had not changed since the last complete
+     pass began (one request, answered 304; not with a rolling --window, which moves)
   1  temporary: the server or the network failed beyond the retries, PostgreSQL is unreachable,
      or the run was interrupted; retry later, the rerun resumes where this one stopped
   2  usage: a wrong option, file, table or --org; the same command fails again, fix it first
@@ -235,6 +236,10 @@ async function main(): Promise<void> {
       : await runSync({ ...common, out: values.out ?? '' })
     progress.end()
     if (values.json) process.stdout.write(`${JSON.stringify(summary)}\n`)
+    else if (summary.unchanged)
+      process.stderr.write(
+        `${resource}: unchanged since pass ${summary.pass} began (${summary.requests} request${summary.requests === 1 ? '' : 's'}, answered 304): nothing to read\n`,
+      )
     else
       process.stderr.write(
         `${resource}: pass ${summary.pass} complete, ${summary.rows} rows, ${summary.tombstones} tombstones, ` +

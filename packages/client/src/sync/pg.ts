@@ -10,11 +10,15 @@ import {
   organizationOf,
   orgTag,
   readPass,
+  readState,
   type SyncOptions,
   type SyncSummary,
   SyncUsageError,
   syncClient,
+  unchangedSince,
+  unchangedSummary,
   type Verdicts,
+  validatorOf,
   windowOf,
   writeState,
 } from './sync.js'
@@ -125,10 +129,28 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
     throw new SyncUsageError('--pg: name the database with letters, digits, _ . or -')
   const Client = await loadPg()
   const { client, retries } = syncClient(options)
+  const statePathOf = (tableName: string) =>
+    options.statePath ?? `openbook-sync.${databaseName}.${tableName}.state.json`
+  // An unchanged list costs one request where the state is known before the organization (given
+  // --table or --state), else two: the organization's look-up names the default table.
+  const unchanged = async (statePath: string) => {
+    const previous = readState(statePath)
+    return previous && (await unchangedSince(client, options, previous))
+      ? unchangedSummary(options, previous, options.table ?? statePath, 'pg', retries(), started)
+      : undefined
+  }
+  if (options.table !== undefined || options.statePath !== undefined) {
+    const summary = await unchanged(statePathOf(options.table ?? ''))
+    if (summary) return summary
+  }
   const orgId = await organizationOf(client, options.org, options.signal)
   const tableName = options.table ?? `openbook_${options.resource}_${orgTag(orgId)}`
   const table = quoteTable(tableName)
-  const statePath = options.statePath ?? `openbook-sync.${databaseName}.${tableName}.state.json`
+  const statePath = statePathOf(tableName)
+  if (options.table === undefined && options.statePath === undefined) {
+    const summary = await unchanged(statePath)
+    if (summary) return { ...summary, out: tableName, requests: 2 }
+  }
   // The database and the table, not the host: the same database may be reached another way.
   const identity = identityOf(options, orgId, `pg:${databaseName}/${tableName}`)
   let state = openState(
@@ -196,7 +218,8 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
     const checkpoint = async () => {
       if (open) await db.query('commit')
       open = false
-      state = { ...state, current: { pass, cursor, outBytes: 0, idsBytes: 0, rows, window } }
+      const etag = current?.etag ?? paginator.etag
+      state = { ...state, current: { pass, cursor, outBytes: 0, idsBytes: 0, rows, window, etag } }
       writeState(statePath, state)
       checkpoints.done()
     }
@@ -313,12 +336,14 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
       `select count(*)::int as n from ${table} where org_id = $2 and sync_pass = $1`,
       [pass, orgId],
     )
-    writeState(statePath, { version: 2, orgId, identity, completePass: pass, current: null })
+    const validator = validatorOf(options, state.current?.etag, window)
+    writeState(statePath, { version: 2, orgId, identity, completePass: pass, current: null, validator })
     return {
       ...summary,
       requests: summary.requests + verdicts.requests,
       rows: Number(seenRows.rows[0]?.n ?? rows),
       complete: true,
+      unchanged: false,
       tombstones: marked.rows.length,
       checked,
       recovered: verdicts.back.length,

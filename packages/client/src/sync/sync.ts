@@ -121,6 +121,11 @@ export interface SyncSummary {
   readonly pass: number
   /** True when the pass finished: every row was read, and tombstones were written. */
   readonly complete: boolean
+  /**
+   * True when no pass was needed: the list had not changed since the last complete pass began
+   * (one conditional request, answered 304; see `unchangedSince`). `pass` is that pass.
+   */
+  readonly unchanged?: boolean
   /** Whether this run went on from an interrupted pass. */
   readonly resumed: boolean
   readonly rows: number
@@ -157,6 +162,8 @@ export interface SyncState {
   readonly identity: string
   /** The last pass that finished, whose ids are in `<state>.pass-N.ids`; 0 for none. */
   readonly completePass: number
+  /** What the last complete pass read first, if it started at the top (`unchangedSince`). */
+  readonly validator?: PassValidator | undefined
   /** The pass under way, if any. */
   readonly current: {
     readonly pass: number
@@ -166,7 +173,19 @@ export interface SyncState {
     readonly rows: number
     /** The window the pass reads, fixed when it started (a rolling window moves between passes). */
     readonly window?: PassWindow | undefined
+    /** The ETag of the pass's first page, read when the pass began. */
+    readonly etag?: string | undefined
   } | null
+}
+
+/**
+ * The validator of a complete pass: the ETag of its first page, read when the pass began, and the
+ * query that page was (the window and the page size).
+ */
+export interface PassValidator {
+  readonly etag: string
+  readonly window: PassWindow
+  readonly pageSize: number
 }
 
 /**
@@ -524,22 +543,102 @@ export function readPass(
   window: PassWindow,
   seen: Iterable<string> = [],
 ): AutoPaginator<Customer> | AutoPaginator<Appointment> {
-  const limit = options.pageSize ?? 100
-  if (!Number.isInteger(limit) || limit < 2 || limit > 100)
-    throw new SyncUsageError(`--page-size must be from 2 to 100, got ${String(options.pageSize)}`)
   // Each request overlaps the previous page by one row (the no-missed-row check): `limit - 1` new.
-  const common = { pageSize: limit - 1, resumeFrom, seen, signal: options.signal }
+  const common = { pageSize: limitOf(options) - 1, resumeFrom, seen, signal: options.signal }
   const paginator =
     options.resource === 'customers'
       ? client.customers.all(common)
-      : client.appointments.all(
-          {
-            ...(window.since ? { startDate: window.since } : {}),
-            ...(window.until ? { endDate: window.until } : {}),
-          },
-          common,
-        )
+      : client.appointments.all(windowFilters(window), common)
   return paginator
+}
+
+/** The API's `limit` of a sync's requests (`--page-size`). */
+function limitOf(options: Pick<SyncOptions, 'pageSize'>): number {
+  const limit = options.pageSize ?? 100
+  if (!Number.isInteger(limit) || limit < 2 || limit > 100)
+    throw new SyncUsageError(`--page-size must be from 2 to 100, got ${String(options.pageSize)}`)
+  return limit
+}
+
+const windowFilters = (window: PassWindow) => ({
+  ...(window.since ? { startDate: window.since } : {}),
+  ...(window.until ? { endDate: window.until } : {}),
+})
+
+const sameWindow = (a: PassWindow, b: PassWindow) => a.since === b.since && a.until === b.until
+
+/** The validator a pass leaves when it completes: its first page's ETag, if it read one. */
+export const validatorOf = (
+  options: Pick<SyncOptions, 'pageSize'>,
+  etag: string | undefined,
+  window: PassWindow,
+): PassValidator | undefined =>
+  etag === undefined ? undefined : { etag, window, pageSize: limitOf(options) }
+
+/**
+ * Whether the list is as the last complete pass read it, at the cost of one request: that pass's
+ * first page asked again with its ETag (If-None-Match), answered 304.
+ *
+ * Exact, and safe to skip the pass on, when: (1) the state names no pass under way and its last
+ * pass completed (its copy, tombstones included, was written before the state), (2) that pass
+ * began at the top of the list and kept the ETag of its first page, read when it began, (3) the
+ * pass now due would read the same query: the same resource, the same window to the millisecond
+ * (a rolling window moves with the clock, so it always reads again, since rows leave it without
+ * any change: only a rerun with the same `--now` is answered 304), the same page size. The ETag
+ * changes with any change to the organization's list, and names the organization, the query and
+ * the API's format: a 304 means nothing changed since that pass began, so it read a list that
+ * did not change under it, and its copy is the list now. A key of another organization is
+ * answered 200 (its ETags differ), and the run goes on as usual.
+ */
+export async function unchangedSince(
+  client: Openbook,
+  options: Omit<SyncOptions, 'out'>,
+  state: SyncState | undefined,
+): Promise<boolean> {
+  const validator = state?.current === null ? state.validator : undefined
+  if (validator === undefined) return false
+  const window = windowOf(options)
+  if (!sameWindow(window, validator.window) || limitOf(options) !== validator.pageSize) return false
+  const conditional = { ifNoneMatch: validator.etag, signal: options.signal }
+  const first = { offset: 0, limit: validator.pageSize }
+  const page =
+    options.resource === 'customers'
+      ? await client.customers.list(first, conditional)
+      : await client.appointments.list({ ...windowFilters(window), ...first }, conditional)
+  return page.notModified === true
+}
+
+/** The summary of a run that found the list unchanged since the last complete pass. */
+export function unchangedSummary(
+  options: Pick<SyncOptions, 'resource'>,
+  state: SyncState,
+  out: string,
+  format: OutputFormat | 'pg',
+  retries: number,
+  started: number,
+): SyncSummary {
+  return {
+    resource: options.resource,
+    orgId: state.orgId,
+    out,
+    format,
+    pass: state.completePass,
+    complete: true,
+    unchanged: true,
+    resumed: false,
+    rows: 0,
+    tombstones: 0,
+    requests: 1,
+    rereads: 0,
+    retries,
+    checkpoints: 0,
+    window: state.validator?.window ?? {},
+    moved: 0,
+    checked: 0,
+    recovered: 0,
+    leftWindow: 0,
+    durationMs: Date.now() - started,
+  }
 }
 
 /**
@@ -560,6 +659,10 @@ async function fileSync(options: SyncOptions): Promise<SyncSummary> {
   mkdirSync(dirname(statePath), { recursive: true })
   const idsPath = (pass: number) => `${statePath}.pass-${pass}.ids`
   const { client, retries } = syncClient(options)
+  // An unchanged list costs one request: no organization look-up, no pass.
+  const previous = readState(statePath)
+  if (previous && (await unchangedSince(client, options, previous)))
+    return unchangedSummary(options, previous, options.out, format, retries(), started)
   const orgId = await organizationOf(client, options.org, options.signal)
   const identity = identityOf(options, orgId)
   let state = openState(
@@ -603,7 +706,8 @@ async function fileSync(options: SyncOptions): Promise<SyncSummary> {
   const checkpoint = () => {
     fsyncSync(outFd)
     fsyncSync(idsFd)
-    state = { ...state, current: { pass: current.pass, cursor, outBytes, idsBytes, rows, window } }
+    const etag = current.etag ?? paginator.etag
+    state = { ...state, current: { pass: current.pass, cursor, outBytes, idsBytes, rows, window, etag } }
     writeState(statePath, state)
     checkpoints.done()
   }
@@ -677,14 +781,16 @@ async function fileSync(options: SyncOptions): Promise<SyncSummary> {
     )
     append(idsPath(current.pass), verdicts.back.map((row) => idsLine(row, options.resource)).join(''))
   }
-  const previous = state.completePass
-  writeState(statePath, { version: 2, orgId, identity, completePass: current.pass, current: null })
-  if (previous > 0) rmSync(idsPath(previous), { force: true })
+  const previousPass = state.completePass
+  const validator = validatorOf(options, state.current?.etag, window)
+  writeState(statePath, { version: 2, orgId, identity, completePass: current.pass, current: null, validator })
+  if (previousPass > 0) rmSync(idsPath(previousPass), { force: true })
   return {
     ...summary,
     requests: summary.requests + verdicts.requests,
     rows: rows + verdicts.back.length,
     complete: true,
+    unchanged: false,
     tombstones: verdicts.gone.length,
     checked,
     recovered: verdicts.back.length,

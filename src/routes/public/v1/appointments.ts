@@ -1,4 +1,5 @@
-import { listAppointments } from '../../../queries/appointments.js'
+import { appointmentsPage } from '../../../queries/appointments.js'
+import { fetchVersionedPage } from '../../../queries/page.js'
 import { APPOINTMENT_LIST, listQuery } from '../../../schemas/filters.js'
 import { appointmentSchema } from '../../../schemas/resources.js'
 import type { ListRoute, QueryOutput } from './list-route.js'
@@ -40,5 +41,6 @@ export const appointmentsRoute: ListRoute<QueryOutput<typeof appointmentsQuery>,
     createdAt: '2026-02-20T08:00:00.000Z',
     updatedAt: '2026-02-20T08:00:00.000Z',
   },
-  list: (store, sql, tenant, { page, filters }) => listAppointments(store, sql, tenant, page, filters),
+  list: (store, sql, tenant, { page, filters }, known) =>
+    fetchVersionedPage(store, sql, appointmentsPage(tenant, filters), page, known),
 }

@@ -1,4 +1,5 @@
-import { listCustomers } from '../../../queries/customers.js'
+import { customersPage } from '../../../queries/customers.js'
+import { fetchVersionedPage } from '../../../queries/page.js'
 import { paginationQuery } from '../../../schemas/query.js'
 import { customerSchema } from '../../../schemas/resources.js'
 import type { ListRoute, QueryOutput } from './list-route.js'
@@ -26,5 +27,6 @@ export const customersRoute: ListRoute<QueryOutput<typeof paginationQuery>, type
     createdAt: '2026-01-15T09:30:00.000Z',
     updatedAt: '2026-02-01T12:00:00.000Z',
   },
-  list: (store, sql, tenant, query) => listCustomers(store, sql, tenant, query),
+  list: (store, sql, tenant, query, known) =>
+    fetchVersionedPage(store, sql, customersPage(tenant), query, known),
 }

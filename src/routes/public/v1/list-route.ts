@@ -1,15 +1,16 @@
 import type { FastifyInstance } from 'fastify'
 import type { z } from 'zod'
 import { invalidQuery } from '../../../errors.js'
-import { type Page, pageBody } from '../../../queries/page.js'
+import { type KnownVersions, pageBody, type VersionedPage } from '../../../queries/page.js'
 import type { Query } from '../../../schemas/query.js'
 import type { Sql, StoreAdapter, Tenant } from '../../../store/types.js'
+import { knownVersions, listEtag, matches, parseIfNoneMatch } from './etag.js'
 
 /** Everything about one list operation: registration and the OpenAPI document both read it. */
 /** What a list's query gives its `list` once checked. */
 export type QueryOutput<Q> = Q extends Query<infer Out> ? Out : never
 
-export interface ListRoute<QueryOut, Item extends z.ZodTypeAny> {
+export interface ListRoute<QueryOut, Item extends z.AnyZodObject> {
   readonly operationId: string
   readonly path: string
   readonly summary: string
@@ -18,26 +19,70 @@ export interface ListRoute<QueryOut, Item extends z.ZodTypeAny> {
   readonly item: Item
   readonly itemName: string
   readonly example: z.infer<Item>
-  /** The page `query` asks for, read on `sql` in the form `store` reads best. */
-  list(store: StoreAdapter, sql: Sql, tenant: Tenant, query: QueryOut): Promise<Page>
+  /**
+   * The page `query` asks for, read on `sql` in the form `store` reads best, with its list's
+   * version; not read when that version is one of `known`.
+   */
+  list(
+    store: StoreAdapter,
+    sql: Sql,
+    tenant: Tenant,
+    query: QueryOut,
+    known: KnownVersions,
+  ): Promise<VersionedPage>
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a heterogeneous list of routes
 export type AnyListRoute = ListRoute<any, any>
 
+/**
+ * The content-coding a page is sent in. Until the responses are compressed, every page goes as it
+ * is; the tag of each coding differs (`listEtag`), so this is the one place to name it.
+ */
+const ENCODING = 'identity'
+
 export function registerListRoute(app: FastifyInstance, route: AnyListRoute): void {
-  app.get(route.path, {
+  const fields = Object.keys(route.item.shape)
+  // HEAD by the same handler, rather than Fastify's generated HEAD route, which gives a 304 a
+  // Content-Length of 0 (RFC 9110 §8.6 allows only the 200's).
+  app.route({
+    method: ['GET', 'HEAD'],
+    url: route.path,
+    exposeHeadRoute: false,
     handler: async (request, reply) => {
       const parsed = route.query.safeParse(request.query)
-      const page = await request.readAsTenant((sql, tenant) => {
-        // Checked after the key, so that a caller without a valid key learns nothing from validation.
-        if (!parsed.success) throw invalidQuery(parsed.error)
-        return route.list(app.store.adapter, sql, tenant, parsed.data)
-      })
+      const condition = parseIfNoneMatch(request.headers['if-none-match'])
+      const read = (known: KnownVersions) =>
+        request.readAsTenant((sql, tenant) => {
+          // Checked after the key, so that a caller without a valid key learns nothing from validation.
+          if (!parsed.success) throw invalidQuery(parsed.error)
+          return route.list(app.store.adapter, sql, tenant, parsed.data, known)
+        })
+      // Read only once the query passed (`read` refuses it otherwise).
+      const query = parsed.success ? JSON.stringify(parsed.data) : ''
+      const etagOf = ({ orgId, version }: VersionedPage) =>
+        listEtag({ list: route.path, fields, orgId, query, version }, ENCODING)
+      let answer = await read(knownVersions(condition))
+      if (!answer.page) {
+        const etag = etagOf(answer)
+        if (condition && matches(condition, etag)) {
+          // Not modified: no body; the tag, and every header a 200 carries but the body's own.
+          reply.code(304).header('etag', etag)
+          return reply.send()
+        }
+        // A tag of this version, but of another query or organization: the page after all.
+        answer = await read([])
+      }
+      if (!answer.page) throw new Error('an unconditional read returned no page')
+      reply.header('etag', etagOf(answer))
       // The items arrive as JSON from the database, written field by field from the query's list:
       // only those fields leave the server, and the body is sent as it is, without a parse.
       reply.type('application/json; charset=utf-8')
-      return pageBody(page)
+      const body = pageBody(answer.page)
+      if (request.method !== 'HEAD') return body
+      // The GET's length, without its body.
+      reply.header('content-length', String(Buffer.byteLength(body)))
+      return ''
     },
   })
 }

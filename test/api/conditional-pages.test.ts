@@ -1,0 +1,230 @@
+import type { FastifyInstance } from 'fastify'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { appointmentsPage } from '../../src/queries/appointments.js'
+import { customersPage } from '../../src/queries/customers.js'
+import { pageParams } from '../../src/queries/page.js'
+import { bearer, buildTestApp, listenOnLoopback } from '../helpers/app.js'
+import { addAppointments, addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
+import { describeEachStore } from '../helpers/stores.js'
+
+// Conditional list pages (RFC 9110): a strong ETag on every page, If-None-Match answered 304
+// without the page, and a new tag after any write to the organization's list. Over real HTTP.
+
+const STRONG_TAG = /^"(0|[1-9]\d*)-[A-Za-z0-9_-]{22}"$/
+
+describeEachStore('conditional list pages on %s', (testStore) => {
+  let app: FastifyInstance
+  let base: string
+  let key: string
+  let otherKey: string
+
+  beforeAll(async () => {
+    const { store } = testStore
+    const org = await createOrg(store, 'org_c')
+    const other = await createOrg(store, 'org_o')
+    await addCustomers(store, org.id, [
+      { id: 'cus_1', createdAt: '2025-01-01T00:00:00.000Z', firstName: 'Ann' },
+      { id: 'cus_2', createdAt: '2025-01-02T00:00:00.000Z' },
+      { id: 'cus_3', createdAt: '2025-01-03T00:00:00.000Z', isActive: false },
+    ])
+    await addAppointments(store, org.id, [
+      { id: 'apt_1', start: '2025-03-01T10:00:00.000Z', status: 'confirmed' },
+      { id: 'apt_2', start: '2025-03-02T10:00:00.000Z', status: 'completed' },
+    ])
+    await addCustomers(store, other.id, [{ id: 'cus_1', createdAt: '2025-01-01T00:00:00.000Z' }])
+    key = (await createKey(store, org)).key
+    otherKey = (await createKey(store, other)).key
+    ;({ app } = await buildTestApp(store, { logLevel: 'silent' }))
+    base = `http://127.0.0.1:${await listenOnLoopback(app)}/api/public/v1`
+  })
+
+  afterAll(async () => {
+    await app?.close()
+  })
+
+  const get = (path: string, headers: Record<string, string> = {}, apiKey = key, method = 'GET') =>
+    fetch(`${base}${path}`, { method, headers: { ...bearer(apiKey), ...headers } })
+  const tagOf = async (path: string, apiKey = key) => {
+    const response = await get(path, {}, apiKey)
+    expect(response.status).toBe(200)
+    await response.text()
+    return String(response.headers.get('etag'))
+  }
+  const customers = (sql: string) => testStore.store.admin((s) => s.exec(sql))
+
+  it('sends a strong ETag with every page, the same for the same page and query however spelt', async () => {
+    const tag = await tagOf('/customers')
+    expect(tag).toMatch(STRONG_TAG)
+    expect(await tagOf('/customers')).toBe(tag)
+    // The query as checked: an offset of 0 and none, the default limit and 50, are one query.
+    expect(await tagOf('/customers?offset=0&limit=50')).toBe(tag)
+    expect(await tagOf('/appointments')).toMatch(STRONG_TAG)
+  })
+
+  it('a tag names one query, one list and one organization', async () => {
+    const tags = await Promise.all(
+      [
+        '/customers',
+        '/customers?limit=1',
+        '/customers?offset=1',
+        '/appointments',
+        '/appointments?status=confirmed',
+      ]
+        .map((path) => tagOf(path))
+        .concat(tagOf('/customers', otherKey)),
+    )
+    expect(new Set(tags).size).toBe(tags.length)
+  })
+
+  it('answers If-None-Match with its tag 304: no body, the tag and the contract headers', async () => {
+    const tag = await tagOf('/appointments?status=completed')
+    for (const method of ['GET', 'HEAD']) {
+      const response = await get('/appointments?status=completed', { 'if-none-match': tag }, key, method)
+      expect(response.status).toBe(304)
+      expect(await response.text()).toBe('')
+      expect(response.headers.get('etag')).toBe(tag)
+      expect(response.headers.get('cache-control')).toBe('no-store')
+      expect(response.headers.get('x-request-id')).toBeTruthy()
+      expect(response.headers.get('x-content-type-options')).toBe('nosniff')
+      expect(response.headers.get('content-length')).toBeNull()
+    }
+  })
+
+  it('matches per RFC 9110: *, a list of tags, weak comparison; anything else is an unconditional GET', async () => {
+    const tag = await tagOf('/customers')
+    const status = async (ifNoneMatch: string) => {
+      const response = await get('/customers', { 'if-none-match': ifNoneMatch })
+      const body = await response.text()
+      if (response.status === 200) expect(JSON.parse(body).data.length).toBe(2)
+      else expect(response.headers.get('etag')).toBe(tag)
+      return response.status
+    }
+    expect(await status('*')).toBe(304)
+    expect(await status(`"x", ${tag}, W/"y"`)).toBe(304)
+    expect(await status(`W/${tag}`)).toBe(304)
+    expect(await status('"other"')).toBe(200)
+    expect(await status('not a tag')).toBe(200)
+    expect(await status(tag.slice(1, -1))).toBe(200)
+    // This version's tag of another query: the version matches, the tag does not; the page is sent.
+    expect(await status(await tagOf('/customers?limit=1'))).toBe(200)
+    // Another organization's tag.
+    expect(await status(await tagOf('/customers', otherKey))).toBe(200)
+  })
+
+  it('a wrong key or a bad query is answered as without the condition (401, 400), never 304', async () => {
+    const tag = await tagOf('/customers')
+    const wrongKey = `svc_test_${'0'.repeat(64)}`
+    expect((await get('/customers', { 'if-none-match': tag }, wrongKey)).status).toBe(401)
+    expect((await get('/customers', { 'if-none-match': '*' }, wrongKey)).status).toBe(401)
+    expect((await get('/customers?limit=0', { 'if-none-match': '*' })).status).toBe(400)
+  })
+
+  it("any write to the organization's list changes its tags; another organization's or list's does not", async () => {
+    const writes: [string, string][] = [
+      [
+        'an update of one field',
+        "UPDATE customers SET first_name = 'Bea' WHERE org_id = 'org_c' AND id = 'cus_1'",
+      ],
+      ['a deactivation', "UPDATE customers SET is_active = false WHERE org_id = 'org_c' AND id = 'cus_2'"],
+      ['a reactivation', "UPDATE customers SET is_active = true WHERE org_id = 'org_c' AND id = 'cus_2'"],
+      [
+        'an insert',
+        "INSERT INTO customers (org_id, id, is_active, created_at, updated_at) VALUES ('org_c', 'cus_4', true, now(), now())",
+      ],
+      ['a delete', "DELETE FROM customers WHERE org_id = 'org_c' AND id = 'cus_4'"],
+      [
+        'a change of an inactive row',
+        "UPDATE customers SET city = 'Oslo' WHERE org_id = 'org_c' AND id = 'cus_3'",
+      ],
+    ]
+    for (const [what, sql] of writes) {
+      const paths = ['/customers', '/customers?limit=1&offset=1']
+      const before = await Promise.all(paths.map((path) => tagOf(path)))
+      // Writes elsewhere: another organization's customers, this organization's appointments.
+      await customers("UPDATE customers SET first_name = first_name || 'x' WHERE org_id = 'org_o'")
+      await customers("UPDATE appointments SET note = coalesce(note, '') || 'x' WHERE org_id = 'org_c'")
+      for (const [i, path] of paths.entries()) {
+        const response = await get(path, { 'if-none-match': String(before[i]) })
+        expect(response.status, `${path} after writes elsewhere`).toBe(304)
+      }
+      await customers(sql)
+      for (const [i, path] of paths.entries()) {
+        const response = await get(path, { 'if-none-match': String(before[i]) })
+        expect(response.status, `${path} after ${what}`).toBe(200)
+        expect(response.headers.get('etag')).not.toBe(before[i])
+        expect(JSON.parse(await response.text()).pagination).toBeDefined()
+      }
+    }
+  })
+
+  it('an import of rows as they are (nothing changes) keeps the tags', async () => {
+    const tag = await tagOf('/customers')
+    await addCustomers(testStore.store, 'org_c', [
+      { id: 'cus_1', createdAt: '2025-01-01T00:00:00.000Z', firstName: 'Bea' },
+    ])
+    expect((await get('/customers', { 'if-none-match': tag })).status).toBe(304)
+    await addCustomers(testStore.store, 'org_c', [
+      { id: 'cus_1', createdAt: '2025-01-01T00:00:00.000Z', firstName: 'Cid' },
+    ])
+    expect((await get('/customers', { 'if-none-match': tag })).status).toBe(200)
+  })
+
+  it('TRUNCATE changes every tag of the list', async () => {
+    const tag = await tagOf('/appointments')
+    await customers('TRUNCATE appointments')
+    const response = await get('/appointments', { 'if-none-match': tag })
+    expect(response.status).toBe(200)
+    expect(JSON.parse(await response.text()).pagination.total).toBe(0)
+  })
+
+  describe('304 without reading the page', () => {
+    const readTables = ['customers', 'appointments', 'customer_counts', 'appointment_counts', 'list_buckets']
+    const statements = [
+      ['customers', customersPage('org_c')],
+      [
+        'appointments by status and dates',
+        appointmentsPage('org_c', {
+          status: 'completed',
+          startDate: '2025-01-01T00:00:00Z',
+          endDate: '2026-01-01T00:00:00Z',
+        }),
+      ],
+      ['appointments by customer', appointmentsPage('org_c', { customerId: 'cus_1' })],
+    ] as const
+    it.each(statements)(
+      '%s: only list_versions is read when the client holds the version',
+      async (_name, statement) => {
+        const executed = await testStore.store.read(async (sql) => {
+          await sql.query("SELECT set_config('openbook.org_id', 'org_c', true)")
+          const [current] = await sql.query<{ version: string }>(
+            `SELECT version::text FROM list_versions WHERE org_id = 'org_c' AND list = '${statement.rowsText.includes('appointments k') ? 'appointments' : 'customers'}'`,
+          )
+          const run = async (known: readonly string[]) => {
+            const [row] = await sql.query<{ 'QUERY PLAN': unknown }>(
+              `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.rowsText}`,
+              pageParams(statement, { limit: 10, offset: 0 }, known),
+            )
+            const plan = row?.['QUERY PLAN']
+            const found: string[] = []
+            const walk = (node: Record<string, unknown>) => {
+              const relation = node['Relation Name']
+              if (typeof relation === 'string' && Number(node['Actual Loops']) > 0) found.push(relation)
+              for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child)
+            }
+            const [explained] = (typeof plan === 'string' ? JSON.parse(plan) : plan) as {
+              Plan: Record<string, unknown>
+            }[]
+            if (!explained) throw new Error('EXPLAIN returned no plan')
+            walk(explained.Plan)
+            return found
+          }
+          return { held: await run([String(current?.version)]), other: await run(['0']) }
+        })
+        expect(executed.held.filter((table) => readTables.includes(table))).toEqual([])
+        expect(executed.held).toContain('list_versions')
+        // The control: with another version the same statement reads the page.
+        expect(executed.other.some((table) => readTables.includes(table))).toBe(true)
+      },
+    )
+  })
+})
