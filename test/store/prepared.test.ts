@@ -157,7 +157,7 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
           new RegExp(
             "^BEGIN; SELECT set_config\\('transaction_read_only', 'on', true\\), set_config\\('role', 'openbook_reader', true\\)[^;]*; " +
               prepare +
-              "SELECT set_config\\('openbook\\.org_id', a\\.org_id, true\\)[^;]*FROM openbook_authenticate\\('[0-9a-f]{64}'\\) a; " +
+              "SELECT set_config\\('openbook\\.org_id', CASE a\\.state WHEN 'active' THEN a\\.org_id ELSE '' END, true\\)[^;]*FROM openbook_key_lookup\\('[0-9a-f]{64}'\\) a; " +
               `EXECUTE ${executed}\\(current_setting\\('openbook\\.org_id', true\\)[^;]*\\)$`,
           ),
         )
