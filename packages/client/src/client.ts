@@ -25,11 +25,16 @@ export type AppointmentListParams = Omit<AppointmentsQuery, 'startDate' | 'endDa
 /** The filters of `appointments.all`: everything but the paging. */
 export type AppointmentFilters = Omit<AppointmentListParams, 'limit' | 'offset'>
 
-/** One page of `list`: the rows, the pagination and the server's request id. */
+/** One page of `list`: the rows, the pagination, the server's request id and the key's expiry. */
 export interface Page<T> {
   readonly data: T[]
   readonly pagination: Pagination
   readonly requestId: string | undefined
+  /**
+   * When the API key stops working (the server's Openbook-Key-Expires); undefined for a key without
+   * an expiry. Rotate the key before then: after it, every request fails with `KeyExpiredError`.
+   */
+  readonly keyExpiresAt: Date | undefined
 }
 
 export interface AllOptions extends Pick<PerRequestOptions, 'signal'> {
@@ -137,7 +142,11 @@ class Customers {
     refuse(customersIssues(query))
     const url = this.#transport.url(`${PREFIX.slice(1)}customers`, query)
     const answer = await this.#transport.getJson(url, options)
-    return { ...(answer.body as components['schemas']['CustomerList']), requestId: answer.requestId }
+    return {
+      ...(answer.body as components['schemas']['CustomerList']),
+      requestId: answer.requestId,
+      keyExpiresAt: answer.keyExpiresAt,
+    }
   }
 
   /** Every active customer, newest first, without a miss: see `AutoPaginator`. */
@@ -177,7 +186,11 @@ class Appointments {
     refuse(appointmentsIssues(query))
     const url = this.#transport.url(`${PREFIX.slice(1)}appointments`, query)
     const answer = await this.#transport.getJson(url, options)
-    return { ...(answer.body as components['schemas']['AppointmentList']), requestId: answer.requestId }
+    return {
+      ...(answer.body as components['schemas']['AppointmentList']),
+      requestId: answer.requestId,
+      keyExpiresAt: answer.keyExpiresAt,
+    }
   }
 
   /** Every active appointment the filters select, latest start first, without a miss: see `AutoPaginator`. */

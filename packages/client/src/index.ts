@@ -18,6 +18,8 @@ export {
   AuthenticationError,
   BadRequestError,
   InvalidParametersError,
+  KeyExpiredError,
+  KeyRevokedError,
   NetworkError,
   OpenbookError,
   PaginationError,

@@ -2,6 +2,8 @@ import {
   ApiError,
   AuthenticationError,
   BadRequestError,
+  KeyExpiredError,
+  KeyRevokedError,
   NetworkError,
   type OpenbookError,
   ServerError,
@@ -41,6 +43,8 @@ export type ClientEvent =
       readonly attempt: number
       readonly status: number
       readonly requestId: string | undefined
+      /** The key's expiry (Openbook-Key-Expires), when it has one. */
+      readonly keyExpiresAt: Date | undefined
       readonly ms: number
     }
   | {
@@ -74,6 +78,15 @@ export interface JsonAnswer {
   readonly body: unknown
   readonly status: number
   readonly requestId: string | undefined
+  /** The key's expiry, from Openbook-Key-Expires; undefined for a key that does not expire. */
+  readonly keyExpiresAt: Date | undefined
+}
+
+/** The server's Openbook-Key-Expires (an HTTP-date) as a Date; undefined when absent or unreadable. */
+export function keyExpiry(header: string | null): Date | undefined {
+  if (header === null) return undefined
+  const time = Date.parse(header)
+  return Number.isNaN(time) ? undefined : new Date(time)
 }
 
 const sleep = (ms: number, signal: AbortSignal | undefined) =>
@@ -112,7 +125,12 @@ export function httpError(
     requestId,
   }
   if (status === 400) return new BadRequestError({ ...init, details: fields.details })
-  if (status === 401) return new AuthenticationError(init)
+  if (status === 401)
+    return init.code === 'expired_api_key'
+      ? new KeyExpiredError(init)
+      : init.code === 'revoked_api_key'
+        ? new KeyRevokedError(init)
+        : new AuthenticationError(init)
   if (status >= 500) {
     const seconds = retryAfter !== null && /^\d{1,6}$/.test(retryAfter) ? Number(retryAfter) : undefined
     return new ServerError({ ...init, retryAfterSeconds: seconds })
@@ -160,7 +178,17 @@ export class Transport {
       try {
         onEvent?.({ type: 'request', url: href, attempt })
         const answer = await this.#attempt(url, options)
-        onEvent?.({ type: 'response', url: href, attempt, ...answer, ms: Date.now() - started })
+        const { status, requestId, keyExpiresAt } = answer
+        // The answer's fields, never its body.
+        onEvent?.({
+          type: 'response',
+          url: href,
+          attempt,
+          status,
+          requestId,
+          keyExpiresAt,
+          ms: Date.now() - started,
+        })
         if (answer.status >= 200 && answer.status < 300) return answer
         failure = httpError(answer.status, answer.body, answer.requestId, answer.retryAfter, this.#redact)
       } catch (error) {
@@ -223,7 +251,13 @@ export class Transport {
           requestId,
           retryable: true,
         })
-      return { body, status: response.status, requestId, retryAfter: response.headers.get('retry-after') }
+      return {
+        body,
+        status: response.status,
+        requestId,
+        retryAfter: response.headers.get('retry-after'),
+        keyExpiresAt: keyExpiry(response.headers.get('openbook-key-expires')),
+      }
     } catch (error) {
       if (error instanceof NetworkError) throw error
       if (options.signal?.aborted) throw options.signal.reason
