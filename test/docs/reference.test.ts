@@ -91,6 +91,22 @@ describe.skipIf(!available && !process.env.CI)('reference page (docs/api.html)',
           )
         }
       }
+      // The rules a client needs are on the page (issue 31, item 8): the headers, every error code
+      // and the guidance on concurrency, idempotency and backoff.
+      // biome-ignore lint/performance/useDomNodeTextContent: the text shown, as above
+      const text = await page.locator('body').innerText()
+      for (const rule of [
+        'X-Request-Id',
+        'Retry-After',
+        'Openbook-Key-Expires',
+        'expired_api_key',
+        'revoked_api_key',
+        'service_unavailable',
+        'two requests in flight per key',
+        'Idempotency',
+        'backoff',
+      ])
+        expect(text, rule).toContain(rule)
       // Client examples use @openbook/client.
       expect(html).toContain('new Openbook')
       expect(html).toContain('customers.list({ limit: 25 })')
