@@ -9,9 +9,10 @@ export const CONTRACT_VERSION = '1.0.0'
  * The document is built from named components, each defined once and used by `$ref`: the
  * resources and the envelope's parts (so that generated clients carry one type of each), the
  * error shapes, and the headers, parameters and responses that several operations share. To add
- * one (a response header of every page, a conditional-request parameter, a status), add an entry
- * to `HEADERS`, `PARAMETERS` or `RESPONSES` and name it in `LIST_PAGE_HEADERS`,
- * `LIST_PARAMETERS` or `LIST_ERROR_RESPONSES`.
+ * one to every list operation: a response header to `HEADERS` and `LIST_PAGE_HEADERS`; a request
+ * header (a conditional request's) to `PARAMETERS` and `LIST_HEADER_PARAMETERS`; a response (a
+ * status) to `RESPONSES` and `LIST_RESPONSES`. Query parameters come from each list's query
+ * schema; those all lists share are named in `LIST_QUERY_PARAMETERS`.
  */
 const ref = (kind: 'schemas' | 'headers' | 'parameters' | 'responses', name: string) => ({
   $ref: `#/components/${kind}/${name}`,
@@ -165,8 +166,8 @@ const RESPONSES: Record<string, object> = {
   },
 }
 
-/** The error responses of every list operation, by status. */
-const LIST_ERROR_RESPONSES: Record<string, string> = {
+/** The responses of every list operation besides its page, by status. */
+const LIST_RESPONSES: Record<string, string> = {
   400: 'InvalidQuery',
   401: 'Unauthorized',
   500: 'InternalError',
@@ -183,7 +184,13 @@ function flattenNullable(schema: JsonSchema): JsonSchema {
 }
 
 /** Query parameters every list takes, declared once under their component name. */
-const LIST_PARAMETERS: Record<string, string> = { limit: 'Limit', offset: 'Offset' }
+const LIST_QUERY_PARAMETERS: Record<string, string> = { limit: 'Limit', offset: 'Offset' }
+
+/** Parameters declared here rather than by a query schema (request headers), each once. */
+const PARAMETERS: Record<string, object> = {}
+
+/** The request headers every list operation reads, by their name in `PARAMETERS`. */
+const LIST_HEADER_PARAMETERS: readonly string[] = []
 
 function queryParameters(route: AnyListRoute): Record<string, object> {
   const schema = jsonSchemaOf(route.query.schema) as { properties: Record<string, JsonSchema> }
@@ -196,10 +203,11 @@ function queryParameters(route: AnyListRoute): Record<string, object> {
 }
 
 function parametersOf(route: AnyListRoute): object[] {
-  return Object.entries(queryParameters(route)).map(([name, parameter]) => {
-    const shared = LIST_PARAMETERS[name]
+  const query = Object.entries(queryParameters(route)).map(([name, parameter]) => {
+    const shared = LIST_QUERY_PARAMETERS[name]
     return shared ? ref('parameters', shared) : parameter
   })
+  return [...query, ...LIST_HEADER_PARAMETERS.map((name) => ref('parameters', name))]
 }
 
 /** The list envelope of `itemName`, its parts by reference. */
@@ -237,7 +245,7 @@ function operationOf(route: AnyListRoute) {
           }),
         },
         ...Object.fromEntries(
-          Object.entries(LIST_ERROR_RESPONSES).map(([status, name]) => [status, ref('responses', name)]),
+          Object.entries(LIST_RESPONSES).map(([status, name]) => [status, ref('responses', name)]),
         ),
       },
     },
@@ -296,13 +304,13 @@ function errorSchemas(): Record<string, object> {
 export function buildOpenApiDocument(prefix: string, routes: readonly AnyListRoute[]): object {
   const schemas: Record<string, object> = { Pagination: jsonSchemaOf(paginationSchema) }
   const paths: Record<string, object> = {}
-  const parameters: Record<string, object> = {}
+  const parameters: Record<string, object> = { ...PARAMETERS }
   for (const route of routes) {
     schemas[route.itemName] = jsonSchemaOf(route.item)
     schemas[`${route.itemName}List`] = listSchema(route.itemName)
     paths[prefix + route.path] = operationOf(route)
     for (const [name, parameter] of Object.entries(queryParameters(route))) {
-      const shared = LIST_PARAMETERS[name]
+      const shared = LIST_QUERY_PARAMETERS[name]
       if (shared) parameters[shared] = parameter
     }
   }
