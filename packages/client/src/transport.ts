@@ -89,6 +89,9 @@ export function keyExpiry(header: string | null): Date | undefined {
   return Number.isNaN(time) ? undefined : new Date(time)
 }
 
+/** What the client asks the server to compress with (it answers br, or gzip, or neither). */
+export const ACCEPT_ENCODING = 'br, gzip'
+
 const sleep = (ms: number, signal: AbortSignal | undefined) =>
   new Promise<void>((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason)
@@ -229,6 +232,8 @@ export class Transport {
         method: 'GET',
         headers: {
           accept: 'application/json',
+          // A page of JSON travels in about a sixth of its bytes; fetch decodes the answer.
+          'accept-encoding': ACCEPT_ENCODING,
           authorization: `Bearer ${this.#apiKey}`,
           'user-agent': this.#options.userAgent,
         },

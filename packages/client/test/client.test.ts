@@ -239,6 +239,12 @@ describe('errors', () => {
     expect((await plain.openbook.customers.list()).keyExpiresAt).toBeUndefined()
   })
 
+  it('asks for compressed pages (br, then gzip)', async () => {
+    const { openbook, calls } = client(() => page())
+    await openbook.customers.list()
+    expect(calls[0]?.headers['accept-encoding']).toBe('br, gzip')
+  })
+
   it('404 and 405 are ApiErrors, never retried', async () => {
     for (const status of [404, 405]) {
       const { openbook, calls } = client(() => json(status, { error: 'Not Found', code: 'not_found' }))

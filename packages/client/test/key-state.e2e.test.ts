@@ -1,4 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer, request } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -139,4 +141,49 @@ describe.skipIf(!hasPostgres)('key expiry and revocation, against a server on Po
     expect(result.stderr).toContain('Invalid or expired API key')
     expect(result.stderr).toContain('expired_api_key')
   }, 60_000)
+})
+
+describe.skipIf(!hasPostgres)('compressed pages, against a server on PostgreSQL', () => {
+  it('the client asks for them, gets them compressed, and reads them as the uncompressed pages', async () => {
+    // A proxy in between sees the bytes on the wire.
+    const seen: { encoding: string | undefined; bytes: number }[] = []
+    const target = new URL(server.baseUrl)
+    const proxy = createServer((incoming, outgoing) => {
+      const upstream = request(
+        { host: target.hostname, port: target.port, path: incoming.url, headers: incoming.headers },
+        (answer) => {
+          let bytes = 0
+          answer.on('data', (chunk: Buffer) => {
+            bytes += chunk.length
+          })
+          answer.on('end', () => seen.push({ encoding: answer.headers['content-encoding'], bytes }))
+          outgoing.writeHead(answer.statusCode ?? 502, answer.headers)
+          answer.pipe(outgoing)
+        },
+      )
+      incoming.pipe(upstream)
+    })
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
+    try {
+      const through = new Openbook({
+        apiKey: SALON.key,
+        baseUrl: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+        retry: false,
+      })
+      const compressed = await through.customers.list({ limit: 100 })
+      const plain = await fetch(`${server.baseUrl}/api/public/v1/customers?limit=100`, {
+        headers: { authorization: `Bearer ${SALON.key}`, 'accept-encoding': 'identity' },
+      })
+      const plainText = await plain.text()
+      expect(plain.headers.get('content-encoding')).toBeNull()
+      expect(seen).toHaveLength(1)
+      expect(seen[0]?.encoding).toBe('br')
+      expect((seen[0]?.bytes ?? 0) * 3).toBeLessThan(Buffer.byteLength(plainText))
+      const { requestId: _id, keyExpiresAt: _expiry, ...body } = compressed
+      expect(body).toEqual(JSON.parse(plainText))
+      expect(compressed.data).toHaveLength(SALON.customers)
+    } finally {
+      proxy.close()
+    }
+  })
 })
