@@ -55,7 +55,7 @@ const INFO_DESCRIPTION = `Read-only access to the customers and appointments of 
 - **Retries and backoff.** Retry 5xx answers and network failures with exponential backoff with full jitter (for example 250 ms doubling to 8 s, for a bounded total time). On a 503 wait at least the \`Retry-After\` seconds. Never retry a 400 or a 401 unchanged: it fails the same way.
 - **X-Request-Id.** Every response carries one; quote it to support. It is logged with the request, never with its data.
 - **Key expiry.** A key with an expiry is answered with \`Openbook-Key-Expires\` (an HTTP-date) on every response; rotate before that date. A refused key is a 401 whose \`code\` says why: \`invalid_api_key\`, \`expired_api_key\` or \`revoked_api_key\` (the message is the same for all three).
-- **Compression.** Send \`Accept-Encoding: gzip\` (or \`br\`): a page of 100 customers (about 50 KB of JSON) travels in about a sixth of its bytes.
+- **Compression.** Send \`Accept-Encoding: gzip\` (or \`br\`): a page of 100 customers (about 50 KB of JSON) travels in about a fifth of its bytes.
 
 ## Error codes
 

@@ -7,13 +7,15 @@ import type { FastifyInstance } from 'fastify'
  * organization's whole list about 150 MB; gzip makes them several times smaller. `@fastify/compress`
  * picks the encoding from Accept-Encoding (q-values included), compresses only bodies of at least
  * `threshold` bytes (so error bodies, all smaller, stay as they are), and sets Content-Encoding and
- * Vary. The levels are chosen for CPU (bench/compression.ts, README "Compression"): gzip level 4
- * and brotli quality 4 save nearly as many bytes as the defaults (6 and 11) at a fraction of the CPU.
+ * Vary. The levels are chosen for CPU (`npm run bench:compression`, README "Benchmark"): on a page
+ * of 100 customers (52 KB), brotli at quality 1 and gzip at level 1 take a third of gzip's default
+ * level 6's CPU (about 0.25 against 0.73 ms) for 12-17 % more bytes (9.5 and 9.9 against 8.5 KB);
+ * brotli 1 is smaller than gzip 1 for about the same CPU, so it goes first where the client takes it.
  */
 export const COMPRESSION = {
   encodings: ['br', 'gzip'] as const,
-  gzipLevel: 4,
-  brotliQuality: 4,
+  gzipLevel: 1,
+  brotliQuality: 1,
   /** Bodies below this many bytes go as they are: a 401 or 400 body, the one-row page. */
   threshold: 1024,
 }

@@ -232,7 +232,7 @@ export class Transport {
         method: 'GET',
         headers: {
           accept: 'application/json',
-          // A page of JSON travels in about a sixth of its bytes; fetch decodes the answer.
+          // A page of JSON travels in about a fifth of its bytes; fetch decodes the answer.
           'accept-encoding': ACCEPT_ENCODING,
           authorization: `Bearer ${this.#apiKey}`,
           'user-agent': this.#options.userAgent,
