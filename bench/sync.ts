@@ -10,7 +10,7 @@
  * as it keeps them by default. The rows are counted, and must match.
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { largestOrgWithKey, REPOSITORY } from './bench-org.js'
@@ -29,12 +29,22 @@ const directory = mkdtempSync(join(option('--dir') ?? tmpdir(), 'openbook-bench-
 const CLIENT = join(REPOSITORY, 'packages/client/dist/index.js')
 const SYNC = join(REPOSITORY, 'packages/client/bin/openbook-sync.js')
 
-/** Runs `node args` with the key in OPENBOOK_KEY; its wall time in seconds and its stdout. */
-function timed(nodeArgs: readonly string[], key: string): Promise<{ seconds: number; stdout: string }> {
+const CPU_REPORT = join(REPOSITORY, 'bench/cpu-report.mjs')
+let reports = 0
+
+/**
+ * Runs `node args` with the key in OPENBOOK_KEY: its wall time and its own CPU time (user and
+ * system, which the machine's other work moves less) in seconds, and its stdout.
+ */
+function timed(
+  nodeArgs: readonly string[],
+  key: string,
+): Promise<{ seconds: number; cpu: number; stdout: string }> {
+  const report = join(directory, `cpu-${++reports}.txt`)
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint()
-    const child = spawn(process.execPath, nodeArgs, {
-      env: { ...process.env, OPENBOOK_KEY: key },
+    const child = spawn(process.execPath, ['--import', CPU_REPORT, ...nodeArgs], {
+      env: { ...process.env, OPENBOOK_KEY: key, CPU_REPORT_FILE: report },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     let stdout = ''
@@ -48,7 +58,7 @@ function timed(nodeArgs: readonly string[], key: string): Promise<{ seconds: num
     child.once('error', reject)
     child.once('exit', (code) => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9
-      if (code === 0) resolve({ seconds, stdout })
+      if (code === 0) resolve({ seconds, cpu: Number(readFileSync(report, 'utf8').trim()), stdout })
       else reject(new Error(`node ${nodeArgs.join(' ')} exited ${code}: ${stderr.trim().split('\n').pop()}`))
     })
   })
@@ -83,6 +93,7 @@ const server = await startService(
 )
 const baseUrl = `http://127.0.0.1:${port}`
 const times: Record<string, number[]> = { all50: [], all99: [], sync: [] }
+const cpus: Record<string, number[]> = { all50: [], all99: [], sync: [] }
 try {
   for (let round = 1; round <= rounds; round++) {
     for (const [name, pageSize] of [
@@ -93,6 +104,7 @@ try {
       if (Number(run.stdout) !== org.customers)
         throw new Error(`${name}: ${run.stdout} rows, not ${org.customers}`)
       times[name]?.push(run.seconds)
+      cpus[name]?.push(run.cpu)
     }
     const out = join(directory, `customers-${round}.ndjson`)
     const run = await timed(
@@ -102,9 +114,10 @@ try {
     const summary = JSON.parse(run.stdout) as { rows: number; requests: number; checkpoints: number }
     if (summary.rows !== org.customers) throw new Error(`sync: ${summary.rows} rows, not ${org.customers}`)
     times.sync?.push(run.seconds)
+    cpus.sync?.push(run.cpu)
     process.stderr.write(
       `round ${round}: all(50) ${times.all50?.at(-1)?.toFixed(2)} s, all(99) ${times.all99?.at(-1)?.toFixed(2)} s, ` +
-        `sync ${run.seconds.toFixed(2)} s (${summary.requests} requests, ${summary.checkpoints} checkpoints, ${statSync(out).size} bytes)\n`,
+        `sync ${run.seconds.toFixed(2)} s; CPU all(99) ${cpus.all99?.at(-1)?.toFixed(2)} s, sync ${run.cpu.toFixed(2)} s (${summary.requests} requests, ${summary.checkpoints} checkpoints, ${statSync(out).size} bytes)\n`,
     )
   }
   // Within a round the readers meet the same machine: their ratio moves less than their times.
@@ -131,6 +144,8 @@ try {
       `| client .all() (pages of 50) | ${all50.toFixed(2)} | ${times.all50?.map((t) => t.toFixed(2)).join(', ')} |`,
       `| client .all({ pageSize: 99 }) | ${all99.toFixed(2)} | ${times.all99?.map((t) => t.toFixed(2)).join(', ')} |`,
       `| openbook-sync customers --out FILE | ${sync.toFixed(2)} | ${times.sync?.map((t) => t.toFixed(2)).join(', ')} |`,
+      `| CPU of .all({ pageSize: 99 }) | ${median(cpus.all99 ?? []).toFixed(2)} | ${cpus.all99?.map((t) => t.toFixed(2)).join(', ')} |`,
+      `| CPU of openbook-sync | ${median(cpus.sync ?? []).toFixed(2)} | ${cpus.sync?.map((t) => t.toFixed(2)).join(', ')} |`,
       '',
       `openbook-sync over .all() with the same requests, median of the rounds' ratios: ${ratio('all99').toFixed(2)}× ` +
         `(rounds ${ratios('all99')}); over .all() with its defaults: ${ratio('all50').toFixed(2)}× (rounds ${ratios('all50')}). ` +
