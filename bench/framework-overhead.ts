@@ -41,9 +41,16 @@ const ROWS = Array.from({ length: 50 }, (_, i) => ({
 
 const sql: AdminSql = {
   async query<Row extends object>(text: string): Promise<Row[]> {
-    if (text.includes('openbook_authenticate'))
+    if (text.includes('openbook_key_lookup'))
       return [
-        { orgId: 'org_demo', keyId: 'key_demo', lastUsedAt: new Date(), cleared: '' },
+        {
+          orgId: 'org_demo',
+          keyId: 'key_demo',
+          lastUsedAt: new Date(),
+          expiresAt: null,
+          state: 'active',
+          cleared: '',
+        },
       ] as unknown as Row[]
     // Rows as pg hands them: a new object each.
     return ROWS.map((row) => ({ ...row })) as unknown as Row[]
@@ -85,7 +92,7 @@ if (process.env.MODE === 'minimal') {
       .read(async (sql) => {
         if (!sql.sendWithNext) {
           const key = await authenticateKey(sql, hashSecret(secret))
-          return pageBody(await listPage(sql, key?.orgId ?? '', list))
+          return pageBody(await listPage(sql, typeof key === 'string' ? '' : key.orgId, list))
         }
         // openbook's one round trip (plugins/auth.ts): the lookup goes with the page's statement.
         const lookup = authenticateKey(sql, hashSecret(secret), { withNext: true })

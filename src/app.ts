@@ -14,6 +14,7 @@ import { ApiError } from './errors.js'
 import { loggable } from './loggable-error.js'
 import openapi from './openapi/route.js'
 import { type Metrics, metricsPlugin } from './ops/metrics.js'
+import { registerCompression } from './plugins/compression.js'
 import errors, { sendError } from './plugins/errors.js'
 import requestLog, { identifyingHeaders, logRequest } from './plugins/request-log.js'
 import storePlugin from './plugins/store.js'
@@ -214,6 +215,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(storePlugin, { store: options.store })
   await app.register(requestLog)
   await app.register(errors)
+  await registerCompression(app)
   await app.register(openapi)
   await app.register(publicV1, {
     prefix: PUBLIC_V1_PREFIX,

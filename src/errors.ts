@@ -8,6 +8,8 @@ export type ApiErrorCode =
   | 'invalid_query'
   | 'missing_api_key'
   | 'invalid_api_key'
+  | 'expired_api_key'
+  | 'revoked_api_key'
   | 'not_found'
   | 'method_not_allowed'
   | 'bad_request'
@@ -31,6 +33,8 @@ export function statusOf(code: ApiErrorCode): number {
       return 400
     case 'missing_api_key':
     case 'invalid_api_key':
+    case 'expired_api_key':
+    case 'revoked_api_key':
       return 401
     case 'not_found':
       return 404
@@ -55,6 +59,8 @@ function titleOf(code: ApiErrorCode): string {
       return 'Invalid query parameters'
     case 'missing_api_key':
     case 'invalid_api_key':
+    case 'expired_api_key':
+    case 'revoked_api_key':
       return 'Unauthorized'
     case 'not_found':
       return 'Not Found'
@@ -107,10 +113,24 @@ export const missingApiKey = () =>
   new ApiError('missing_api_key', MISSING_KEY_MESSAGE, undefined, {
     'www-authenticate': 'Bearer realm="openbook"',
   })
-export const invalidApiKey = () =>
-  new ApiError('invalid_api_key', INVALID_KEY_MESSAGE, undefined, {
+/**
+ * A key of the right format that does not work: `invalid_api_key` for one no key matches,
+ * `expired_api_key` or `revoked_api_key` for a key that matched and is no longer active. The
+ * message is the contract's for all three; the code tells an integrator whether to rotate (expired)
+ * or to ask why (revoked), and is told only to whoever holds that key's full secret.
+ */
+export const invalidApiKey = (
+  code: 'invalid_api_key' | 'expired_api_key' | 'revoked_api_key' = 'invalid_api_key',
+) =>
+  new ApiError(code, INVALID_KEY_MESSAGE, undefined, {
     'www-authenticate': 'Bearer realm="openbook", error="invalid_token"',
   })
+
+/**
+ * The response header that gives an expiring key's expiry (an HTTP-date, as `Expires` and RFC 8594's
+ * `Sunset` carry theirs) on every response to a request the key was accepted for.
+ */
+export const KEY_EXPIRES_HEADER = 'openbook-key-expires'
 /** The methods every path of the API answers: GET, and HEAD (Fastify serves it from each GET route). */
 export const ALLOWED_METHODS = 'GET, HEAD'
 

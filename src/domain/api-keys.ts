@@ -31,7 +31,7 @@ export interface CreatedKey {
 
 /**
  * The rule of an active key (not revoked, not expired), as SQL on the api_keys row `alias`. The
- * request path's openbook_authenticate() (migration 001) is a database function with its own copy.
+ * request path's openbook_key_lookup() (migration 011) is a database function with its own copy.
  */
 export function activeKey(alias?: string): string {
   const column = (name: string) => (alias ? `${alias}.${name}` : name)

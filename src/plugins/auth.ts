@@ -1,9 +1,9 @@
-import type { FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { hashSecret, secretPattern } from '../domain/api-key-secret.js'
 import { type LastUsedOptions, LastUsedTracker } from '../domain/last-used.js'
-import { ApiError, invalidApiKey, missingApiKey } from '../errors.js'
-import { type AuthenticatedKey, authenticateKey } from '../queries/api-keys.js'
+import { ApiError, invalidApiKey, KEY_EXPIRES_HEADER, missingApiKey } from '../errors.js'
+import { type AuthenticatedKey, authenticateKey, type KeyRefusal } from '../queries/api-keys.js'
 import { KEY_ORGANIZATION, type Sql, type Tenant } from '../store/types.js'
 
 /**
@@ -39,6 +39,19 @@ function authorizationHeaderCount(rawHeaders: readonly string[]): number {
   return count
 }
 
+const REFUSAL_CODES = {
+  unknown: 'invalid_api_key',
+  expired: 'expired_api_key',
+  revoked: 'revoked_api_key',
+} as const
+
+/** A found key: its expiry told to the caller, its use recorded; a refused one: the 401 that says why. */
+function accepted(found: AuthenticatedKey | KeyRefusal, reply: FastifyReply): AuthenticatedKey {
+  if (typeof found === 'string') throw invalidApiKey(REFUSAL_CODES[found])
+  if (found.expiresAt) reply.header(KEY_EXPIRES_HEADER, found.expiresAt.toUTCString())
+  return found
+}
+
 /** Bearer API-key authentication for the routes registered in the same scope. */
 export default fp<AuthOptions>(
   async (app, options) => {
@@ -68,41 +81,41 @@ export default fp<AuthOptions>(
      * that nothing of it outlives the transaction. A work that sends nothing (a query refused
      * after the key) lets the lookup go alone.
      */
-    async function withKeyInOneTrip<T>(sql: Sql, keyHash: string, work: TenantWork<T>): Promise<T> {
+    async function withKeyInOneTrip<T>(
+      sql: Sql,
+      keyHash: string,
+      reply: FastifyReply,
+      work: TenantWork<T>,
+    ): Promise<T> {
       const lookup = authenticateKey(sql, keyHash, { withNext: true })
       // Runs until its first await: its first statement is sent then, with the lookup.
       const result = (async () => work(sql, KEY_ORGANIZATION))()
       // Settled here too, so that a failure while the key is checked is not reported unhandled.
       result.catch(() => undefined)
-      let key: AuthenticatedKey | undefined
+      let key: AuthenticatedKey
       try {
         await sql.flush?.()
-        key = await lookup
+        key = accepted(await lookup, reply)
       } catch (error) {
         await result.catch(() => undefined)
         throw error
-      }
-      if (!key) {
-        await result.catch(() => undefined)
-        throw invalidApiKey()
       }
       tracker.seen(key.orgId, key.keyId, key.lastUsedAt)
       return result
     }
 
     // A callback hook: no promise per request.
-    app.addHook('onRequest', (request, _reply, done) => {
+    app.addHook('onRequest', (request, reply, done) => {
       const keyHash = presentedKey(request)
       if (keyHash instanceof ApiError) return done(keyHash)
       request.readAsTenant = (work) =>
         app.store.read(async (sql) => {
           if (!sql.sendWithNext) {
-            const key = await authenticateKey(sql, keyHash)
-            if (!key) throw invalidApiKey()
+            const key = accepted(await authenticateKey(sql, keyHash), reply)
             tracker.seen(key.orgId, key.keyId, key.lastUsedAt)
             return work(sql, key.orgId)
           }
-          return withKeyInOneTrip(sql, keyHash, work)
+          return withKeyInOneTrip(sql, keyHash, reply, work)
         })
       done()
     })

@@ -19,7 +19,9 @@ export const READER_PRIVILEGES = [
   { kind: 'table', object: 'list_buckets', privilege: 'SELECT' },
   { kind: 'table', object: 'list_versions', privilege: 'SELECT' },
   { kind: 'column', object: 'api_keys.last_used_at', privilege: 'UPDATE' },
+  // Granted by 008 for the releases up to 7 that still serve this schema; this one calls openbook_key_lookup.
   { kind: 'function', object: 'openbook_authenticate(text)', privilege: 'EXECUTE' },
+  { kind: 'function', object: 'openbook_key_lookup(text)', privilege: 'EXECUTE' },
   { kind: 'function', object: 'openbook_prepare(text,text,boolean)', privilege: 'EXECUTE' },
   { kind: 'function', object: 'openbook_schema_version()', privilege: 'EXECUTE' },
 ] as const satisfies readonly ReaderPrivilege[]

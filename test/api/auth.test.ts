@@ -102,19 +102,57 @@ describeEachStore('authentication on %s', (testStore) => {
     )
     const response = await get(bearer(created.key))
     expect(response.statusCode).toBe(401)
-    expect(response.json()).toMatchObject(INVALID)
+    // The contract's message; the code says why (issue 31, item 7).
+    expect(response.json()).toEqual({ ...INVALID, code: 'revoked_api_key' })
+    expect(response.headers['www-authenticate']).toContain('invalid_token')
   })
 
-  it('an expired key is refused', async () => {
+  it('an expired key is refused, with its own code', async () => {
     const org = await createOrg(store, 'org_expire')
     const created = await createKey(store, org, 'test', new Date(Date.now() + 60_000))
     expect((await get(bearer(created.key))).statusCode).toBe(200)
     await store.admin((sql) =>
       sql.query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [created.id]),
     )
-    const response = await get(bearer(created.key))
-    expect(response.statusCode).toBe(401)
-    expect(response.json()).toMatchObject(INVALID)
+    for (const path of ['/api/public/v1/customers', '/api/public/v1/appointments?limit=1000']) {
+      const response = await get(bearer(created.key), path)
+      expect(response.statusCode).toBe(401)
+      expect(response.json()).toEqual({ ...INVALID, code: 'expired_api_key' })
+      expect(response.headers['openbook-key-expires']).toBeUndefined()
+    }
+  })
+
+  it('a key both expired and revoked is told as revoked; an unknown key as invalid', async () => {
+    const org = await createOrg(store, 'org_both')
+    const created = await createKey(store, org, 'test', new Date(Date.now() + 60_000))
+    await store.admin((sql) =>
+      sql.query(
+        "UPDATE api_keys SET expires_at = now() - interval '1 second', revoked_at = now() WHERE id = $1",
+        [created.id],
+      ),
+    )
+    expect((await get(bearer(created.key))).json()).toEqual({ ...INVALID, code: 'revoked_api_key' })
+    const unknown = await get(bearer(`svc_test_${'ab'.repeat(32)}`))
+    expect(unknown.json()).toEqual({ ...INVALID, code: 'invalid_api_key' })
+  })
+
+  it('every response to an expiring key gives its expiry (Openbook-Key-Expires); a key without one gets none', async () => {
+    const org = await createOrg(store, 'org_expiring')
+    const expiresAt = new Date(Date.UTC(2099, 0, 2, 3, 4, 5, 678))
+    const expiring = await createKey(store, org, 'test', expiresAt)
+    for (const path of [
+      '/api/public/v1/customers',
+      '/api/public/v1/appointments?status=completed',
+      '/api/public/v1/customers?limit=1000',
+    ]) {
+      const response = await get(bearer(expiring.key), path)
+      expect(response.statusCode, path).toBe(path.endsWith('1000') ? 400 : 200)
+      expect(response.headers['openbook-key-expires'], path).toBe('Fri, 02 Jan 2099 03:04:05 GMT')
+    }
+    const forever = await createKey(store, org, 'test')
+    const response = await get(bearer(forever.key))
+    expect(response.statusCode).toBe(200)
+    expect(response.headers).not.toHaveProperty('openbook-key-expires')
   })
 
   it('the key is checked before the query: a bad key with a bad query is 401', async () => {

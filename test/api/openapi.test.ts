@@ -1,3 +1,8 @@
+import { execFile } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import Ajv2020 from 'ajv/dist/2020.js'
 import addFormats from 'ajv-formats'
@@ -11,6 +16,56 @@ interface Parameter {
   name: string
   in: string
   schema: Record<string, unknown>
+}
+
+const run = promisify(execFile)
+const BIN = join(process.cwd(), 'node_modules/.bin')
+/** No network, no notices: both tools run offline (their rulesets ship with them). */
+const OFFLINE = {
+  ...process.env,
+  REDOCLY_TELEMETRY: 'off',
+  REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true',
+  NO_COLOR: '1',
+}
+
+/** Redocly's `recommended` ruleset: its warnings and errors, as `rule at pointer: message`. */
+async function redoclyProblems(file: string): Promise<string[]> {
+  const { stdout } = await run(
+    join(BIN, 'redocly'),
+    ['lint', '--extends', 'recommended', '--format', 'json', file],
+    {
+      env: OFFLINE,
+    },
+  ).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '' }))
+  const report = JSON.parse(stdout) as {
+    problems: { ruleId: string; message: string; location: { pointer: string }[] }[]
+  }
+  return report.problems.map((p) => `${p.ruleId} at ${p.location[0]?.pointer}: ${p.message}`)
+}
+
+/** Spectral's `spectral:oas` ruleset: every result, warnings and hints included. */
+async function spectralProblems(file: string, directory: string): Promise<string[]> {
+  const ruleset = join(directory, '.spectral.yaml')
+  writeFileSync(ruleset, 'extends: ["spectral:oas"]\n')
+  const { stdout } = await run(
+    join(BIN, 'spectral'),
+    ['lint', '--ruleset', ruleset, '--format', 'json', '--quiet', file],
+    {
+      env: OFFLINE,
+    },
+  ).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '' }))
+  const results = JSON.parse(stdout || '[]') as { code: string; message: string; path: string[] }[]
+  return results.map((r) => `${r.code} at ${r.path.join('.')}: ${r.message}`)
+}
+
+/** Resolves a local `$ref` of the document. */
+// biome-ignore lint/suspicious/noExplicitAny: a JSON document walked by pointer
+function resolved(document: any, node: any): any {
+  if (!node?.$ref) return node
+  return (node.$ref as string)
+    .slice(2)
+    .split('/')
+    .reduce((at, key) => at[key], document)
 }
 
 describe('GET /openapi.json', () => {
@@ -83,20 +138,26 @@ describe('GET /openapi.json', () => {
       const operation = document.paths[path].get
       expect(operation.security).toEqual([{ bearerAuth: [] }])
       expect(Object.keys(operation.responses).sort()).toEqual(['200', '304', '400', '401', '500', '503'])
+      const response = (status: string) => resolved(document, operation.responses[status])
       // Conditional pages: the validator on a 200 and a 304, the condition as a header.
-      expect(Object.keys(operation.responses['200'].headers)).toEqual(['ETag'])
-      expect(operation.responses['304']).toMatchObject({ headers: { ETag: { schema: { type: 'string' } } } })
-      expect(operation.responses['304'].content).toBeUndefined()
-      expect(operation.parameters).toContainEqual(
+      expect(resolved(document, response('304').headers.ETag).schema.type).toBe('string')
+      expect(response('304').content).toBeUndefined()
+      expect(operation.parameters.map((p: Parameter) => resolved(document, p))).toContainEqual(
         expect.objectContaining({ name: 'If-None-Match', in: 'header', required: false }),
       )
-      expect(operation.responses['503'].headers['Retry-After'].schema).toEqual({
+      expect(resolved(document, response('503').headers['Retry-After']).schema).toEqual({
         type: 'integer',
         minimum: 1,
       })
       for (const status of ['200', '400', '401', '500', '503']) {
-        expect(operation.responses[status].content['application/json'].examples).toBeDefined()
+        expect(response(status).content['application/json'].examples).toBeDefined()
+        expect(resolved(document, response(status).headers['X-Request-Id']).schema.type).toBe('string')
       }
+      expect(Object.keys(response('200').headers).sort()).toEqual([
+        'ETag',
+        'Openbook-Key-Expires',
+        'X-Request-Id',
+      ])
     }
   })
 
@@ -104,6 +165,7 @@ describe('GET /openapi.json', () => {
     const params = (path: string): Record<string, Parameter> =>
       Object.fromEntries(
         document.paths[path].get.parameters
+          .map((p: Parameter) => resolved(document, p))
           .filter((p: Parameter) => p.in === 'query')
           .map((p: Parameter) => [p.name, p]),
       )
@@ -137,10 +199,9 @@ describe('GET /openapi.json', () => {
   it('real responses validate against the documented schemas', async () => {
     const ajv = new Ajv2020.default({ strict: false, allErrors: true })
     addFormats.default(ajv)
-    for (const [name, schema] of Object.entries(document.components.schemas))
-      ajv.addSchema(schema as object, `#/components/schemas/${name}`)
+    ajv.addSchema({ $id: 'openapi.json', components: document.components })
     const check = (schemaName: string, body: unknown) => {
-      const validate = ajv.getSchema(`#/components/schemas/${schemaName}`)
+      const validate = ajv.getSchema(`openapi.json#/components/schemas/${schemaName}`)
       expect(validate, schemaName).toBeDefined()
       const valid = validate?.(body)
       expect(validate?.errors ?? null, JSON.stringify(body)).toBeNull()
@@ -152,29 +213,113 @@ describe('GET /openapi.json', () => {
     check('AppointmentList', appointments.json())
     expect(appointments.json().data).toHaveLength(2)
     check(
-      'Error',
+      'ValidationError',
       (await app.inject({ url: '/api/public/v1/customers?limit=0', headers: bearer(key) })).json(),
     )
     check('Error', (await app.inject({ url: '/api/public/v1/customers' })).json())
+    check(
+      'Error',
+      (
+        await app.inject({ url: '/api/public/v1/customers', headers: bearer(`svc_test_${'ab'.repeat(32)}`) })
+      ).json(),
+    )
   })
 
   it('the examples validate against their own schemas', () => {
     const ajv = new Ajv2020.default({ strict: false })
     addFormats.default(ajv)
-    for (const [name, schema] of Object.entries(document.components.schemas))
-      ajv.addSchema(schema as object, `#/components/schemas/${name}`)
+    ajv.addSchema({ $id: 'openapi.json', components: document.components })
     for (const path of ['/api/public/v1/customers', '/api/public/v1/appointments']) {
-      for (const response of Object.values(document.paths[path].get.responses) as {
+      for (const response of Object.values(document.paths[path].get.responses).map((r) =>
+        resolved(document, r),
+      ) as {
         content: Record<string, { schema: { $ref: string }; examples: Record<string, { value: unknown }> }>
       }[]) {
         // A 304 has no body.
         if (response.content === undefined) continue
         const media = response.content['application/json']
         if (!media) throw new Error('no JSON content')
-        const validate = ajv.getSchema(media.schema.$ref)
+        const validate = ajv.getSchema(`openapi.json${media.schema.$ref}`)
+        expect(validate, media.schema.$ref).toBeDefined()
         for (const example of Object.values(media.examples))
           expect(validate?.(example.value), JSON.stringify(validate?.errors)).toBe(true)
       }
     }
   })
+  it('names Customer, Appointment, Pagination and the errors once, and every list uses them by $ref', () => {
+    const schemas = document.components.schemas
+    for (const name of ['Customer', 'Appointment', 'Pagination', 'Error', 'ErrorCode', 'ValidationError'])
+      expect(schemas[name], name).toBeDefined()
+    for (const item of ['Customer', 'Appointment']) {
+      expect(schemas[`${item}List`].properties.data.items).toEqual({ $ref: `#/components/schemas/${item}` })
+      expect(schemas[`${item}List`].properties.pagination).toEqual({
+        $ref: '#/components/schemas/Pagination',
+      })
+    }
+    // No inline copy of a resource anywhere else in the document.
+    const text = JSON.stringify({ ...document, components: { ...document.components, schemas: {} } })
+    expect(text).not.toContain('"preferredContactMethod":{')
+    expect(text).not.toContain('"hasMore":{')
+  })
+
+  it('declares the rules a client needs: X-Request-Id, Retry-After, key expiry, every error code, the client guidance', () => {
+    const { headers, schemas } = document.components
+    expect(Object.keys(headers).sort()).toEqual([
+      'Openbook-Key-Expires',
+      'Retry-After',
+      'WWW-Authenticate',
+      'X-Request-Id',
+    ])
+    expect(schemas.ErrorCode.enum.sort()).toEqual([
+      'bad_request',
+      'expired_api_key',
+      'header_too_large',
+      'internal_error',
+      'invalid_api_key',
+      'invalid_query',
+      'method_not_allowed',
+      'missing_api_key',
+      'not_found',
+      'payload_too_large',
+      'revoked_api_key',
+      'service_unavailable',
+      'unsupported_media_type',
+    ])
+    for (const code of schemas.ErrorCode.enum) expect(document.info.description).toContain(`\`${code}\``)
+    expect(document.info.description).toMatch(/two requests in flight per key/)
+    expect(document.info.description).toMatch(/Idempotency/)
+    expect(document.info.description).toMatch(/backoff/)
+    expect(document.info.contact.email).toBeDefined()
+    expect(document.info.license.name).toBeDefined()
+    const contract = document.paths['/openapi.json'].get
+    expect(contract.description).toBeTruthy()
+    expect(Object.keys(contract.responses).some((status) => status.startsWith('4'))).toBe(true)
+  })
+
+  it("passes Redocly's recommended rules and Spectral's spectral:oas with no warning at all", async () => {
+    const directory = mkdtempSync(join(tmpdir(), 'openbook-openapi-lint-'))
+    try {
+      const served = join(directory, 'openapi.json')
+      writeFileSync(served, JSON.stringify(document))
+      // The tools find what they are meant to find: a copy without contact, and whose /openapi.json
+      // has no 4xx (so the BadRequest response goes unused), warns.
+      const broken = join(directory, 'broken.json')
+      const { contact: _contact, ...info } = document.info
+      const copy = structuredClone({ ...document, info })
+      delete copy.paths['/openapi.json'].get.responses['400']
+      writeFileSync(broken, JSON.stringify(copy))
+      const [redocly, spectral, redoclyBroken, spectralBroken] = await Promise.all([
+        redoclyProblems(served),
+        spectralProblems(served, directory),
+        redoclyProblems(broken),
+        spectralProblems(broken, directory),
+      ])
+      expect(redocly).toEqual([])
+      expect(spectral).toEqual([])
+      expect(redoclyBroken.some((problem) => problem.startsWith('operation-4xx-response'))).toBe(true)
+      expect(spectralBroken.some((problem) => problem.startsWith('info-contact'))).toBe(true)
+    } finally {
+      rmSync(directory, { recursive: true, force: true })
+    }
+  }, 60_000)
 })

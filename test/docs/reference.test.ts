@@ -89,11 +89,28 @@ describe.skipIf(!available && !process.env.CI)('reference page (docs/api.html)',
           for (const status of ['400', '401', '500']) {
             const at = lines.findIndex((line) => line.startsWith(status))
             expect(at, `${operationId}: response ${status}`).toBeGreaterThan(-1)
-            expect(lines.slice(at + 1, at + 20), `${operationId}: ${status} shows the Error schema`).toEqual(
+            // After the response's headers (X-Request-Id, …), its schema.
+            expect(lines.slice(at + 1, at + 40), `${operationId}: ${status} shows the Error schema`).toEqual(
               expect.arrayContaining(['error', 'message', 'code']),
             )
           }
         }
+        // The rules a client needs are on the page (issue 31, item 8): the headers, every error code
+        // and the guidance on concurrency, idempotency and backoff.
+        // biome-ignore lint/performance/useDomNodeTextContent: the text shown, as above
+        const text = await page.locator('body').innerText()
+        for (const rule of [
+          'X-Request-Id',
+          'Retry-After',
+          'Openbook-Key-Expires',
+          'expired_api_key',
+          'revoked_api_key',
+          'service_unavailable',
+          'two requests in flight per key',
+          'Idempotency',
+          'backoff',
+        ])
+          expect(text, rule).toContain(rule)
         // Client examples use @openbook/client.
         expect(html).toContain('new Openbook')
         expect(html).toContain('customers.list({ limit: 25 })')

@@ -603,7 +603,7 @@ async function explain(
 ): Promise<Explained> {
   return store.read(async (sql) => {
     const key = await authenticateKey(sql, hashSecret(secretOf(orgId)))
-    if (key?.orgId !== orgId) throw new Error(`the key of ${orgId} was not found`)
+    if (typeof key === 'string' || key.orgId !== orgId) throw new Error(`the key of ${orgId} was not found`)
     const options = 'EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)'
     let rows: { 'QUERY PLAN': Explained[] }[]
     if (generic) {

@@ -443,10 +443,10 @@ describeEachStore('every statement of the request path on %s', (testStore) => {
     }
     // Authentication runs with no organization named; every later statement with the key's own,
     // and the presented key's hash is no longer in force once the organization is known.
-    const auth = reads.filter((p) => p.query.includes('openbook_authenticate'))
+    const auth = reads.filter((p) => p.query.includes('openbook_key_lookup'))
     expect(auth).toHaveLength(6)
     for (const probe of auth) expect({ org: probe.org, hash: probe.hash }).toEqual({ org: '', hash: '' })
-    for (const probe of reads.filter((p) => !p.query.includes('openbook_authenticate')))
+    for (const probe of reads.filter((p) => !p.query.includes('openbook_key_lookup')))
       expect({ org: probe.org, hash: probe.hash }, probe.query.slice(0, 80)).toEqual({
         org: own.id,
         hash: '',
@@ -579,6 +579,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     // The list the server checks holds what the request path needs, named here too.
     expect(callable.map((row) => row.f)).toEqual([
       'openbook_authenticate(text)',
+      'openbook_key_lookup(text)',
       'openbook_prepare(text,text,boolean)',
       'openbook_schema_version()',
     ])

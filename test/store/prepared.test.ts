@@ -143,7 +143,8 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
   /** The settings every request-path transaction opens with, in this order first. */
   const SETTINGS =
     "SELECT set_config\\('transaction_read_only', 'on', true\\), set_config\\('role', 'openbook_reader', true\\)[^;]*"
-  const LOOKUP = "SELECT set_config\\('openbook\\.org_id', a\\.org_id, true\\)[^;]*FROM openbook_authenticate"
+  const LOOKUP =
+    "SELECT set_config\\('openbook\\.org_id', CASE a\\.state WHEN 'active' THEN a\\.org_id ELSE '' END, true\\)[^;]*FROM openbook_key_lookup"
   const PAGE_EXECUTE = "\\(current_setting\\('openbook\\.org_id', true\\)[^;]*\\)"
 
   it('on: a request is one message of EXECUTEs (BEGIN, settings, key lookup, page), each statement prepared once per connection, and its COMMIT', async () => {

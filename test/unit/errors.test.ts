@@ -16,6 +16,8 @@ const STATUSES: Record<ApiErrorCode, number> = {
   bad_request: 400,
   missing_api_key: 401,
   invalid_api_key: 401,
+  expired_api_key: 401,
+  revoked_api_key: 401,
   not_found: 404,
   method_not_allowed: 405,
   payload_too_large: 413,

@@ -32,7 +32,7 @@ export type AppointmentListParams = Omit<AppointmentsQuery, 'startDate' | 'endDa
 /** The filters of `appointments.all`: everything but the paging. */
 export type AppointmentFilters = Omit<AppointmentListParams, 'limit' | 'offset'>
 
-/** One page of `list`: the rows, the pagination, the server's request id and the page's ETag. */
+/** One page of `list`: the rows, the pagination, the server's request id, the page's ETag and the key's expiry. */
 export interface Page<T> {
   readonly data: T[]
   readonly pagination: Pagination
@@ -43,6 +43,11 @@ export interface Page<T> {
    */
   readonly etag: string | undefined
   readonly notModified?: false
+  /**
+   * When the API key stops working (the server's Openbook-Key-Expires); undefined for a key without
+   * an expiry. Rotate the key before then: after it, every request fails with `KeyExpiredError`.
+   */
+  readonly keyExpiresAt: Date | undefined
 }
 
 /** The answer to a conditional `list` whose page has not changed since the ETag sent (HTTP 304). */
@@ -50,13 +55,15 @@ export interface NotModified {
   readonly notModified: true
   readonly etag: string | undefined
   readonly requestId: string | undefined
+  readonly keyExpiresAt: Date | undefined
 }
 
 /** A page, or NotModified for a 304. */
 function pageOrNotModified<T>(answer: JsonAnswer): Page<T> | NotModified {
-  if (answer.status === 304) return { notModified: true, etag: answer.etag, requestId: answer.requestId }
+  const { requestId, etag, keyExpiresAt } = answer
+  if (answer.status === 304) return { notModified: true, etag, requestId, keyExpiresAt }
   const body = answer.body as { data: T[]; pagination: Pagination }
-  return { ...body, requestId: answer.requestId, etag: answer.etag }
+  return { ...body, requestId, etag, keyExpiresAt }
 }
 
 export interface AllOptions extends Pick<PerRequestOptions, 'signal'> {

@@ -88,9 +88,22 @@ export class InvalidParametersError extends BadRequestError {
   override readonly name: string = 'InvalidParametersError'
 }
 
-/** 401: the key is missing, malformed, unknown, revoked or expired. Never retried. */
+/**
+ * 401: the key is missing, malformed, unknown, revoked or expired. Never retried. `code` says
+ * which: `missing_api_key`, `invalid_api_key` (no such key), or the two subclasses below.
+ */
 export class AuthenticationError extends OpenbookError {
   override readonly name: string = 'AuthenticationError'
+}
+
+/** 401 `expired_api_key`: the key was valid and has expired; create a new one (rotate). */
+export class KeyExpiredError extends AuthenticationError {
+  override readonly name: string = 'KeyExpiredError'
+}
+
+/** 401 `revoked_api_key`: the key was revoked by the organization; ask its owner why. */
+export class KeyRevokedError extends AuthenticationError {
+  override readonly name: string = 'KeyRevokedError'
 }
 
 /** Any other HTTP error answer below 500 (404, 405, 429, …). Only 429 is retried. */

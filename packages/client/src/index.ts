@@ -19,6 +19,8 @@ export {
   AuthenticationError,
   BadRequestError,
   InvalidParametersError,
+  KeyExpiredError,
+  KeyRevokedError,
   NetworkError,
   OpenbookError,
   PaginationError,

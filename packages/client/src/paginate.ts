@@ -12,6 +12,8 @@ export interface RawPage<T> {
   readonly data: readonly T[]
   readonly pagination: Pagination
   readonly requestId: string | undefined
+  /** The key's expiry, when it has one (the server's Openbook-Key-Expires). */
+  readonly keyExpiresAt?: Date | undefined
 }
 
 /**
@@ -35,6 +37,8 @@ export interface AutoPage<T> {
   /** The pagination of the request that brought these rows. */
   readonly pagination: Pagination
   readonly requestId: string | undefined
+  /** The key's expiry as the request that brought these rows reported it; undefined: it has none. */
+  readonly keyExpiresAt: Date | undefined
   /** Where the iteration stands after this page. */
   readonly cursor: Cursor
   /**
@@ -173,7 +177,14 @@ export async function* paginate<T>(
     if (!done) offset += rows.length - 1
     const cursor: Cursor = { offset, lastKey, tie: [...tie], done }
     if (fresh.length > 0 || moved.length > 0 || done)
-      yield { data: fresh, pagination: page.pagination, requestId: page.requestId, cursor, moved }
+      yield {
+        data: fresh,
+        pagination: page.pagination,
+        requestId: page.requestId,
+        keyExpiresAt: page.keyExpiresAt,
+        cursor,
+        moved,
+      }
     if (done) return
   }
 }

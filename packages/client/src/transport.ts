@@ -2,6 +2,8 @@ import {
   ApiError,
   AuthenticationError,
   BadRequestError,
+  KeyExpiredError,
+  KeyRevokedError,
   NetworkError,
   type OpenbookError,
   ServerError,
@@ -41,6 +43,8 @@ export type ClientEvent =
       readonly attempt: number
       readonly status: number
       readonly requestId: string | undefined
+      /** The key's expiry (Openbook-Key-Expires), when it has one. */
+      readonly keyExpiresAt: Date | undefined
       readonly ms: number
     }
   | {
@@ -82,7 +86,19 @@ export interface JsonAnswer {
   readonly requestId: string | undefined
   /** The page's validator (ETag), when the server sent one. */
   readonly etag: string | undefined
+  /** The key's expiry, from Openbook-Key-Expires; undefined for a key that does not expire. */
+  readonly keyExpiresAt: Date | undefined
 }
+
+/** The server's Openbook-Key-Expires (an HTTP-date) as a Date; undefined when absent or unreadable. */
+export function keyExpiry(header: string | null): Date | undefined {
+  if (header === null) return undefined
+  const time = Date.parse(header)
+  return Number.isNaN(time) ? undefined : new Date(time)
+}
+
+/** What the client asks the server to compress with (it answers br, or gzip, or neither). */
+export const ACCEPT_ENCODING = 'br, gzip'
 
 const sleep = (ms: number, signal: AbortSignal | undefined) =>
   new Promise<void>((resolve, reject) => {
@@ -120,7 +136,12 @@ export function httpError(
     requestId,
   }
   if (status === 400) return new BadRequestError({ ...init, details: fields.details })
-  if (status === 401) return new AuthenticationError(init)
+  if (status === 401)
+    return init.code === 'expired_api_key'
+      ? new KeyExpiredError(init)
+      : init.code === 'revoked_api_key'
+        ? new KeyRevokedError(init)
+        : new AuthenticationError(init)
   if (status >= 500) {
     const seconds = retryAfter !== null && /^\d{1,6}$/.test(retryAfter) ? Number(retryAfter) : undefined
     return new ServerError({ ...init, retryAfterSeconds: seconds })
@@ -171,7 +192,17 @@ export class Transport {
       try {
         onEvent?.({ type: 'request', url: href, attempt })
         const answer = await this.#attempt(url, options)
-        onEvent?.({ type: 'response', url: href, attempt, ...answer, ms: Date.now() - started })
+        const { status, requestId, keyExpiresAt } = answer
+        // The answer's fields, never its body (nor its ETag).
+        onEvent?.({
+          type: 'response',
+          url: href,
+          attempt,
+          status,
+          requestId,
+          keyExpiresAt,
+          ms: Date.now() - started,
+        })
         if ((answer.status >= 200 && answer.status < 300) || answer.status === 304) return answer
         failure = httpError(answer.status, answer.body, answer.requestId, answer.retryAfter, this.#redact)
       } catch (error) {
@@ -212,6 +243,8 @@ export class Transport {
         method: 'GET',
         headers: {
           accept: 'application/json',
+          // A page of JSON travels in about a fifth of its bytes; fetch decodes the answer.
+          'accept-encoding': ACCEPT_ENCODING,
           authorization: `Bearer ${this.#apiKey}`,
           'user-agent': this.#options.userAgent,
           ...(options.ifNoneMatch === undefined ? {} : { 'if-none-match': options.ifNoneMatch }),
@@ -223,7 +256,14 @@ export class Transport {
       const etag = response.headers.get('etag') ?? undefined
       const text = await response.text()
       if (response.status === 304 && options.ifNoneMatch !== undefined)
-        return { body: undefined, status: 304, requestId, etag, retryAfter: null }
+        return {
+          body: undefined,
+          status: 304,
+          requestId,
+          etag,
+          retryAfter: null,
+          keyExpiresAt: keyExpiry(response.headers.get('openbook-key-expires')),
+        }
       let body: unknown
       try {
         body = text ? JSON.parse(text) : undefined
@@ -244,6 +284,7 @@ export class Transport {
         requestId,
         etag,
         retryAfter: response.headers.get('retry-after'),
+        keyExpiresAt: keyExpiry(response.headers.get('openbook-key-expires')),
       }
     } catch (error) {
       if (error instanceof NetworkError) throw error

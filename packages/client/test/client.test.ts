@@ -9,6 +9,8 @@ import {
   BadRequestError,
   type ClientEvent,
   InvalidParametersError,
+  KeyExpiredError,
+  KeyRevokedError,
   NetworkError,
   Openbook,
   OpenbookError,
@@ -205,6 +207,42 @@ describe('errors', () => {
     expect(error).toBeInstanceOf(AuthenticationError)
     expect(error).toMatchObject({ status: 401, message: 'Invalid or expired API key', requestId: 'req-401' })
     expect(calls).toHaveLength(1)
+  })
+
+  it('401 expired_api_key and revoked_api_key are their own AuthenticationErrors, never retried', async () => {
+    for (const [code, kind] of [
+      ['expired_api_key', KeyExpiredError],
+      ['revoked_api_key', KeyRevokedError],
+    ] as const) {
+      const { openbook, calls } = client(() =>
+        json(401, { error: 'Unauthorized', message: 'Invalid or expired API key', code }),
+      )
+      const error = await failure(openbook.customers.list())
+      expect(error).toBeInstanceOf(kind)
+      expect(error).toBeInstanceOf(AuthenticationError)
+      expect(error).toMatchObject({ status: 401, code, name: kind.name })
+      expect(calls).toHaveLength(1)
+    }
+  })
+
+  it("a page carries the key's expiry from Openbook-Key-Expires; the response event too, never the body", async () => {
+    const expiring = { 'openbook-key-expires': 'Fri, 02 Jan 2099 03:04:05 GMT' }
+    const { openbook, events } = client(() =>
+      json(200, { data: [], pagination: { limit: 50, offset: 0, total: 0, hasMore: false } }, expiring),
+    )
+    const listed = await openbook.customers.list()
+    expect(listed.keyExpiresAt).toEqual(new Date('2099-01-02T03:04:05Z'))
+    const response = events.find((event) => event.type === 'response')
+    expect(response).toMatchObject({ keyExpiresAt: new Date('2099-01-02T03:04:05Z') })
+    expect(response).not.toHaveProperty('body')
+    const plain = client(() => page())
+    expect((await plain.openbook.customers.list()).keyExpiresAt).toBeUndefined()
+  })
+
+  it('asks for compressed pages (br, then gzip)', async () => {
+    const { openbook, calls } = client(() => page())
+    await openbook.customers.list()
+    expect(calls[0]?.headers['accept-encoding']).toBe('br, gzip')
   })
 
   it('404 and 405 are ApiErrors, never retried', async () => {

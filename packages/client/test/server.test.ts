@@ -38,6 +38,15 @@ describe('generated types', () => {
     }
   })
 
+  it('carry one type of each resource and of the pagination, which the lists reference', () => {
+    const source = readFileSync(GENERATED_PATH, 'utf8')
+    for (const field of ['preferredContactMethod?:', 'confirmedAfterPayment?:', 'hasMore:'])
+      expect(source.split(field).length - 1, field).toBe(1)
+    expect(source).toContain("data: components['schemas']['Customer'][]")
+    expect(source).toContain("data: components['schemas']['Appointment'][]")
+    expect(source).toContain("pagination: components['schemas']['Pagination']")
+  })
+
   it('notice a change to the document', async () => {
     const document = await documentFromUrl(`${server.baseUrl}/openapi.json`)
     const schemas = (document.components?.schemas ?? {}) as Record<string, { properties?: object }>

@@ -52,7 +52,10 @@ export type paths = {
       path?: never
       cookie?: never
     }
-    /** This document */
+    /**
+     * This document
+     * @description The machine-readable contract of the public API, as an OpenAPI 3.1 document. No key needed; cacheable for 5 minutes.
+     */
     get: operations['getOpenApiDocument']
     put?: never
     post?: never
@@ -75,12 +78,6 @@ export type components = {
       total: number
       /** @description True when more pages follow */
       hasMore: boolean
-    }
-    Error: {
-      error: string
-      message?: string
-      code?: string
-      details?: unknown
     }
     /** @description A customer; optional fields are omitted when empty */
     Customer: {
@@ -120,54 +117,11 @@ export type components = {
        */
       updatedAt: string
     }
+    /** @description A page of Customer objects and where it stands in the list */
     CustomerList: {
-      data: {
-        id: string
-        supportId?: string
-        firstName?: string
-        lastName?: string
-        displayName?: string
-        email?: string
-        phone?: string
-        primaryPhone?: string
-        secondaryPhone?: string
-        /** @enum {string} */
-        preferredContactMethod?: 'email' | 'phone' | 'sms' | 'whatsapp' | 'none'
-        /** @description Calendar date, YYYY-MM-DD */
-        dateOfBirth?: string
-        gender?: string
-        /** @description Confidential free text */
-        notes?: string
-        marketingConsent?: boolean
-        addressLine1?: string
-        city?: string
-        region?: string
-        postalCode?: string
-        /** @description ISO 3166-1 alpha-2 */
-        country?: string
-        preferredStaffId?: string
-        isActive: boolean
-        /**
-         * Format: date-time
-         * @description ISO-8601 UTC date-time with milliseconds
-         */
-        createdAt: string
-        /**
-         * Format: date-time
-         * @description ISO-8601 UTC date-time with milliseconds
-         */
-        updatedAt: string
-      }[]
-      pagination: {
-        /** @description Page size applied */
-        limit: number
-        /** @description Rows skipped */
-        offset: number
-        /** @description Count of all matching records, not the page size */
-        total: number
-        /** @description True when more pages follow */
-        hasMore: boolean
-      }
+      /** @description Items of this page */
+      data: components['schemas']['Customer'][]
+      pagination: components['schemas']['Pagination']
     }
     /** @description An appointment (reservation, booking) */
     Appointment: {
@@ -224,77 +178,159 @@ export type components = {
        */
       updatedAt?: string
     }
+    /** @description A page of Appointment objects and where it stands in the list */
     AppointmentList: {
-      data: {
-        id: string
-        /**
-         * Format: date-time
-         * @description ISO-8601 UTC date-time with milliseconds
-         */
-        start: string
-        /**
-         * Format: date-time
-         * @description ISO-8601 UTC date-time with milliseconds
-         */
-        end: string
-        orgId?: string
-        customerId?: string
-        staffId?: string
-        serviceId?: string
-        /** @enum {string} */
-        status?: 'scheduled' | 'confirmed' | 'checked_in' | 'no_show' | 'cancelled' | 'completed'
-        /** @enum {string} */
-        locationType?: 'in_person' | 'online' | 'phone' | 'customer_address'
-        /** @description Opaque id of the booked room, chair or equipment */
-        resourceId?: string
-        priceCents?: number
-        /** @description ISO 4217 code */
-        currency?: string
-        note?: string | null
-        /** @enum {string} */
-        paymentStatus?:
-          | 'not_required'
-          | 'unpaid'
-          | 'pending'
-          | 'partially_paid'
-          | 'paid'
-          | 'refunded'
-          | 'failed'
-        amountPaidCents?: number | null
-        paymentKind?: ('card' | 'cash' | 'online' | 'bank_transfer' | 'gift_card' | 'other') | null
-        paymentId?: string | null
-        invoiceId?: string | null
-        requiresPayment?: boolean
-        confirmedAfterPayment?: boolean
-        /** @description UTC calendar day of the start, YYYY-MM-DD */
-        dayKey?: string
-        /**
-         * Format: date-time
-         * @description ISO-8601 UTC date-time with milliseconds
-         */
-        createdAt?: string
-        /**
-         * Format: date-time
-         * @description ISO-8601 UTC date-time with milliseconds
-         */
-        updatedAt?: string
-      }[]
-      pagination: {
-        /** @description Page size applied */
-        limit: number
-        /** @description Rows skipped */
-        offset: number
-        /** @description Count of all matching records, not the page size */
-        total: number
-        /** @description True when more pages follow */
-        hasMore: boolean
+      /** @description Items of this page */
+      data: components['schemas']['Appointment'][]
+      pagination: components['schemas']['Pagination']
+    }
+    /**
+     * @description Why the request failed. New codes may be added within v1: treat an unknown code by its HTTP status.
+     *
+     *     - `invalid_query`: 400: a query parameter is invalid (`details` lists each issue). Fix the request; never retry it unchanged.
+     *     - `bad_request`: 400: the request itself is malformed (Host header, path encoding). Fix the request.
+     *     - `missing_api_key`: 401: no `Authorization: Bearer <key>` header, or one not of that form.
+     *     - `invalid_api_key`: 401: no key matches the one presented. Check the key.
+     *     - `expired_api_key`: 401: the key was valid and has expired. Create a new key; the `Openbook-Key-Expires` header on earlier answers gave the date.
+     *     - `revoked_api_key`: 401: the key was revoked by the organization. Ask the organization's owner or admin for a new key.
+     *     - `not_found`: 404: no such path.
+     *     - `method_not_allowed`: 405: the API is read-only; only GET and HEAD are answered (`Allow` lists them).
+     *     - `payload_too_large`: 413: a GET carries no body.
+     *     - `unsupported_media_type`: 415: a request body of a type the server does not read.
+     *     - `header_too_large`: 431: the request line and headers exceed 16 KiB.
+     *     - `internal_error`: 500: an unexpected failure; retry with backoff and quote the X-Request-Id if it persists.
+     *     - `service_unavailable`: 503: the data store is briefly unavailable; retry the same request after `Retry-After` seconds.
+     * @enum {string}
+     */
+    ErrorCode:
+      | 'invalid_query'
+      | 'bad_request'
+      | 'missing_api_key'
+      | 'invalid_api_key'
+      | 'expired_api_key'
+      | 'revoked_api_key'
+      | 'not_found'
+      | 'method_not_allowed'
+      | 'payload_too_large'
+      | 'unsupported_media_type'
+      | 'header_too_large'
+      | 'internal_error'
+      | 'service_unavailable'
+    /** @description Every error answer: `error` always, and the `code` a client branches on */
+    Error: {
+      /** @description The status in words, e.g. `Unauthorized` */
+      error: string
+      /** @description What went wrong, for people */
+      message?: string
+      code?: components['schemas']['ErrorCode']
+      /** @description For `invalid_query`: the validation issues (see ValidationError) */
+      details?: unknown
+    }
+    /** @description One invalid query parameter */
+    ValidationIssue: {
+      /** @description The kind of issue, e.g. `too_big`, `invalid_type` */
+      code: string
+      /** @description The parameter, e.g. `["limit"]` */
+      path: (string | number)[]
+      message: string
+    } & {
+      [key: string]: unknown
+    }
+    /** @description A 400 `invalid_query`: the error body with every issue in `details` */
+    ValidationError: {
+      /** @description The status in words, e.g. `Unauthorized` */
+      error: string
+      /** @description What went wrong, for people */
+      message: string
+      code: components['schemas']['ErrorCode']
+      details: components['schemas']['ValidationIssue'][]
+    }
+  }
+  responses: {
+    /** @description Not modified: the page and its total are those of the ETag sent in If-None-Match */
+    NotModified: {
+      headers: {
+        'X-Request-Id': components['headers']['X-Request-Id']
+        'Openbook-Key-Expires': components['headers']['Openbook-Key-Expires']
+        ETag: components['headers']['ETag']
+        [name: string]: unknown
+      }
+      content?: never
+    }
+    /** @description Invalid query parameters (`code` `invalid_query`; `details` lists each issue) */
+    InvalidQuery: {
+      headers: {
+        'X-Request-Id': components['headers']['X-Request-Id']
+        [name: string]: unknown
+      }
+      content: {
+        'application/json': components['schemas']['ValidationError']
+      }
+    }
+    /** @description Missing, malformed, unknown, revoked or expired API key. `code`: `missing_api_key`, `invalid_api_key`, `expired_api_key` or `revoked_api_key`. Never retry it unchanged. */
+    Unauthorized: {
+      headers: {
+        'X-Request-Id': components['headers']['X-Request-Id']
+        'WWW-Authenticate': components['headers']['WWW-Authenticate']
+        [name: string]: unknown
+      }
+      content: {
+        'application/json': components['schemas']['Error']
+      }
+    }
+    /** @description A malformed request (`code` `bad_request`) or headers over 16 KiB (431). */
+    BadRequest: {
+      headers: {
+        'X-Request-Id': components['headers']['X-Request-Id']
+        [name: string]: unknown
+      }
+      content: {
+        'application/json': components['schemas']['Error']
+      }
+    }
+    /** @description Unexpected failure (`code` `internal_error`); safe to retry with backoff */
+    InternalError: {
+      headers: {
+        'X-Request-Id': components['headers']['X-Request-Id']
+        [name: string]: unknown
+      }
+      content: {
+        'application/json': components['schemas']['Error']
+      }
+    }
+    /** @description The data store is briefly unavailable (a maintenance lock, a restart, no free connection; `code` `service_unavailable`): retry the same request after Retry-After seconds */
+    ServiceUnavailable: {
+      headers: {
+        'X-Request-Id': components['headers']['X-Request-Id']
+        'Retry-After': components['headers']['Retry-After']
+        [name: string]: unknown
+      }
+      content: {
+        'application/json': components['schemas']['Error']
       }
     }
   }
-  responses: never
-  parameters: never
+  parameters: {
+    /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. */
+    IfNoneMatch: string
+    /** @description Page size: 1 to 100 */
+    Limit: number
+    /** @description Rows to skip; null or empty means 0 */
+    Offset: number | null
+  }
   requestBodies: never
-  headers: never
+  headers: {
+    /** @description The id of this request, on every response; quote it to support. */
+    'X-Request-Id': string
+    /** @description When the API key that authorized this request expires, as an HTTP-date (RFC 9110), on every response to a request with a key that has an expiry; absent for a key without one. Create a new key and switch to it before then. */
+    'Openbook-Key-Expires': string
+    /** @description Seconds to wait before retrying the same request. */
+    'Retry-After': number
+    /** @description The Bearer challenge (RFC 6750); `error="invalid_token"` for a key that is refused. */
+    'WWW-Authenticate': string
+    /** @description Strong validator of this page: it changes whenever anything in the organization's list could change the page or its total, and differs between queries and content-codings. Send it back in If-None-Match. */
+    ETag: string
+  }
   pathItems: never
 }
 export type $defs = Record<string, never>
@@ -303,13 +339,13 @@ export interface operations {
     parameters: {
       query?: {
         /** @description Page size: 1 to 100 */
-        limit?: number
+        limit?: components['parameters']['Limit']
         /** @description Rows to skip; null or empty means 0 */
-        offset?: number | null
+        offset?: components['parameters']['Offset']
       }
       header?: {
         /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. */
-        'If-None-Match'?: string
+        'If-None-Match'?: components['parameters']['IfNoneMatch']
       }
       path?: never
       cookie?: never
@@ -319,72 +355,29 @@ export interface operations {
       /** @description A page of Customer objects */
       200: {
         headers: {
-          /** @description Strong validator of this page: it changes whenever anything in the organization's list could change the page or its total, and differs between queries and content-codings. Send it back in If-None-Match. */
-          ETag?: string
+          'X-Request-Id': components['headers']['X-Request-Id']
+          'Openbook-Key-Expires': components['headers']['Openbook-Key-Expires']
+          ETag: components['headers']['ETag']
           [name: string]: unknown
         }
         content: {
           'application/json': components['schemas']['CustomerList']
         }
       }
-      /** @description Not modified: the page and its total are those of the ETag sent in If-None-Match */
-      304: {
-        headers: {
-          /** @description Strong validator of this page: it changes whenever anything in the organization's list could change the page or its total, and differs between queries and content-codings. Send it back in If-None-Match. */
-          ETag?: string
-          [name: string]: unknown
-        }
-        content?: never
-      }
-      /** @description Invalid query parameters */
-      400: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['Error']
-        }
-      }
-      /** @description Missing, malformed, invalid, revoked or expired API key */
-      401: {
-        headers: {
-          /** @description Bearer challenge */
-          'WWW-Authenticate'?: string
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['Error']
-        }
-      }
-      /** @description Unexpected failure; safe to retry with backoff */
-      500: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['Error']
-        }
-      }
-      /** @description The data store is briefly unavailable (a maintenance lock, a restart, no free connection); retry the same request after Retry-After seconds */
-      503: {
-        headers: {
-          /** @description Seconds to wait before a retry */
-          'Retry-After'?: number
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['Error']
-        }
-      }
+      304: components['responses']['NotModified']
+      400: components['responses']['InvalidQuery']
+      401: components['responses']['Unauthorized']
+      500: components['responses']['InternalError']
+      503: components['responses']['ServiceUnavailable']
     }
   }
   listAppointments: {
     parameters: {
       query?: {
         /** @description Page size: 1 to 100 */
-        limit?: number
+        limit?: components['parameters']['Limit']
         /** @description Rows to skip; null or empty means 0 */
-        offset?: number | null
+        offset?: components['parameters']['Offset']
         /** @description Only appointments in this status */
         status?: 'scheduled' | 'confirmed' | 'checked_in' | 'no_show' | 'cancelled' | 'completed'
         /** @description Only appointments of this customer */
@@ -398,7 +391,7 @@ export interface operations {
       }
       header?: {
         /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. */
-        'If-None-Match'?: string
+        'If-None-Match'?: components['parameters']['IfNoneMatch']
       }
       path?: never
       cookie?: never
@@ -408,63 +401,20 @@ export interface operations {
       /** @description A page of Appointment objects */
       200: {
         headers: {
-          /** @description Strong validator of this page: it changes whenever anything in the organization's list could change the page or its total, and differs between queries and content-codings. Send it back in If-None-Match. */
-          ETag?: string
+          'X-Request-Id': components['headers']['X-Request-Id']
+          'Openbook-Key-Expires': components['headers']['Openbook-Key-Expires']
+          ETag: components['headers']['ETag']
           [name: string]: unknown
         }
         content: {
           'application/json': components['schemas']['AppointmentList']
         }
       }
-      /** @description Not modified: the page and its total are those of the ETag sent in If-None-Match */
-      304: {
-        headers: {
-          /** @description Strong validator of this page: it changes whenever anything in the organization's list could change the page or its total, and differs between queries and content-codings. Send it back in If-None-Match. */
-          ETag?: string
-          [name: string]: unknown
-        }
-        content?: never
-      }
-      /** @description Invalid query parameters */
-      400: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['Error']
-        }
-      }
-      /** @description Missing, malformed, invalid, revoked or expired API key */
-      401: {
-        headers: {
-          /** @description Bearer challenge */
-          'WWW-Authenticate'?: string
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['Error']
-        }
-      }
-      /** @description Unexpected failure; safe to retry with backoff */
-      500: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['Error']
-        }
-      }
-      /** @description The data store is briefly unavailable (a maintenance lock, a restart, no free connection); retry the same request after Retry-After seconds */
-      503: {
-        headers: {
-          /** @description Seconds to wait before a retry */
-          'Retry-After'?: number
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['Error']
-        }
-      }
+      304: components['responses']['NotModified']
+      400: components['responses']['InvalidQuery']
+      401: components['responses']['Unauthorized']
+      500: components['responses']['InternalError']
+      503: components['responses']['ServiceUnavailable']
     }
   }
   getOpenApiDocument: {
@@ -479,12 +429,14 @@ export interface operations {
       /** @description The OpenAPI 3.1 document */
       200: {
         headers: {
+          'X-Request-Id': components['headers']['X-Request-Id']
           [name: string]: unknown
         }
         content: {
           'application/json': Record<string, never>
         }
       }
+      400: components['responses']['BadRequest']
     }
   }
 }

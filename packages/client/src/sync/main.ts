@@ -1,6 +1,14 @@
 import { readFileSync, statSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { ApiError, AuthenticationError, BadRequestError, OpenbookError, UsageError } from '../errors.js'
+import {
+  ApiError,
+  AuthenticationError,
+  BadRequestError,
+  KeyExpiredError,
+  KeyRevokedError,
+  OpenbookError,
+  UsageError,
+} from '../errors.js'
 import type { ClientEvent } from '../transport.js'
 import { runSync, type SyncProgress, type SyncResource, SyncTargetError, SyncUsageError } from './sync.js'
 
@@ -105,6 +113,25 @@ function duration(name: string, text: string | undefined): number | undefined {
 }
 
 /** A bar with rate and ETA on a terminal; a line every few seconds otherwise. */
+/** A key that expires within this many days is warned about, once a run. */
+export const KEY_EXPIRY_WARNING_DAYS = 30
+
+/** One warning line when the key expires soon (the server's Openbook-Key-Expires), before a nightly job starts failing. */
+function expiryWarning(): { seen(expiresAt: Date | undefined): void } {
+  let warned = false
+  return {
+    seen(expiresAt) {
+      if (warned || expiresAt === undefined) return
+      const days = (expiresAt.getTime() - Date.now()) / 86_400_000
+      if (days > KEY_EXPIRY_WARNING_DAYS) return
+      warned = true
+      process.stderr.write(
+        `openbook-sync: warning: the API key expires at ${expiresAt.toISOString()} (in ${Math.max(0, Math.floor(days))} days): create a new key and switch to it before then\n`,
+      )
+    },
+  }
+}
+
 function progressReporter(resource: string): { update(progress: SyncProgress): void; end(): void } {
   const started = Date.now()
   let lastLine = 0
@@ -203,6 +230,7 @@ async function main(): Promise<void> {
   /** The attempts of the last request, and when it was first tried: for the failure's line. */
   const attempts = { count: 0, since: Date.now() }
   const progress = progressReporter(resource)
+  const expiry = expiryWarning()
   const controller = new AbortController()
   process.once('SIGINT', () => controller.abort(new Error('interrupted')))
   process.once('SIGTERM', () => controller.abort(new Error('terminated')))
@@ -224,6 +252,7 @@ async function main(): Promise<void> {
       checkpointMs: duration('checkpoint-every', values['checkpoint-every']),
       checkpointPages: number('checkpoint-pages', values['checkpoint-pages']),
       onClientEvent: (event: ClientEvent) => {
+        if (event.type === 'response') expiry.seen(event.keyExpiresAt)
         if (event.type !== 'request') return
         if (event.attempt === 1) attempts.since = Date.now()
         attempts.count = event.attempt
@@ -253,7 +282,16 @@ async function main(): Promise<void> {
     progress.end()
     const request = (e: OpenbookError) => (e.requestId ? `, request ${e.requestId}` : '')
     if (error instanceof AuthenticationError)
-      fail(EXIT.key, `${error.message} (${error.code ?? error.status}${request(error)}): check the key`)
+      fail(
+        EXIT.key,
+        `${error.message} (${error.code ?? error.status}${request(error)}): ${
+          error instanceof KeyExpiredError
+            ? 'the key has expired: create a new one'
+            : error instanceof KeyRevokedError
+              ? 'the key was revoked: ask the organization for a new one'
+              : 'check the key'
+        }`,
+      )
     if (error instanceof BadRequestError)
       fail(EXIT.usage, `${error.message} (${error.code ?? error.status}${request(error)})`)
     if (error instanceof SyncUsageError) fail(EXIT.usage, error.message)

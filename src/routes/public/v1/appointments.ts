@@ -17,6 +17,8 @@ export const appointmentsRoute: ListRoute<QueryOutput<typeof appointmentsQuery>,
   query: appointmentsQuery,
   item: appointmentSchema,
   itemName: 'Appointment',
+  tag: 'Appointments',
+  tagDescription: "The organization's active appointments (reservations, bookings)",
   example: {
     id: 'apt_01HZX9',
     start: '2026-03-02T10:00:00.000Z',

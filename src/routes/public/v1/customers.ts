@@ -13,6 +13,8 @@ export const customersRoute: ListRoute<QueryOutput<typeof paginationQuery>, type
   query: paginationQuery,
   item: customerSchema,
   itemName: 'Customer',
+  tag: 'Customers',
+  tagDescription: "The organization's active customers",
   example: {
     id: 'cus_01HZX3',
     firstName: 'Ada',

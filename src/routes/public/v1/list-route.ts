@@ -18,6 +18,9 @@ export interface ListRoute<QueryOut, Item extends z.AnyZodObject> {
   readonly query: Query<QueryOut>
   readonly item: Item
   readonly itemName: string
+  /** The operation's tag in the OpenAPI document, and what the tag groups. */
+  readonly tag: string
+  readonly tagDescription: string
   readonly example: z.infer<Item>
   /**
    * The page `query` asks for, read on `sql` in the form `store` reads best, with its list's
