@@ -1,6 +1,6 @@
 import { constants } from 'node:zlib'
 import compress from '@fastify/compress'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, onSendHookHandler } from 'fastify'
 
 /**
  * Compressed answers (issue 31, item 9): a page of 100 customers is about 50 KB of JSON and an
@@ -20,6 +20,14 @@ export const COMPRESSION = {
   threshold: 1024,
 }
 
+/**
+ * Where a handler may leave a function on its reply to be told the content-coding its body went in
+ * (`identity` when not compressed), once it is known: after compression, before the headers go.
+ * A list page's strong ETag differs by coding (routes/public/v1/list-route.ts).
+ */
+export const ON_CODING = Symbol('onCoding')
+export type CodingListener = { [ON_CODING]?: (coding: string) => void }
+
 export async function registerCompression(app: FastifyInstance): Promise<void> {
   await app.register(compress, {
     encodings: [...COMPRESSION.encodings],
@@ -35,5 +43,16 @@ export async function registerCompression(app: FastifyInstance): Promise<void> {
     const vary = reply.getHeader('vary')
     if (vary === undefined) reply.header('vary', 'accept-encoding')
     done(null, payload)
+  })
+  // The plugin compresses in an onSend hook it adds to each route as the route is declared; this
+  // one is added after it, so it runs once the coding is decided.
+  const tellCoding: onSendHookHandler = (_request, reply, payload, done) => {
+    const coding = reply.getHeader('content-encoding')
+    ;(reply as CodingListener)[ON_CODING]?.(typeof coding === 'string' ? coding : 'identity')
+    done(null, payload)
+  }
+  app.addHook('onRoute', (route) => {
+    const hooks = route.onSend === undefined ? [] : ([] as onSendHookHandler[]).concat(route.onSend)
+    route.onSend = [...hooks, tellCoding]
   })
 }

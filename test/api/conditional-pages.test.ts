@@ -76,6 +76,39 @@ describeEachStore('conditional list pages on %s', (testStore) => {
     expect(new Set(tags).size).toBe(tags.length)
   })
 
+  it('gives each content-coding of a page its own tag, and answers any of them 304 with that tag', async () => {
+    // A page over the compression threshold (1 KiB): 30 customers of an organization of its own.
+    const { store } = testStore
+    const big = await createOrg(store, 'org_coded')
+    await addCustomers(
+      store,
+      big.id,
+      Array.from({ length: 30 }, (_, i) => ({
+        id: `cus_${i}`,
+        createdAt: `2025-01-${String(i + 1).padStart(2, '0')}T00:00:00.000Z`,
+        firstName: `Name ${i}`,
+      })),
+    )
+    const bigKey = (await createKey(store, big)).key
+    const answers = new Map<string, { tag: string; body: string }>()
+    for (const coding of ['identity', 'gzip', 'br']) {
+      const response = await get('/customers', { 'accept-encoding': coding }, bigKey)
+      expect(response.status).toBe(200)
+      expect(response.headers.get('content-encoding') ?? 'identity').toBe(coding)
+      answers.set(coding, { tag: String(response.headers.get('etag')), body: await response.text() })
+    }
+    const tags = [...answers.values()].map((answer) => answer.tag)
+    for (const tag of tags) expect(tag).toMatch(STRONG_TAG)
+    expect(new Set(tags).size).toBe(3)
+    // The same page in each coding (fetch decodes it).
+    expect(new Set([...answers.values()].map((answer) => answer.body)).size).toBe(1)
+    for (const [coding, { tag }] of answers) {
+      const again = await get('/customers', { 'accept-encoding': coding, 'if-none-match': tag }, bigKey)
+      expect(again.status).toBe(304)
+      expect(again.headers.get('etag')).toBe(tag)
+    }
+  })
+
   it('answers If-None-Match with its tag 304: no body, the tag and the contract headers', async () => {
     const tag = await tagOf('/appointments?status=completed')
     for (const method of ['GET', 'HEAD']) {

@@ -1,10 +1,11 @@
 import type { FastifyInstance } from 'fastify'
 import type { z } from 'zod'
 import { invalidQuery } from '../../../errors.js'
+import { COMPRESSION, type CodingListener, ON_CODING } from '../../../plugins/compression.js'
 import { type KnownVersions, pageBody, type VersionedPage } from '../../../queries/page.js'
 import type { Query } from '../../../schemas/query.js'
 import type { Sql, StoreAdapter, Tenant } from '../../../store/types.js'
-import { knownVersions, listEtag, matches, parseIfNoneMatch } from './etag.js'
+import { knownVersions, listEtag, matches, type PageIdentity, parseIfNoneMatch } from './etag.js'
 
 /** Everything about one list operation: registration and the OpenAPI document both read it. */
 /** What a list's query gives its `list` once checked. */
@@ -39,10 +40,12 @@ export interface ListRoute<QueryOut, Item extends z.AnyZodObject> {
 export type AnyListRoute = ListRoute<any, any>
 
 /**
- * The content-coding a page is sent in. Until the responses are compressed, every page goes as it
- * is; the tag of each coding differs (`listEtag`), so this is the one place to name it.
+ * The content-codings a page may be sent in (plugins/compression.ts picks one per request, after
+ * the handler): each is its own representation with its own tag (`listEtag`). A 200's tag is the
+ * coding's it was sent in, set once the body is encoded; an `If-None-Match` naming the page's tag
+ * in any of them is answered 304 with that tag.
  */
-const ENCODING = 'identity'
+const ENCODINGS = ['identity', ...COMPRESSION.encodings] as const
 
 export function registerListRoute(app: FastifyInstance, route: AnyListRoute): void {
   const fields = Object.keys(route.item.shape)
@@ -63,12 +66,20 @@ export function registerListRoute(app: FastifyInstance, route: AnyListRoute): vo
         })
       // Read only once the query passed (`read` refuses it otherwise).
       const query = parsed.success ? JSON.stringify(parsed.data) : ''
-      const etagOf = ({ orgId, version }: VersionedPage) =>
-        listEtag({ list: route.path, fields, orgId, query, version }, ENCODING)
+      const identityOf = ({ orgId, version }: VersionedPage): PageIdentity => ({
+        list: route.path,
+        fields,
+        orgId,
+        query,
+        version,
+      })
       let answer = await read(knownVersions(condition))
       if (!answer.page) {
-        const etag = etagOf(answer)
-        if (condition && matches(condition, etag)) {
+        const identity = identityOf(answer)
+        const etag =
+          condition &&
+          ENCODINGS.map((coding) => listEtag(identity, coding)).find((tag) => matches(condition, tag))
+        if (etag) {
           // Not modified: no body; the tag, and every header a 200 carries but the body's own.
           reply.code(304).header('etag', etag)
           return reply.send()
@@ -77,7 +88,10 @@ export function registerListRoute(app: FastifyInstance, route: AnyListRoute): vo
         answer = await read([])
       }
       if (!answer.page) throw new Error('an unconditional read returned no page')
-      reply.header('etag', etagOf(answer))
+      const identity = identityOf(answer)
+      reply.header('etag', listEtag(identity, 'identity'))
+      // The tag of the coding the body goes in, once compression has chosen it.
+      ;(reply as CodingListener)[ON_CODING] = (coding) => reply.header('etag', listEtag(identity, coding))
       // The items arrive as JSON from the database, written field by field from the query's list:
       // only those fields leave the server, and the body is sent as it is, without a parse.
       reply.type('application/json; charset=utf-8')
