@@ -164,7 +164,7 @@ export function killAll(): void {
 
 let ticksPerSecond: number | undefined
 
-function clockTicks(): number {
+export function clockTicks(): number {
   if (ticksPerSecond === undefined) {
     try {
       ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100

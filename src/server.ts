@@ -42,6 +42,15 @@ function packageVersion(): string {
 async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics): Promise<Store> {
   const store = await openStore(config, {
     command: 'an openbook server',
+    onDataDirOpened: (origin) => {
+      if (origin.made === 'template') log.info(`set-up: DATA_DIR (${config.dataDir}) made from the template`)
+      if (origin.made === 'initdb' && origin.templateUnused) {
+        log.warn(
+          { template: origin.templateUnused },
+          `set-up: DATA_DIR (${config.dataDir}) made by initdb: the template built by npm ci was not used (${origin.templateUnused}); npm run build makes it again`,
+        )
+      }
+    },
     onIdleError: (error) => log.warn({ err: error }, 'idle database connection failed'),
     onPoolerDetected: (detail) =>
       log.warn(
