@@ -193,7 +193,7 @@ async function main(): Promise<void> {
       : firstStart
         ? `creating the embedded store in DATA_DIR (${config.dataDir})`
         : `opening the embedded store in DATA_DIR (${config.dataDir})`,
-    // The first start's set-up takes 10 to 30 s: said, so that the wait is not silent.
+    // The first start's set-up takes seconds (10 to 30 s without a template): said, so that the wait is not silent.
     firstStart,
   )
   store = await openStoreOrFail(config, log, metrics)
