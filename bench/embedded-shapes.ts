@@ -12,12 +12,13 @@
  * `--write` puts the table into bench/RESULTS.md between the embedded-shapes markers.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
-import { cpus, loadavg, tmpdir } from 'node:os'
+import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { type EmbeddedMix, measureEmbedded } from './embedded.js'
 import { parseCrowd } from './options.js'
 import { runFromRoot } from './paths.js'
+import { loadAverageText } from './proc.js'
 import { writeResultsSection } from './report.js'
 
 runFromRoot()
@@ -39,10 +40,7 @@ const settings = {
   poolSize: 1,
 }
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
-const load = () =>
-  loadavg()
-    .map((value) => value.toFixed(2))
-    .join(' ')
+const load = loadAverageText
 
 const loadBefore = load()
 const rows: string[] = []

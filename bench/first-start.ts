@@ -11,12 +11,12 @@
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { cpus, loadavg, tmpdir } from 'node:os'
+import { cpus, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
 import { runFromRoot } from './paths.js'
-import { clockTicks, freePort } from './proc.js'
+import { clockTicks, freePort, loadAverageText } from './proc.js'
 import { writeResultsSection } from './report.js'
 
 runFromRoot()
@@ -135,10 +135,7 @@ const median = (values: readonly number[]) => {
   return sorted.length % 2 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2
 }
 const seconds = (ms: number) => (ms / 1000).toFixed(2)
-const load = () =>
-  loadavg()
-    .map((value) => value.toFixed(2))
-    .join(' ')
+const load = loadAverageText
 
 const loadBefore = load()
 const results: Run[] = []

@@ -1,6 +1,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { createServer, Socket } from 'node:net'
+import { loadavg } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 /** A TCP port on loopback that was free a moment ago (the system picks it). */
@@ -212,4 +213,11 @@ export function statusKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   } catch {
     return 0
   }
+}
+
+/** The machine's load average over 1, 5 and 15 minutes, as text: `1.04 0.90 0.46`. */
+export function loadAverageText(): string {
+  return loadavg()
+    .map((value) => value.toFixed(2))
+    .join(' ')
 }
