@@ -21,7 +21,8 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs'
-import { join, relative, sep } from 'node:path'
+import { createRequire } from 'node:module'
+import { dirname, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { embeddedInitdbParams } from './embedded-settings.js'
 import { readMigrations } from './schema-version.js'
@@ -48,10 +49,14 @@ interface Manifest {
   readonly files: readonly TemplateFile[]
 }
 
+/** A file of the PGlite package, by its path from the package's entry point (in its dist/). */
+export function pgliteFile(path: string): string {
+  return join(dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite')), path)
+}
+
 /** What a DATA_DIR made by this code is made of, as one hash: a template of anything else is not used. */
 export function templateIngredients(): string {
-  const pgliteManifest = new URL('../package.json', import.meta.resolve('@electric-sql/pglite'))
-  const { version } = JSON.parse(readFileSync(fileURLToPath(pgliteManifest), 'utf8')) as { version: string }
+  const { version } = JSON.parse(readFileSync(pgliteFile('../package.json'), 'utf8')) as { version: string }
   const hash = createHash('sha256')
   hash.update(`pglite ${version}\0initdb ${JSON.stringify(embeddedInitdbParams())}\0`)
   for (const migration of readMigrations()) hash.update(`${migration.name}\0${migration.sql}\0`)

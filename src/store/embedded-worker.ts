@@ -31,7 +31,7 @@ import {
   type WorkerData,
 } from './embedded-protocol.js'
 import { EMBEDDED_V8_FLAGS, embeddedInitdbParams, embeddedStartParams } from './embedded-settings.js'
-import { BUILT_TEMPLATE, copyTemplate, MARKER } from './embedded-template.js'
+import { BUILT_TEMPLATE, copyTemplate, MARKER, pgliteFile } from './embedded-template.js'
 
 const port = parentPort
 if (!port) throw new Error('embedded-worker.js runs as a worker thread of the embedded store')
@@ -51,8 +51,7 @@ const options: PGliteOptions = {
  * threads (seconds of CPU with the optimizing compiler) while this one makes DATA_DIR. PGlite
  * would compile it only once DATA_DIR is there.
  */
-const pgliteWasm = (async () =>
-  WebAssembly.compile(readFileSync(new URL('./pglite.wasm', import.meta.resolve('@electric-sql/pglite')))))()
+const pgliteWasm = (async () => WebAssembly.compile(readFileSync(pgliteFile('pglite.wasm'))))()
 // Awaited at open; a failure here is PGlite's own at open.
 pgliteWasm.catch(() => undefined)
 
