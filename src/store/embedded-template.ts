@@ -13,6 +13,7 @@
  */
 import { createHash } from 'node:crypto'
 import {
+  chmodSync,
   copyFileSync,
   existsSync,
   mkdirSync,
@@ -143,6 +144,10 @@ export function copyTemplate(template: string, dataDir: string): TemplateCopy {
   if (typeof manifest === 'string') return { copied: false, why: manifest }
   for (const dir of manifest.dirs) mkdirSync(join(dataDir, dir), { recursive: true, mode: 0o700 })
   const files = manifest.files.map((file) => file.path).filter((path) => path !== MARKER)
-  for (const path of [...files, MARKER]) copyFileSync(join(template, path), join(dataDir, path))
+  for (const path of [...files, MARKER]) {
+    // Owner-only, as DATA_DIR is (PGlite writes a few files group- and world-readable).
+    copyFileSync(join(template, path), join(dataDir, path))
+    chmodSync(join(dataDir, path), 0o600)
+  }
   return { copied: true }
 }
