@@ -47,9 +47,10 @@ const options: PGliteOptions = {
 }
 
 /**
- * PostgreSQL's WebAssembly (9 MB), compiled from the thread's start: V8 compiles it on background
- * threads (seconds of CPU with the optimizing compiler) while this one makes DATA_DIR. PGlite
- * would compile it only once DATA_DIR is there.
+ * PostgreSQL's WebAssembly (9 MB), read and compiled from the thread's start, on V8's background
+ * threads while this one makes DATA_DIR; PGlite would begin only once DATA_DIR is there. V8 compiles
+ * its functions lazily (at their first call, which is where a start's seconds of CPU go), so what
+ * this moves ahead is the module's decoding and validation, a small part.
  */
 const pgliteWasm = (async () => WebAssembly.compile(readFileSync(pgliteFile('pglite.wasm'))))()
 // Awaited at open; a failure here is PGlite's own at open.
