@@ -1,6 +1,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { createServer, Socket } from 'node:net'
+import { loadavg } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 /** A TCP port on loopback that was free a moment ago (the system picks it). */
@@ -164,7 +165,7 @@ export function killAll(): void {
 
 let ticksPerSecond: number | undefined
 
-function clockTicks(): number {
+export function clockTicks(): number {
   if (ticksPerSecond === undefined) {
     try {
       ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
@@ -227,4 +228,11 @@ export function statusKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   } catch {
     return 0
   }
+}
+
+/** The machine's load average over 1, 5 and 15 minutes, as text: `1.04 0.90 0.46`. */
+export function loadAverageText(): string {
+  return loadavg()
+    .map((value) => value.toFixed(2))
+    .join(' ')
 }

@@ -268,7 +268,10 @@ function formatMarkdown(text: string): string {
 }
 
 /** Updates one marked section of bench/RESULTS.md, creating the file when needed. */
-export function writeResultsSection(name: 'bench' | 'import', content: string): void {
+export function writeResultsSection(
+  name: 'bench' | 'import' | 'first-start' | 'embedded-shapes',
+  content: string,
+): void {
   const text = existsSync(RESULTS_FILE) ? readFileSync(RESULTS_FILE, 'utf8') : RESULTS_HEADER
   const updated = replaceBetween(text, `<!-- ${name}:start -->`, `<!-- ${name}:end -->`, content)
   writeFileSync(RESULTS_FILE, formatMarkdown(updated))

@@ -42,6 +42,7 @@ export const environmentSchema = z.object({
   DATABASE_READ_MAX_LAG_MS: milliseconds(3_600_000, '5000'),
   DATABASE_PREPARED_STATEMENTS: z.enum(PREPARED_STATEMENTS).default('on'),
   DATA_DIR: z.string().min(1).default('./data'),
+  DATA_DIR_TEMPLATE: z.string().min(1).optional(),
   API_KEY_BRAND: z
     .string()
     .regex(/^[a-z][a-z0-9]{0,15}$/, 'must be 1-16 lowercase letters or digits, starting with a letter')
@@ -65,6 +66,11 @@ export interface Config {
   /** How the request path's statements are prepared (`PREPARED_STATEMENTS`). */
   readonly databasePreparedStatements: PreparedStatements
   readonly dataDir: string
+  /**
+   * What a new embedded DATA_DIR is copied from (store/embedded-template.ts): a template directory,
+   * or false (`none`): PGlite's initdb. Undefined: the one `npm run build` makes.
+   */
+  readonly dataDirTemplate: string | false | undefined
   readonly apiKeyBrand: string
   readonly logLevel: (typeof LOG_LEVELS)[number]
   /** The operations listener (health, readiness, metrics); never the public port. */
@@ -109,6 +115,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseReadMaxLagMs: value.DATABASE_READ_MAX_LAG_MS,
     databasePreparedStatements: value.DATABASE_PREPARED_STATEMENTS,
     dataDir: value.DATA_DIR,
+    dataDirTemplate: value.DATA_DIR_TEMPLATE === 'none' ? false : value.DATA_DIR_TEMPLATE,
     apiKeyBrand: value.API_KEY_BRAND,
     logLevel: value.LOG_LEVEL,
     opsPort: value.OPS_PORT,

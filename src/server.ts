@@ -4,16 +4,12 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import { pino } from 'pino'
-import { buildApp, DEFAULT_LAST_USED } from './app.js'
-import { inServerRunner } from './cli/in-server.js'
 import { type Config, ConfigError, loadConfig } from './config.js'
 import { tuneGarbageCollector } from './gc-tuning.js'
 import { LOG_SERIALIZERS } from './loggable-error.js'
 import { CONTRACT_VERSION } from './openapi/document.js'
-import { serveOperatorSocket } from './operator/server.js'
 import { errorLine } from './operator-error.js'
 import { Metrics } from './ops/metrics.js'
-import { buildOpsApp } from './ops/ops-app.js'
 import { storeReadiness } from './ops/readiness.js'
 import { listenFailure, PortError, type PortPlan, planPorts } from './ports.js'
 import { seedDemoIfEmpty } from './seed/demo.js'
@@ -25,6 +21,20 @@ import { ReaderPrivilegeError } from './store/reader-privileges.js'
 import { SchemaNotCurrentError, SchemaTooNewError } from './store/schema-version.js'
 import { assertCanServe } from './store/serving.js'
 import type { Store } from './store/types.js'
+
+/**
+ * The HTTP side's modules (Fastify, the routes and their schemas, the operator socket: about half a
+ * second to load), loaded while the store opens, instead of before: the embedded store's thread
+ * spends seconds starting PGlite meanwhile (a first start's critical path).
+ */
+function loadHttpModules() {
+  return Promise.all([
+    import('./app.js'),
+    import('./ops/ops-app.js'),
+    import('./cli/in-server.js'),
+    import('./operator/server.js'),
+  ])
+}
 
 /** Exits at once with one line on stderr: bad settings, an old schema, a store that cannot be opened. */
 function fail(message: string): never {
@@ -42,6 +52,15 @@ function packageVersion(): string {
 async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics): Promise<Store> {
   const store = await openStore(config, {
     command: 'an openbook server',
+    onDataDirOpened: (origin) => {
+      if (origin.made === 'template') log.info(`set-up: DATA_DIR (${config.dataDir}) made from the template`)
+      if (origin.made === 'initdb' && origin.templateUnused) {
+        log.warn(
+          { template: origin.templateUnused },
+          `set-up: DATA_DIR (${config.dataDir}) made by initdb: the template built by npm ci was not used (${origin.templateUnused}); npm run build makes it again`,
+        )
+      }
+    },
     onIdleError: (error) => log.warn({ err: error }, 'idle database connection failed'),
     onPoolerDetected: (detail) =>
       log.warn(
@@ -184,24 +203,27 @@ async function main(): Promise<void> {
       : firstStart
         ? `creating the embedded store in DATA_DIR (${config.dataDir})`
         : `opening the embedded store in DATA_DIR (${config.dataDir})`,
-    // The first start's set-up takes 10 to 30 s: said, so that the wait is not silent.
+    // The first start's set-up takes seconds (10 to 30 s without a template): said, so that the wait is not silent.
     firstStart,
   )
-  store = await openStoreOrFail(config, log, metrics)
+  const opening = openStoreOrFail(config, log, metrics)
+  const httpModules = loadHttpModules()
+  store = await opening
   const opened = store
+  const [{ buildApp, DEFAULT_LAST_USED }, { buildOpsApp }, { inServerRunner }, { serveOperatorSocket }] =
+    await httpModules
+  const readiness = storeReadiness(store, config.readyOutageGraceMs)
+  // Built on this thread while the embedded store works on its own (the demo, statistics).
+  const built = Promise.all([
+    buildApp({ store, config, metrics, lastUsed: { ...DEFAULT_LAST_USED, observer: metrics } }),
+    buildOpsApp({ metrics, readiness }),
+  ])
+  built.catch(() => undefined)
   if (store.kind === 'embedded') {
     setUp.phase('preparing the store (the demo organization on an empty store, statistics)', firstStart)
     await prepareEmbedded(store, config)
   }
-
-  const readiness = storeReadiness(store, config.readyOutageGraceMs)
-  const app = await buildApp({
-    store,
-    config,
-    metrics,
-    lastUsed: { ...DEFAULT_LAST_USED, observer: metrics },
-  })
-  const ops = await buildOpsApp({ metrics, readiness })
+  const [app, ops] = await built
   const operatorSocket =
     store.kind === 'embedded'
       ? await serveOperatorSocket(config.dataDir, inServerRunner(store, config), { schema: LATEST_VERSION })

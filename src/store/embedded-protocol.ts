@@ -9,7 +9,15 @@ export interface WorkerData {
    * process should not open a short-lived store.
    */
   readonly shortLived?: boolean
+  /** The template a new DATA_DIR is copied from (embedded-template.ts); false: none, initdb always. */
+  readonly template?: string | false
 }
+
+/** How the database thread opened DATA_DIR: as it was, or made new from the template or by initdb. */
+export type DataDirOrigin =
+  | { readonly made: 'no' }
+  | { readonly made: 'template' }
+  | { readonly made: 'initdb'; readonly templateUnused?: string }
 
 export type DatabaseRequest =
   | { readonly op: 'open' }

@@ -9,7 +9,7 @@
  * reaches the database meanwhile: this thread is its only client.
  */
 import { spawn } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { resolve as absolute, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setFlagsFromString } from 'node:v8'
@@ -26,14 +26,16 @@ import { copyStatement } from './copy.js'
 import {
   type DatabaseRequest,
   type DatabaseResponse,
+  type DataDirOrigin,
   serializeError,
   type WorkerData,
 } from './embedded-protocol.js'
 import { EMBEDDED_V8_FLAGS, embeddedInitdbParams, embeddedStartParams } from './embedded-settings.js'
+import { BUILT_TEMPLATE, copyTemplate, MARKER, pgliteFile } from './embedded-template.js'
 
 const port = parentPort
 if (!port) throw new Error('embedded-worker.js runs as a worker thread of the embedded store')
-const { dataDir, shortLived = false } = workerData as WorkerData
+const { dataDir, shortLived = false, template = BUILT_TEMPLATE } = workerData as WorkerData
 
 // Before PGlite's WebAssembly is compiled (see embedded-settings.ts).
 if (!shortLived) setFlagsFromString(EMBEDDED_V8_FLAGS)
@@ -43,6 +45,16 @@ const options: PGliteOptions = {
   // initdb writes them to postgresql.conf, and runs with them (a smaller WebAssembly memory).
   initDbStartParams: embeddedInitdbParams(),
 }
+
+/**
+ * PostgreSQL's WebAssembly (9 MB), read and compiled from the thread's start, on V8's background
+ * threads while this one makes DATA_DIR; PGlite would begin only once DATA_DIR is there. V8 compiles
+ * its functions lazily (at their first call, which is where a start's seconds of CPU go), so what
+ * this moves ahead is the module's decoding and validation, a small part.
+ */
+const pgliteWasm = (async () => WebAssembly.compile(readFileSync(pgliteFile('pglite.wasm'))))()
+// Awaited at open; a failure here is PGlite's own at open.
+pgliteWasm.catch(() => undefined)
 
 type BackendMessage = messages.BackendMessage
 
@@ -229,14 +241,26 @@ async function createDatabase(): Promise<void> {
   }
 }
 
+/**
+ * A DATA_DIR without PG_VERSION is new, or was left half-made: it is copied from the template
+ * when there is a sound one of this code, and created by PGlite's initdb otherwise.
+ */
+async function makeDataDir(): Promise<DataDirOrigin> {
+  if (dataDir.startsWith('memory://') || existsSync(join(dataDir, MARKER))) return { made: 'no' }
+  const copy = template === false ? undefined : copyTemplate(template, absolute(dataDir))
+  if (copy?.copied) return { made: 'template' }
+  await createDatabase()
+  return { made: 'initdb', ...(copy ? { templateUnused: copy.why } : {}) }
+}
+
 async function handle(request: DatabaseRequest): Promise<unknown> {
   switch (request.op) {
-    case 'open':
-      if (!dataDir.startsWith('memory://') && !existsSync(join(dataDir, 'PG_VERSION'))) {
-        await createDatabase()
-      }
-      db = await PGlite.create(dataDir, options)
-      return undefined
+    case 'open': {
+      const origin = await makeDataDir()
+      const compiled = await pgliteWasm.catch(() => undefined)
+      db = await PGlite.create(dataDir, compiled ? { ...options, pgliteWasmModule: compiled } : options)
+      return origin
+    }
     case 'begin':
       return begin(request.preamble, request.prepared, request.readOnly)
     case 'query':

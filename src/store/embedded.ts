@@ -6,6 +6,7 @@ import { type DataDirLock, lockDataDir } from './data-dir-lock.js'
 import {
   type DatabaseRequest,
   type DatabaseResponse,
+  type DataDirOrigin,
   deserializeError,
   type WorkerData,
 } from './embedded-protocol.js'
@@ -23,8 +24,8 @@ class DatabaseThread {
   #nextId = 0
   #stopped: Error | undefined
 
-  constructor(dataDir: string, shortLived: boolean) {
-    const workerData: WorkerData = { dataDir, shortLived }
+  constructor(dataDir: string, shortLived: boolean, template: string | false | undefined) {
+    const workerData: WorkerData = { dataDir, shortLived, ...(template === undefined ? {} : { template }) }
     const here = import.meta.url
     if (here.endsWith('.ts')) {
       // Running from source (tests, tsx): the worker's TypeScript goes through tsx as well.
@@ -138,6 +139,10 @@ export interface EmbeddedStoreOptions {
   readonly shortLived?: boolean
   /** DATA_DIR's lock was lost: another process may now write it. Defaults to exiting at once. */
   readonly onLockLost?: (error: Error) => void
+  /** The template a new DATA_DIR is copied from; false: none. Defaults to the build's (embedded-template.ts). */
+  readonly template?: string | false
+  /** Told how DATA_DIR was opened: as it was, or made new (from the template, or by initdb and why). */
+  readonly onOpened?: (origin: DataDirOrigin) => void
 }
 
 function exitOnLockLost(error: Error): void {
@@ -191,9 +196,10 @@ async function openThread(
       onCompromised: options.onLockLost ?? exitOnLockLost,
     })
   }
-  const thread = new DatabaseThread(dataDir, options.shortLived ?? false)
+  const thread = new DatabaseThread(dataDir, options.shortLived ?? false, options.template)
+  let origin: DataDirOrigin
   try {
-    await thread.call({ op: 'open' })
+    origin = await thread.call<DataDirOrigin>({ op: 'open' })
   } catch (error) {
     await thread.terminate()
     await lock?.release()
@@ -202,6 +208,7 @@ async function openThread(
       ? error
       : explainOpenFailure(dataDir, error, await freeBytes(dataDir))
   }
+  options.onOpened?.(origin)
   return { thread, lock }
 }
 

@@ -1,5 +1,6 @@
 import type { Config } from '../config.js'
 import { createEmbeddedStore } from './embedded.js'
+import type { DataDirOrigin } from './embedded-protocol.js'
 import { migrate, schemaState } from './migrate.js'
 import { createPostgresStore, type ReplicaEvents } from './postgres.js'
 import { MigrateTooOldError, SchemaTooNewError, servability } from './schema-version.js'
@@ -15,6 +16,8 @@ export interface OpenStoreOptions {
   readonly command?: string
   /** Opened briefly, by a command rather than the server (see EmbeddedStoreOptions.shortLived). */
   readonly shortLived?: boolean
+  /** Told how the embedded DATA_DIR was opened: as it was, or made from the template or by initdb. */
+  readonly onDataDirOpened?: (origin: DataDirOrigin) => void
 }
 
 /**
@@ -26,7 +29,11 @@ export async function openStore(
     Partial<
       Pick<
         Config,
-        'databaseReadUrl' | 'databaseReadMaxLagMs' | 'databasePreparedStatements' | 'requestDeadlineMs'
+        | 'databaseReadUrl'
+        | 'databaseReadMaxLagMs'
+        | 'databasePreparedStatements'
+        | 'requestDeadlineMs'
+        | 'dataDirTemplate'
       >
     >,
   options: OpenStoreOptions = {},
@@ -49,6 +56,8 @@ export async function openStore(
   const store = await createEmbeddedStore(config.dataDir, {
     ...(options.command ? { command: options.command } : {}),
     ...(options.shortLived ? { shortLived: true } : {}),
+    ...(config.dataDirTemplate !== undefined ? { template: config.dataDirTemplate } : {}),
+    ...(options.onDataDirOpened ? { onOpened: options.onDataDirOpened } : {}),
   })
   try {
     await migrateEmbedded(store, config.dataDir)

@@ -7,7 +7,7 @@ import { cleanEnv, freePort, type RunningProcess, scratchRoot, start } from '../
 
 /**
  * A signal during the first start's set-up (creating DATA_DIR: PGlite's initdb in a child
- * process, 10 to 30 s): one line says what was cancelled, the child ends with its parent, and the
+ * process, 10 to 30 s, when there is no template to copy): one line says what was cancelled, the child ends with its parent, and the
  * next start begins again. Real binaries, a new DATA_DIR each.
  */
 const dirs: string[] = []
@@ -79,8 +79,13 @@ async function cpuUntilEnded(pid: number): Promise<number> {
   }
 }
 
+/** A first start without the build's template (DATA_DIR_TEMPLATE=none): PGlite's initdb, in a child. */
 function firstStart(dataDir: string, port: number): RunningProcess {
-  return start('node', ['dist/server.js'], cleanEnv({ DATA_DIR: dataDir, PORT: String(port) }))
+  return start(
+    'node',
+    ['dist/server.js'],
+    cleanEnv({ DATA_DIR: dataDir, PORT: String(port), DATA_DIR_TEMPLATE: 'none' }),
+  )
 }
 
 describe('a signal during the first start', () => {

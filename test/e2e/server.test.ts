@@ -32,6 +32,8 @@ describe('the server process, embedded store', () => {
       try {
         const curlLine = await server.waitFor(/curl -H "Authorization: Bearer svc_test_[0-9a-f]{64}" "[^"]+"/)
         await server.waitFor(/Server listening/)
+        // DATA_DIR is a copy of the template the build made, not PGlite's initdb (embedded-template.ts).
+        expect(server.output()).toContain(`set-up: DATA_DIR (${dataDir}) made from the template`)
         const { stdout } = await exec('sh', ['-c', curlLine])
         const body = JSON.parse(stdout)
         expect(body.data.length).toBeGreaterThan(0)

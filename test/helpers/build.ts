@@ -99,7 +99,8 @@ async function compile(project: string): Promise<string | undefined> {
 
 /**
  * What `npm run build` does, leniently (see compile): each tsconfig.build.json (the root's and each
- * workspace's, side by side), then the migrations beside the compiled store code.
+ * workspace's, side by side), then the migrations beside the compiled store code, and the template
+ * of a new embedded DATA_DIR.
  */
 async function build(): Promise<void> {
   const projects = [ROOT, ...workspaces()]
@@ -107,6 +108,8 @@ async function build(): Promise<void> {
     .filter((project) => existsSync(project))
   const warnings = await Promise.all(projects.map(compile))
   await run(process.execPath, ['scripts/copy-migrations.js'], { cwd: ROOT })
+  // The template of a new embedded DATA_DIR, which the first-start tests expect (kept when current).
+  await run(process.execPath, ['scripts/build-template.js'], { cwd: ROOT })
   for (const warning of warnings) if (warning) process.stderr.write(`test set-up: ${warning}\n`)
 }
 

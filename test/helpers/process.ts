@@ -40,6 +40,7 @@ export function cleanEnv(extra: Record<string, string | undefined>): NodeJS.Proc
   for (const name of [
     'DATABASE_URL',
     'DATA_DIR',
+    'DATA_DIR_TEMPLATE',
     'PORT',
     'HOST',
     'API_KEY_BRAND',
