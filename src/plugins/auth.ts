@@ -104,19 +104,26 @@ export default fp<AuthOptions>(
       return result
     }
 
+    /**
+     * What `request.readAsTenant` runs: one read-only transaction of the store's, in which the key
+     * is found active before the work's result counts; the work reads as the key's organization.
+     */
+    function readForKey<T>(keyHash: string, reply: FastifyReply, work: TenantWork<T>): Promise<T> {
+      return app.store.read(async (sql) => {
+        if (!sql.sendWithNext) {
+          const key = accepted(await authenticateKey(sql, keyHash), reply)
+          tracker.seen(key.orgId, key.keyId, key.lastUsedAt)
+          return work(sql, key.orgId)
+        }
+        return withKeyInOneTrip(sql, keyHash, reply, work)
+      })
+    }
+
     // A callback hook: no promise per request.
     app.addHook('onRequest', (request, reply, done) => {
       const keyHash = presentedKey(request)
       if (keyHash instanceof ApiError) return done(keyHash)
-      request.readAsTenant = (work) =>
-        app.store.read(async (sql) => {
-          if (!sql.sendWithNext) {
-            const key = accepted(await authenticateKey(sql, keyHash), reply)
-            tracker.seen(key.orgId, key.keyId, key.lastUsedAt)
-            return work(sql, key.orgId)
-          }
-          return withKeyInOneTrip(sql, keyHash, reply, work)
-        })
+      request.readAsTenant = (work) => readForKey(keyHash, reply, work)
       done()
     })
   },
