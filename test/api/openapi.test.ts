@@ -265,6 +265,7 @@ describe('GET /openapi.json', () => {
   it('declares the rules a client needs: X-Request-Id, Retry-After, key expiry, every error code, the client guidance', () => {
     const { headers, schemas } = document.components
     expect(Object.keys(headers).sort()).toEqual([
+      'ETag',
       'Openbook-Key-Expires',
       'Retry-After',
       'WWW-Authenticate',

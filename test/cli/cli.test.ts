@@ -340,7 +340,7 @@ describeEachStoreKind(
       expect(list.find((k) => k.id === short.id)?.status).toBe('expired')
       expect(await get('customers', short.key)).toEqual({
         status: 401,
-        body: { error: 'Unauthorized', message: 'Invalid or expired API key', code: 'invalid_api_key' },
+        body: { error: 'Unauthorized', message: 'Invalid or expired API key', code: 'expired_api_key' },
       })
     })
 
@@ -376,7 +376,7 @@ describeEachStoreKind(
       expect((await cli('keys', 'revoke', created.id)).code).toBe(0)
       expect(await get('customers?limit=1', created.key)).toEqual({
         status: 401,
-        body: { error: 'Unauthorized', message: 'Invalid or expired API key', code: 'invalid_api_key' },
+        body: { error: 'Unauthorized', message: 'Invalid or expired API key', code: 'revoked_api_key' },
       })
     })
 

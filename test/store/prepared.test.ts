@@ -162,7 +162,7 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
       // pg_prepared_statements holds the whole message each was prepared in.
       expect(prepared.get(settings)).toMatch(new RegExp(`PREPARE ${settings} AS ${SETTINGS}; `))
       expect(prepared.get(lookup)).toMatch(new RegExp(`PREPARE ${lookup} AS ${LOOKUP}\\(\\$1::text\\) a; `))
-      expect(prepared.get(page)).toMatch(new RegExp(`PREPARE ${page} AS WITH t AS MATERIALIZED `))
+      expect(prepared.get(page)).toMatch(new RegExp(`PREPARE ${page} AS WITH v AS MATERIALIZED `))
       expect(commit).toBe('COMMIT')
     }
   })
@@ -176,7 +176,7 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
       expect(message).toMatch(
         new RegExp(
           `^BEGIN; ${SETTINGS}; ` +
-            "SELECT openbook_prepare\\('(openbook_e_[0-9a-f]{24})', 'WITH t AS MATERIALIZED [\\s\\S]*'\\); " +
+            "SELECT openbook_prepare\\('(openbook_e_[0-9a-f]{24})', 'WITH v AS MATERIALIZED [\\s\\S]*'\\); " +
             `${LOOKUP}\\('[0-9a-f]{64}'::text\\) a; ` +
             `EXECUTE \\1${PAGE_EXECUTE}$`,
         ),

@@ -179,8 +179,11 @@ describe.skipIf(!hasPostgres)('compressed pages, against a server on PostgreSQL'
       expect(seen).toHaveLength(1)
       expect(seen[0]?.encoding).toBe('br')
       expect((seen[0]?.bytes ?? 0) * 3).toBeLessThan(Buffer.byteLength(plainText))
-      const { requestId: _id, keyExpiresAt: _expiry, ...body } = compressed
+      const { requestId: _id, keyExpiresAt: _expiry, etag, ...body } = compressed
       expect(body).toEqual(JSON.parse(plainText))
+      // Each coding is its own representation, with its own tag.
+      expect(etag).toMatch(/^"\d+-[A-Za-z0-9_-]{22}"$/)
+      expect(etag).not.toBe(plain.headers.get('etag'))
       expect(compressed.data).toHaveLength(SALON.customers)
     } finally {
       proxy.close()
