@@ -4,9 +4,9 @@ export interface WorkerData {
   readonly dataDir: string
   /**
    * The process runs one command and exits (the CLI), not a server: PGlite's WebAssembly is then
-   * compiled for a quick start (V8's baseline compiler: about 1 s less CPU) rather than for a small
-   * footprint (EMBEDDED_V8_FLAGS in embedded-settings.ts). V8's flags are the process's: a server
-   * process should not open a short-lived store.
+   * compiled with V8's defaults (baseline code on a task per core: the quickest start) rather than
+   * for a small footprint (EMBEDDED_V8_FLAGS in embedded-settings.ts). V8's flags are the
+   * process's: a server process should not open a short-lived store.
    */
   readonly shortLived?: boolean
   /** The template a new DATA_DIR is copied from (embedded-template.ts); false: none, initdb always. */

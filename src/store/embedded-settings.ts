@@ -47,11 +47,13 @@ export function embeddedInitdbParams(): string[] {
 
 /**
  * V8 flags of the process that runs the embedded store, set by its database thread before PGlite's
- * WebAssembly is compiled (unless WorkerData.shortLived). `--no-liftoff`: compile PostgreSQL once
- * with the optimizing compiler, instead of first with the baseline compiler and then again for each
- * hot function. The baseline compilation of its 9 MB of WebAssembly, on V8's background threads,
- * leaves 50-60 MB behind in malloc's arenas: 60-80 MB more peak RSS for the server. The price is
- * at PGlite's start: about 1.5 s of CPU to compile instead of 0.5 s; after it, a query costs the
- * same CPU (and the first few hundred less, as none waits for its functions to be optimized).
+ * WebAssembly is compiled (unless WorkerData.shortLived). V8's baseline compiler (Liftoff) compiles
+ * each PostgreSQL function quickly at its first call and the optimizing compiler only the hot ones
+ * later, so a first start is about 2 s shorter than with `--no-liftoff` (optimizing every function
+ * at its first call). With V8's default of one compilation task per core, the baseline code is
+ * compiled on several background threads at once, whose malloc arenas keep 60-80 MB resident; one
+ * task keeps the peak RSS under load within the 300 MB target. Measured on a quiet 2-core machine
+ * (bench/RESULTS.md, "First start"): `--no-liftoff` 6.3 s to the first 200 and 250 MB peak,
+ * `--liftoff` 4.7 s and 339 MB, these flags 4.2 s and 277 MB.
  */
-export const EMBEDDED_V8_FLAGS = '--no-liftoff'
+export const EMBEDDED_V8_FLAGS = '--liftoff --wasm-num-compilation-tasks=1'
