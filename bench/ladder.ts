@@ -40,17 +40,15 @@ const prepareOnce = (s: RequestStatements) =>
   ['\\if :prepared = 0', `${prepareText(pageName(s), s.page.text)};`, '\\set prepared 1', '\\endif'].join(
     '\n',
   )
+/** The key's hash, written into the lookup as a literal where it goes alone (queries/api-keys.ts). */
+const KEY_HASH_LITERAL = /'([0-9a-f]{64})'/
 /** The key lookup as a statement of one parameter, the hash. */
 const lookupWithParam = (s: RequestStatements) => {
-  const text = s.authenticate.text.replace(
-    /openbook_authenticate\('[0-9a-f]{64}'\)/,
-    'openbook_authenticate($1)',
-  )
+  const text = s.authenticate.text.replace(KEY_HASH_LITERAL, () => '$1::text')
   if (text === s.authenticate.text) throw new Error('no key hash in the key lookup')
   return text
 }
-const hashOf = (s: RequestStatements) =>
-  /openbook_authenticate\('([0-9a-f]{64})'\)/.exec(s.authenticate.text)?.[1] ?? ''
+const hashOf = (s: RequestStatements) => KEY_HASH_LITERAL.exec(s.authenticate.text)?.[1] ?? ''
 /** PREPARE of the settings, the key lookup and the page once per pgbench client. */
 const prepareAllOnce = (s: RequestStatements) =>
   [

@@ -10,7 +10,7 @@ export const EDITS = {
   // EXECUTE with literals of a statement PREPAREd once per connection: two round trips.
   'one-trip': {
     'plugins/auth.js': [['if (!sql.sendWithNext) {', 'if (true) {']],
-    'store/postgres.js': [
+    'store/postgres/connection.js': [
       [
         'if (namesKeyOrganization(params)) {',
         "if (namesKeyOrganization(params) || (mode.request && this.prepare !== 'off' && params.length > 0)) {",
@@ -21,10 +21,6 @@ export const EDITS = {
   // one-message form: node-postgres waits for each statement's answer, so also two round trips.
   'sql-prepare': {
     'plugins/auth.js': [['if (!sql.sendWithNext) {', 'if (true) {']],
-  },
-  // Every query parsed by the published schema, date-time checks included.
-  twins: {
-    'schemas/query.js': [['(datesMatch ? unchecked : schema).safeParse(input)', 'schema.safeParse(input)']],
   },
   // Timestamps and dates written by the database with to_char (the JSON form's SQL), not as text
   // that Node rewrites.

@@ -52,7 +52,7 @@ out.push(
 )
 
 out.push(
-  '| Mix | pgbench `-M prepared` µs/tx | openbook PostgreSQL µs/req | ÷ ceiling | main (5ab7f69) µs/req | ÷ ceiling | pgbench tx/s | openbook req/s | ÷ pgbench | main req/s |',
+  '| Mix | pgbench `-M prepared` µs/tx | openbook PostgreSQL µs/req | ÷ ceiling | previous build µs/req | ÷ ceiling | pgbench tx/s | openbook req/s | ÷ pgbench | previous req/s |',
   '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
 )
 for (const mix of report) {
@@ -82,7 +82,7 @@ for (const target of ladder) {
 }
 out.push('')
 
-const techniques = ['no-one-trip', 'no-sql-prepare', 'pooler', 'no-twins', 'no-text-timestamps']
+const techniques = ['no-one-trip', 'no-sql-prepare', 'pooler', 'no-text-timestamps']
 out.push(
   '| Technique switched off | Mix | req/s on → off | share (req/s on ÷ off − 1) | CPU µs/req (Node + PostgreSQL) on → off | share (CPU off ÷ on − 1) |',
   '|---|---|--:|--:|--:|--:|',

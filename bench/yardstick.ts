@@ -84,11 +84,6 @@ const SERVERS: readonly { name: string; technique?: string; env?: NodeJS.Process
     what: '`DATABASE_PREPARED_STATEMENTS=pooler`: openbook_prepare in every message',
   },
   {
-    name: 'no-twins',
-    technique: 'twins',
-    what: 'every query parsed by the published schema (no date-time twins)',
-  },
-  {
     name: 'no-text-timestamps',
     technique: 'text-timestamps',
     what: 'timestamps and dates written by to_char in the database, not as text rewritten by Node',
