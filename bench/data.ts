@@ -381,6 +381,9 @@ export interface Crowd {
 /** The crowded organization added to a PostgreSQL data set; on the embedded store, the demo's. */
 export const CROWD_ORG = 'org_crowd'
 
+/** Staff members of the crowd, its appointments shared among them in turn. */
+const CROWD_STAFF = 200
+
 /** The crowd's instant: 09:00 UTC 60 days before `now`, inside the date ranges of the mixes (bench/mixes.ts). */
 export function crowdInstant(now: Date): Date {
   const day = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()) - 60 * 86_400_000
@@ -390,7 +393,7 @@ export function crowdInstant(now: Date): Date {
 /**
  * SQL that adds the crowd's customers and appointments to `orgId` (all active; ids from md5, so
  * that one instant's rows are in no particular order of insertion), and with `create` the
- * organization itself, its owner (who may make keys), a staff member and a service. Set-based, as
+ * organization itself, its owner (who may make keys) and a service; its staff in either case. Set-based, as
  * an import's statements are, so that the statement-level triggers keep the counts and buckets.
  */
 export function crowdStatements(orgId: string, crowd: Crowd, now: Date, create: boolean): string[] {
@@ -413,19 +416,23 @@ export function crowdStatements(orgId: string, crowd: Crowd, now: Date, create: 
     `INSERT INTO organizations (id, name, plan) VALUES ('${orgId}', 'Crowded (${crowd.shape})', 'professional')`,
     `INSERT INTO users (id, email, name) VALUES ('usr_${orgId}', 'owner@${orgId.replaceAll('_', '-')}.example', 'Owner')`,
     `INSERT INTO memberships (org_id, user_id, role) VALUES ('${orgId}', 'usr_${orgId}', 'owner')`,
-    `INSERT INTO staff (org_id, id, name, is_active) VALUES ('${orgId}', 'stf_crowd', 'Staff', true)`,
     `INSERT INTO services (org_id, id, name, is_active) VALUES ('${orgId}', 'srv_crowd', 'Service', true)`,
   ]
   return [
     ...(create ? created : []),
+    // A staff member per 3,000 appointments (at the sizes of issue 33): a staff filter's rows stay
+    // few (schemas/filters.ts), as in a salon whose history spans years and a team.
+    `INSERT INTO staff (org_id, id, name, is_active)
+     SELECT '${orgId}', 'stf_crowd_' || s, 'Staff ' || s, true FROM generate_series(0, ${CROWD_STAFF - 1}) s
+     ON CONFLICT DO NOTHING`,
     `INSERT INTO customers (org_id, id, first_name, last_name, display_name, email, is_active, created_at, updated_at)
      SELECT '${orgId}', 'cus_' || left(md5('${orgId}/' || g), 16), 'Ada', 'Crowd', 'Ada Crowd',
        'ada.' || g || '@crowd.example', true, t.at, t.at
      FROM generate_series(1, ${crowd.customers}) g CROSS JOIN LATERAL (SELECT ${time('g')} AS at) t`,
-    `INSERT INTO appointments (org_id, id, customer_id, start_at, end_at, status, location_type, price_cents,
+    `INSERT INTO appointments (org_id, id, customer_id, staff_id, start_at, end_at, status, location_type, price_cents,
        currency, payment_status, requires_payment, day_key, is_active, created_at, updated_at)
      SELECT '${orgId}', 'apt_' || left(md5('${orgId}:' || g), 16),
-       'cus_' || left(md5('${orgId}/' || (1 + g % ${Math.max(1, crowd.customers)})), 16),
+       'cus_' || left(md5('${orgId}/' || (1 + g % ${Math.max(1, crowd.customers)})), 16), 'stf_crowd_' || g % ${CROWD_STAFF},
        t.at, t.at + interval '45 minutes', ${statuses}[1 + g % 11], 'in_person', 4500, 'EUR', 'unpaid', false,
        to_char(t.at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), true, t.at - interval '7 days', t.at - interval '7 days'
      FROM generate_series(1, ${crowd.appointments}) g CROSS JOIN LATERAL (SELECT ${time('g')} AS at) t`,
@@ -433,28 +440,40 @@ export function crowdStatements(orgId: string, crowd: Crowd, now: Date, create: 
 }
 
 /**
- * Adds the crowded organization to a PostgreSQL data set unless it is there with its sizes (a
- * shape's data set has a database of its own, `--shape` in options.ts). The crowd's customers are
- * the `large` organization's of every mix: the largest.
+ * Adds the crowded organization to a PostgreSQL data set unless it is there with its sizes and
+ * staff (a shape's data set has a database of its own, `--shape` in options.ts); a database with
+ * another crowd is refused. The crowd's customers are the `large` organization's of every mix: the
+ * largest.
  */
 export async function addCrowd(data: DataSet, crowd: Crowd, log: (line: string) => void): Promise<void> {
   await withClient(databaseUrl(data), async (client) => {
-    const { rows } = await client.query<{ customers: number; appointments: number }>(
+    const { rows } = await client.query<{ customers: number; appointments: number; staff: number }>(
       `SELECT (SELECT count(*)::int FROM customers WHERE org_id = $1) AS customers,
-              (SELECT count(*)::int FROM appointments WHERE org_id = $1) AS appointments`,
+              (SELECT count(*)::int FROM appointments WHERE org_id = $1) AS appointments,
+              (SELECT count(*)::int FROM staff WHERE org_id = $1) AS staff`,
       [CROWD_ORG],
     )
-    if (rows[0]?.customers === crowd.customers && rows[0]?.appointments === crowd.appointments) return
+    const found = rows[0]
+    if (
+      found?.customers === crowd.customers &&
+      found.appointments === crowd.appointments &&
+      found.staff === CROWD_STAFF
+    )
+      return
+    if ((found?.customers ?? 0) + (found?.appointments ?? 0) + (found?.staff ?? 0) > 0) {
+      // Deleting them would take many minutes: nothing in openbook deletes customers or staff, so
+      // the appointments' foreign keys to them have no index of their own (only partial ones).
+      throw new Error(
+        `${data.scale.database} holds another ${CROWD_ORG} (${found?.customers} customers, ${found?.appointments} ` +
+          `appointments, ${found?.staff} staff): drop the database (DROP DATABASE ${data.scale.database}) and run again`,
+      )
+    }
     log(
       `adding ${CROWD_ORG}: ${crowd.customers} customers, ${crowd.appointments} appointments (${crowd.shape})`,
     )
     const started = performance.now()
     await client.query('BEGIN')
     try {
-      for (const table of ['api_keys', 'appointments', 'customers', 'services', 'staff', 'memberships'])
-        await client.query(`DELETE FROM ${table} WHERE org_id = $1`, [CROWD_ORG])
-      await client.query('DELETE FROM organizations WHERE id = $1', [CROWD_ORG])
-      await client.query('DELETE FROM users WHERE id = $1', [`usr_${CROWD_ORG}`])
       for (const statement of crowdStatements(CROWD_ORG, crowd, new Date(), true))
         await client.query(statement)
       await client.query('COMMIT')

@@ -5,9 +5,10 @@
  * (`<database>_<shape>`, made or reused as `npm run bench -- --shape …` makes it), and every page of
  * the crowd (the `large` mixes: first, middle and last of customers and of appointments with each
  * filter) through openbook, at saturation and then at half that rate, evenly paced. Target: p50 at
- * half load ≤ 5 ms on every page.
+ * half load ≤ 5 ms on every page. `spread` is the control: the full scale's largest organization,
+ * of about the crowd's size, as `openbook seed` spreads it.
  *
- *   npm run build && npm run bench:shapes -- [--shapes instant,ninety,sparse] [--duration 3]
+ *   npm run build && npm run bench:shapes -- [--shapes spread,instant,ninety,sparse] [--duration 3]
  *     [--connections 16] [--shape-size 300000,600000] [--only cus-l,apt-l] [--write]
  *
  * `--write` puts the table into bench/RESULTS.md between the postgres-shapes markers.
@@ -60,12 +61,13 @@ const loadBefore = loadAverageText()
 const rows: string[] = []
 let missed = 0
 for (const shape of values.shapes.split(',')) {
+  // `spread`, the control: the full scale's largest organization (298,132 customers and 595,929
+  // appointments, spread by `openbook seed`), the crowd's size without its shape.
   const crowd = parseCrowd(shape, values['shape-size'])
-  if (!crowd) throw new Error(`--shapes: ${shape} is not a crowded shape (instant, ninety, sparse)`)
-  const scale = SCALES['100k']
+  const scale = crowd ? SCALES['100k'] : SCALES.full
   const data: DataSet = {
     pgUrl: values.pg.replace(/\/+$/, ''),
-    scale: { ...scale, database: `${scale.database}_${shape}` },
+    scale: crowd ? { ...scale, database: `${scale.database}_${shape}` } : scale,
     cliDir: '.',
     fresh: false,
   }

@@ -19,6 +19,8 @@ interface MixReport {
   readonly loadStart: readonly number[]
   readonly loadEnd: readonly number[]
   readonly summary: readonly Summary[]
+  /** Every round of every target, in the order they ran. */
+  readonly rounds: readonly Summary[]
 }
 
 const file = process.argv[2] ?? 'bench/results/yardstick.json'
@@ -67,8 +69,16 @@ for (const mix of report) {
 }
 out.push('')
 
-const ladder = report[0]?.summary.filter((s) => s.target.startsWith('pgb-')).map((s) => s.target) ?? []
-out.push(`| pgbench script | ${report.map(name).join(' | ')} |`, `|---|${report.map(() => '--:').join('|')}|`)
+// Run with --no-ladder: the ceiling alone, no ladder to show.
+const hasLadder = report.every((mix) => mix.summary.some((s) => s.target === 'pgb-openbook'))
+const ladder = hasLadder
+  ? (report[0]?.summary.filter((s) => s.target.startsWith('pgb-')).map((s) => s.target) ?? [])
+  : []
+if (hasLadder)
+  out.push(
+    `| pgbench script | ${report.map(name).join(' | ')} |`,
+    `|---|${report.map(() => '--:').join('|')}|`,
+  )
 for (const target of ladder) {
   out.push(
     `| ${target} | ${report
@@ -80,21 +90,43 @@ for (const target of ladder) {
       .join(' | ')} |`,
   )
 }
-out.push('')
+if (hasLadder) out.push('')
 
-const techniques = ['no-one-trip', 'no-sql-prepare', 'pooler', 'no-text-timestamps']
+// The A/A control first: the same build in a second server, its "share" is the run's noise.
+const techniques = ['openbook-again', 'no-one-trip', 'no-sql-prepare', 'pooler', 'no-text-timestamps']
+/** Per round, the CPU a request of `target` over openbook's in the same round, less 1: sorted. */
+const pairedShares = (mix: MixReport, target: string) => {
+  const ours = mix.rounds.filter((r) => r.target === 'openbook')
+  const theirs = mix.rounds.filter((r) => r.target === target)
+  return theirs
+    .map((r, i) => {
+      const on = ours[i]
+      return on ? cpu(r) / cpu(on) - 1 : Number.NaN
+    })
+    .filter((v) => Number.isFinite(v))
+    .sort((a, b) => a - b)
+}
+const middle = (sorted: readonly number[]) =>
+  sorted.length === 0
+    ? Number.NaN
+    : sorted.length % 2
+      ? (sorted[(sorted.length - 1) / 2] ?? Number.NaN)
+      : ((sorted[sorted.length / 2 - 1] ?? 0) + (sorted[sorted.length / 2] ?? 0)) / 2
 out.push(
-  '| Technique switched off | Mix | req/s on → off | share (req/s on ÷ off − 1) | CPU µs/req (Node + PostgreSQL) on → off | share (CPU off ÷ on − 1) |',
-  '|---|---|--:|--:|--:|--:|',
+  '| Technique switched off | Mix | req/s on → off | share (req/s on ÷ off − 1) | CPU µs/req (Node + PostgreSQL) on → off | share (CPU off ÷ on − 1) | the same within each round: median (lowest … highest) |',
+  '|---|---|--:|--:|--:|--:|--:|',
 )
 for (const technique of techniques) {
   for (const mix of report) {
     const on = of(mix, 'openbook')
     const off = mix.summary.find((s) => s.target === technique)
     if (!off) continue
+    const paired = pairedShares(mix, technique)
     out.push(
-      `| ${technique} | ${name(mix)} | ${int(on.rps)} → ${int(off.rps)} | ${pct(on.rps / off.rps - 1)} | ` +
-        `${int(cpu(on))} → ${int(cpu(off))} | ${pct(cpu(off) / cpu(on) - 1)} |`,
+      `| ${technique === 'openbook-again' ? 'none (A/A control: openbook again)' : technique} | ${name(mix)} | ` +
+        `${int(on.rps)} → ${int(off.rps)} | ${pct(on.rps / off.rps - 1)} | ` +
+        `${int(cpu(on))} → ${int(cpu(off))} | ${pct(cpu(off) / cpu(on) - 1)} | ` +
+        `${pct(middle(paired))} (${pct(paired[0] ?? Number.NaN)} … ${pct(paired.at(-1) ?? Number.NaN)}) |`,
     )
   }
 }

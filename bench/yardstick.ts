@@ -1,6 +1,7 @@
 /**
  * npm run bench:yardstick -- [--scales full,100k] [--only cus-s-first,…] [--rounds N] [--duration S]
  *   [--warmup S] [--openbook-dir DIR] [--previous-dir DIR (another build, measured beside it)]
+ *   [--no-ladder (pgbench: the ceiling only)]
  *
  * openbook against the database's own ceiling, and each request-path technique's own share
  * (issues 33 and 32). On the databases of `npm run bench` (seeded, or reused as they are), per mix,
@@ -30,7 +31,7 @@ import {
   prepareDatabase,
   prepareOrganizations,
 } from './data.js'
-import { PGBENCH, type PgbenchRun, type PgbenchVariant, pgbenchRun } from './ladder.js'
+import { CEILING, PGBENCH, type PgbenchRun, type PgbenchVariant, pgbenchRun } from './ladder.js'
 import { type PgbenchLoad, pgbenchLoad } from './load.js'
 import { type LoadSettings, saturate, warmServer } from './measure.js'
 import { backendPids, metered, quiesce } from './meter.js'
@@ -68,6 +69,10 @@ const DEFAULT_MIXES = 'cus-s-first,cus-m-middle,apt-m-dates'
 /** openbook servers: as built, and each with one technique off. */
 const SERVERS: readonly { name: string; technique?: string; env?: NodeJS.ProcessEnv; what: string }[] = [
   { name: 'openbook', what: 'openbook as built (every technique on)' },
+  {
+    name: 'openbook-again',
+    what: "a second server of openbook as built: the A/A control, whose difference to openbook is the run's noise",
+  },
   {
     name: 'no-one-trip',
     technique: 'one-trip',
@@ -124,7 +129,11 @@ const perRequest = (cpuPercent: number, rps: number) =>
   rps > 0 ? ((cpuPercent / 100) * 1e6) / rps : Number.NaN
 
 async function main(): Promise<void> {
-  const options = parseOptions(process.argv.slice(2))
+  // `--no-ladder`: of the pgbench scripts only the ceiling (more rounds in the same time).
+  const argv = process.argv.slice(2)
+  const ladder = !argv.includes('--no-ladder')
+  const options = parseOptions(argv.filter((arg) => arg !== '--no-ladder'))
+  const scripts = ladder ? PGBENCH : PGBENCH.filter((variant) => variant === CEILING)
   const only = options.only ?? DEFAULT_MIXES
   const settings: LoadSettings = {
     duration: options.duration ?? 3,
@@ -187,7 +196,7 @@ async function main(): Promise<void> {
     const runs = new Map<string, PgbenchRun>()
     for (const mix of mixes) {
       const statements = await captureStatements(mix.org.key, mix.org.id, mix.request)
-      for (const variant of PGBENCH) {
+      for (const variant of scripts) {
         const run = pgbenchRun(variant, statements, mix.org.id)
         const file = join(workDir, `${scale.name}-${mix.id}-${variant.name}.sql`)
         writeFileSync(file, run.script)
@@ -210,12 +219,12 @@ async function main(): Promise<void> {
 
     log(`${scale.name}: warming every target on every mix`)
     for (const mix of mixes) {
-      for (const variant of PGBENCH) await pgbenchLoad(pgbenchOf(mix, variant, Math.max(1, settings.warmup)))
+      for (const variant of scripts) await pgbenchLoad(pgbenchOf(mix, variant, Math.max(1, settings.warmup)))
     }
     const paths = mixes.map((mix) => ({ path: mix.path, key: mix.org.key }))
     for (const server of servers) await warmServer(server, paths, settings)
 
-    const targets = [...servers.map((s) => s.name), ...PGBENCH.map((v) => v.name)]
+    const targets = [...servers.map((s) => s.name), ...scripts.map((v) => v.name)]
     for (const [index, mix] of mixes.entries()) {
       const loadStart = loadavg()
       log(`${scale.name} ${mix.id}: ${mix.path} (load ${loadStart.map((v) => v.toFixed(2)).join(' ')})`)
@@ -236,7 +245,7 @@ async function main(): Promise<void> {
               failures: r.failures,
             })
           } else {
-            const variant = PGBENCH.find((v) => v.name === name)
+            const variant = scripts.find((v) => v.name === name)
             if (!variant) continue
             await quiesce(monitor)
             // Metered from its second second on: its connections open in the first.

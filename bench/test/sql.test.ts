@@ -4,11 +4,9 @@ import { CEILING, PGBENCH, pgbenchRun } from '../ladder.js'
 import { captureStatements, parseListRequest } from '../sql.js'
 
 // The key lookup as the service writes it (src/queries/api-keys.ts), so that the scripts follow it.
-const { authenticate } = await captureStatements(
-  `svc_test_${'a'.repeat(64)}`,
-  'org_1',
-  parseListRequest('/api/public/v1/customers?limit=50&offset=0'),
-)
+const firstPage = parseListRequest('/api/public/v1/customers?limit=50&offset=0')
+if (!firstPage) throw new Error('the first page of customers is a list request')
+const { authenticate } = await captureStatements(`svc_test_${'a'.repeat(64)}`, 'org_1', firstPage)
 const statements = {
   authenticate,
   page: { text: 'SELECT $1::text, $2::bigint', params: ['org_1', 50] },
