@@ -15,19 +15,11 @@
  */
 import { cpus } from 'node:os'
 import { parseArgs } from 'node:util'
-import pg from 'pg'
-import {
-  busiestValues,
-  countOf,
-  type DataSet,
-  databaseUrl,
-  prepareDatabase,
-  prepareOrganizations,
-} from './data.js'
+import { type DataSet, databaseUrl } from './data.js'
 import { halfLoad, type LoadSettings, saturate, warmServer } from './measure.js'
-import { buildMixes } from './mixes.js'
 import { assertLoopbackUrl, parseCrowd, SCALES } from './options.js'
 import { runFromRoot } from './paths.js'
+import { prepareMixes } from './prepared-mixes.js'
 import { killAll, loadAverageText } from './proc.js'
 import { writeResultsSection } from './report.js'
 import { startOpenbook } from './servers.js'
@@ -73,15 +65,11 @@ for (const shape of values.shapes.split(',')) {
   }
   const stops: (() => Promise<void>)[] = []
   try {
-    await prepareDatabase(data, log, crowd)
-    const orgs = await prepareOrganizations(data)
-    const monitor = new pg.Client({ connectionString: databaseUrl(data, 'openbook-bench-monitor') })
-    await monitor.connect()
+    const { monitor, mixes } = await prepareMixes(data, log, {
+      ...(crowd ? { crowd } : {}),
+      only: values.only,
+    })
     stops.push(() => monitor.end())
-    const context = { busiest: await busiestValues(monitor, orgs.large.id), now: new Date() }
-    const count = (orgId: string, request: Parameters<typeof countOf>[3]) =>
-      countOf(monitor, orgs.large.key, orgId, request)
-    const mixes = await buildMixes(orgs, context, count, values.only)
     const openbook = await startOpenbook('openbook', '.', databaseUrl(data))
     stops.push(openbook.service.stop)
     await warmServer(

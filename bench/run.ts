@@ -10,15 +10,11 @@ import { join } from 'node:path'
 import pg from 'pg'
 import type { BenchReport, MixResult, ScaleReport } from './checks.js'
 import {
-  busiestValues,
   type CountPlan,
-  countOf,
   type DataSet,
   databaseUrl,
   dropDatabase,
   explainCount,
-  prepareDatabase,
-  prepareOrganizations,
   type SeedInfo,
 } from './data.js'
 import { measureEmbedded } from './embedded.js'
@@ -34,10 +30,11 @@ import {
   targetResult,
   warmServer,
 } from './measure.js'
-import { type BenchOrg, buildMixes, type Mix, type OrgSize, PAGE_SIZE } from './mixes.js'
+import { type BenchOrg, type Mix, type OrgSize, PAGE_SIZE } from './mixes.js'
 import { type BenchOptions, parseOptions, type Scale } from './options.js'
 import { pacedLoad } from './paced.js'
 import { runFromRoot } from './paths.js'
+import { prepareMixes } from './prepared-mixes.js'
 import { killAll, run, runOk, statusKb } from './proc.js'
 import { machineInfo, writeReport } from './report.js'
 import { median, type Saturation } from './rounds.js'
@@ -184,25 +181,18 @@ interface PreparedScale {
 async function prepareScale(options: BenchOptions, scale: Scale): Promise<PreparedScale> {
   const data: DataSet = { pgUrl: options.pgUrl, scale, cliDir: options.openbookDir, fresh: options.fresh }
   log(`scale ${scale.name}: database ${scale.database}`)
-  const seed = await prepareDatabase(data, log, options.crowd)
+  const { seed, orgs, monitor, mixes } = await prepareMixes(data, log, options)
+  stops.push(() => monitor.end())
   log(
     seed.fresh
       ? `seeded in ${seed.seconds} s (${seed.rowsPerSecond} rows/s); VACUUM ANALYZE ${seed.vacuumSeconds} s`
       : `VACUUM ANALYZE ${seed.vacuumSeconds} s`,
   )
-  const orgs = await prepareOrganizations(data)
   log(
     `organizations: ${Object.values(orgs)
       .map((o) => `${o.size} ${o.id} (${o.customers} customers)`)
       .join(', ')}`,
   )
-  const monitor = new pg.Client({ connectionString: databaseUrl(data, 'openbook-bench-monitor') })
-  await monitor.connect()
-  stops.push(() => monitor.end())
-
-  const context = { busiest: await busiestValues(monitor, orgs.large.id), now: new Date() }
-  const count = (orgId: string, request: Mix['request']) => countOf(monitor, orgs.large.key, orgId, request)
-  const mixes = await buildMixes(orgs, context, count, options.only)
   const firstPage = { page: { limit: PAGE_SIZE, offset: 0 }, filters: {} }
   const explain = [
     await explainCount(monitor, orgs.large.key, orgs.large.id, { resource: 'customers', ...firstPage }),

@@ -22,22 +22,15 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import pg from 'pg'
-import {
-  busiestValues,
-  countOf,
-  type DataSet,
-  databaseUrl,
-  prepareDatabase,
-  prepareOrganizations,
-} from './data.js'
+import { type DataSet, databaseUrl } from './data.js'
 import { CEILING, PGBENCH, type PgbenchRun, type PgbenchVariant, pgbenchRun } from './ladder.js'
 import { type PgbenchLoad, pgbenchLoad } from './load.js'
 import { type LoadSettings, saturate, warmServer } from './measure.js'
 import { backendPids, metered, quiesce } from './meter.js'
-import { buildMixes, type Mix } from './mixes.js'
+import type { Mix } from './mixes.js'
 import { parseOptions } from './options.js'
 import { runFromRoot } from './paths.js'
+import { prepareMixes } from './prepared-mixes.js'
 import { killAll } from './proc.js'
 import { median } from './rounds.js'
 import { startOpenbook, type Target } from './servers.js'
@@ -146,18 +139,8 @@ async function main(): Promise<void> {
   const report: Record<string, unknown>[] = []
   for (const scale of options.scales) {
     const data: DataSet = { pgUrl: options.pgUrl, scale, cliDir: options.openbookDir, fresh: false }
-    await prepareDatabase(data, log)
-    const orgs = await prepareOrganizations(data)
-    const monitor = new pg.Client({ connectionString: databaseUrl(data, 'openbook-bench-monitor') })
-    await monitor.connect()
+    const { monitor, mixes } = await prepareMixes(data, log, { only })
     stops.push(() => monitor.end())
-    const context = { busiest: await busiestValues(monitor, orgs.large.id), now: new Date() }
-    const mixes = await buildMixes(
-      orgs,
-      context,
-      (orgId, r) => countOf(monitor, orgs.large.key, orgId, r),
-      only,
-    )
     const url = databaseUrl(data)
 
     const servers: Target[] = []
