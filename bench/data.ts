@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { APPOINTMENT_LIST, filterColumn } from '../src/schemas/filters.js'
 import type { BenchOrg, OrgSize } from './mixes.js'
-import type { Scale } from './options.js'
+import type { Crowd, Scale } from './options.js'
 import { runOk } from './proc.js'
 import { captureStatements, type ListRequest } from './sql.js'
 
@@ -363,20 +363,6 @@ export async function explainCount(
 // seeded data. `openbook seed` spreads every organization's rows over years; a migration import
 // gives them one createdAt.
 // ---------------------------------------------------------------------------------------------
-
-/**
- * `spread`: the seed's data alone. `instant`: every row of the crowded organization at one instant;
- * `ninety`: 90 % of them on one day (a third of those at one instant), the rest over three years;
- * `sparse`: one row every 8 hours, back over decades.
- */
-export type DataShape = 'spread' | 'instant' | 'ninety' | 'sparse'
-export const DATA_SHAPES: readonly DataShape[] = ['spread', 'instant', 'ninety', 'sparse']
-
-export interface Crowd {
-  readonly shape: Exclude<DataShape, 'spread'>
-  readonly customers: number
-  readonly appointments: number
-}
 
 /** The crowded organization added to a PostgreSQL data set; on the embedded store, the demo's. */
 export const CROWD_ORG = 'org_crowd'

@@ -1,21 +1,12 @@
 import type pg from 'pg'
 import { httpLoad, type LoadResult, type PgbenchLoad, pgbenchLoad } from './load.js'
-import { backendPids, metered, quiesce, type Usage } from './meter.js'
+import { backendPids, metered, quiesce } from './meter.js'
 import { pacedLoad } from './paced.js'
-import { combineLatencyRounds, combineRounds, type Saturation } from './rounds.js'
-import type { Target } from './servers.js'
+import { combineLatencyRounds, combineRounds, type Saturation, type TargetResult } from './rounds.js'
 
-/** One target on one mix: as fast as it goes, then at half that rate for latency. */
-export interface TargetResult {
-  /** Every saturation round together: requests and CPU summed over them, latencies of the last. */
-  readonly saturation: LoadResult & Usage
-  /** req/s of each saturation round, in the order they ran (interleaved with the other targets'). */
-  readonly rounds?: readonly number[]
-  /** Latency at half load: the median p50 and p99 of its rounds. */
-  readonly half: LoadResult
-  /** p99 of each latency round, in the order they ran. */
-  readonly halfP99s?: readonly (number | null)[]
-}
+export type { TargetResult } from './rounds.js'
+
+import type { Target } from './servers.js'
 
 export type Log = (line: string) => void
 

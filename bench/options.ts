@@ -1,6 +1,19 @@
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import { type Crowd, DATA_SHAPES, type DataShape } from './data.js'
+
+/**
+ * `spread`: the seed's data alone. `instant`: every row of the crowded organization at one instant;
+ * `ninety`: 90 % of them on one day (a third of those at one instant), the rest over three years;
+ * `sparse`: one row every 8 hours, back over decades.
+ */
+export type DataShape = 'spread' | 'instant' | 'ninety' | 'sparse'
+export const DATA_SHAPES: readonly DataShape[] = ['spread', 'instant', 'ninety', 'sparse']
+
+export interface Crowd {
+  readonly shape: Exclude<DataShape, 'spread'>
+  readonly customers: number
+  readonly appointments: number
+}
 
 export type ScaleName = 'full' | '100k'
 

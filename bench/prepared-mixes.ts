@@ -1,7 +1,6 @@
 import pg from 'pg'
 import {
   busiestValues,
-  type Crowd,
   countOf,
   type DataSet,
   databaseUrl,
@@ -10,6 +9,7 @@ import {
   type SeedInfo,
 } from './data.js'
 import { type BenchOrg, buildMixes, type Mix, type OrgSize } from './mixes.js'
+import type { Crowd } from './options.js'
 
 /** A data set ready to be loaded: seeded (or reused), its organizations, a monitor, its mixes. */
 export interface PreparedMixes {

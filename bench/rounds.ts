@@ -4,11 +4,22 @@
  * logic, unit-tested.
  */
 import type { LoadResult } from './load.js'
-import type { TargetResult } from './measure.js'
 import type { Usage } from './meter.js'
 
 /** One saturation measurement of one target. */
 export type Saturation = LoadResult & Usage
+
+/** One target on one mix: as fast as it goes, then at half that rate for latency. */
+export interface TargetResult {
+  /** Every saturation round together: requests and CPU summed over them, latencies of the last. */
+  readonly saturation: LoadResult & Usage
+  /** req/s of each saturation round, in the order they ran (interleaved with the other targets'). */
+  readonly rounds?: readonly number[]
+  /** Latency at half load: the median p50 and p99 of its rounds. */
+  readonly half: LoadResult
+  /** p99 of each latency round, in the order they ran. */
+  readonly halfP99s?: readonly (number | null)[]
+}
 
 /** The middle value (the mean of the two middle ones for an even count). */
 export function median(values: readonly number[]): number {
