@@ -60,6 +60,9 @@ const range = (context: MixContext, from: number, to: number): AppointmentFilter
 })
 const RANGE_LABEL = [FROM?.param, TO?.param].filter(Boolean).join('+')
 
+/** A filter's part of a mix's id: `staffId` → `staff`. */
+const shortName = (param: string) => param.replace(/Id$/, '').toLowerCase()
+
 /** A value filter at the largest organization's busiest value. */
 const busiest = (param: string) => (context: MixContext) => ({ [param]: context.busiest[param] ?? '' })
 
@@ -75,13 +78,13 @@ const LARGE_FILTERS: readonly {
 }[] = [
   { name: '', label: '', filters: none },
   ...VALUE_FILTERS.map((filter) => ({
-    name: filter.param.replace(/Id$/, '').toLowerCase(),
+    name: shortName(filter.param),
     label: filter.param,
     filters: busiest(filter.param),
   })),
   { name: 'dates', label: RANGE_LABEL, filters: (c) => range(c, 120, 30) },
   ...VALUE_FILTERS.filter((filter) => filter.rows === 'many').map((filter) => ({
-    name: 'filtered',
+    name: `${shortName(filter.param)}-dates`,
     label: `${filter.param}+dates`,
     filters: (c: MixContext) => ({ ...busiest(filter.param)(c), ...range(c, 365, 1) }),
   })),

@@ -198,8 +198,8 @@ async function prepareScale(options: BenchOptions, scale: Scale): Promise<Prepar
     await explainCount(monitor, orgs.large.key, orgs.large.id, { resource: 'customers', ...firstPage }),
     await explainCount(monitor, orgs.large.key, orgs.large.id, { resource: 'appointments', ...firstPage }),
   ]
-  const filtered = mixes.find((mix) => mix.id === 'apt-l-filtered-first')
-  if (filtered) {
+  // The count of each value filter with a date range (the mixes `apt-l-<filter>-dates-first`).
+  for (const filtered of mixes.filter((mix) => /^apt-l-.+-dates-first$/.test(mix.id))) {
     const label = `appointments (${Object.keys(filtered.request.filters).join(', ')})`
     explain.push(await explainCount(monitor, orgs.large.key, orgs.large.id, filtered.request, label))
   }

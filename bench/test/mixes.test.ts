@@ -57,6 +57,7 @@ describe('the mixes', () => {
       'appointments:',
       'appointments:customerId',
       'appointments:staffId',
+      'appointments:staffId+dates',
       'appointments:startDate+endDate',
       'appointments:status',
       'appointments:status+dates',

@@ -1,6 +1,7 @@
 import { APPOINTMENT } from '../schemas/descriptions.js'
 import {
   APPOINTMENT_LIST,
+  bucketListOf,
   type FilterDescription,
   type FilterValues,
   filterColumn,
@@ -41,16 +42,14 @@ function conditionOf(filter: FilterDescription, n: number): string {
 export const APPOINTMENT_FILTERS = FILTERS.map((filter) => filter.param as FilterName)
 
 /**
- * Whether the buckets answer a total and place a deep page for these filters (migration 009 cuts
- * the list of all active appointments, and each bucket list of a `many` filter's value, into
- * buckets of at most 2,000 in list order; a date range is a contiguous part of either): every
- * filter is `many`, and at most one of them picks a bucket list. Any other set, and so any `few`
- * filter, counts from the few filter's index.
+ * Whether the buckets answer a total and place a deep page for these filters: every filter is
+ * `many`. Migrations 009 and 012 cut the list of all active appointments, and the list of each
+ * value and each combination of values of the `many` filters (`bucketListOf`), into buckets of at
+ * most 2,000 in list order; a date range is a contiguous part of any of them. Any other set, and
+ * so any `few` filter, counts from the few filter's index.
  */
 function bucketed(given: readonly FilterDescription[]): boolean {
-  return (
-    given.every((filter) => filter.rows === 'many') && given.filter((f) => f.compare === 'equals').length <= 1
-  )
+  return given.every((filter) => filter.rows === 'many')
 }
 
 /** The filters a request gives, each with its parameter's number. */
@@ -61,7 +60,7 @@ interface Numbered {
 
 /**
  * The list as pieces (`PageStatementParts.pieces`) when the buckets count it (`bucketed`): the
- * buckets of the value's bucket list (or of all appointments) from the one the range's start falls in to the
+ * buckets of the values' bucket list (or of all appointments) from the one the range's start falls in to the
  * one its end falls in. Those two are cut at the range's ends by counting index entries inside
  * them: below the start in the first, up to the end in the last (at most 2,000 each). A bucket's
  * upper end is the next one's bound, so each count runs from a bucket's bound up to a range's end:
@@ -69,18 +68,24 @@ interface Numbered {
  * and the entries of it up to the end.
  */
 function bucketPieces(given: readonly Numbered[]): { ctes: string | undefined; pieces: string } {
-  const value = given.find(({ filter }) => filter.compare === 'equals')
+  const values = given.filter(({ filter }) => filter.compare === 'equals')
   const startDate = given.find(({ filter }) => filter.compare === 'from')?.n
   const endDate = given.find(({ filter }) => filter.compare === 'to')?.n
-  const listName =
-    value?.filter.compare === 'equals' && value.filter.rows === 'many'
-      ? `'${value.filter.bucketList}' || $${value.n}::text`
-      : "'appointments'"
+  const bucketList = bucketListOf(
+    APPOINTMENT_LIST,
+    values.map(({ filter, n }) => ({ filter, value: n })),
+  )
+  const listName = [
+    `'${bucketList.name}'`,
+    ...bucketList.parts.flatMap(({ part, value }) => [`'${part}'`, `$${value}::text`]),
+  ].join(' || ')
   const list = (alias: string) => `${tenantCondition(alias)} AND ${alias}.list = ${listName}`
   // The list without its date range: what the buckets count.
-  const base = [tenantCondition('k'), 'k.is_active', value && conditionOf(value.filter, value.n)]
-    .filter(Boolean)
-    .join(' AND ')
+  const base = [
+    tenantCondition('k'),
+    'k.is_active',
+    ...values.map(({ filter, n }) => conditionOf(filter, n)),
+  ].join(' AND ')
   const start = startDate && `$${startDate}::timestamptz`
   const end = endDate && `$${endDate}::timestamptz`
   const bound = (cte: string) => `((SELECT ${cte}.lo_at FROM ${cte}), (SELECT ${cte}.lo_id FROM ${cte}))`

@@ -5,8 +5,8 @@ import { patience } from '../../packages/client/test/helpers/patience.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
 import { fetchPage, type PageStatement, SEEK_FROM } from '../../src/queries/page.js'
-import type { Store } from '../../src/store/types.js'
-import { addAppointments, addCustomers, createOrg } from '../helpers/fixtures.js'
+import { bucketFaults } from '../helpers/buckets.js'
+import { addAppointments, addCustomers, addStaff, createOrg } from '../helpers/fixtures.js'
 import { describeEachStore } from '../helpers/stores.js'
 
 // Rows that share a day or an instant (issue 33): the lists are cut into buckets by position
@@ -14,8 +14,10 @@ import { describeEachStore } from '../helpers/stores.js'
 // rows are written. The oracle is the data: every page is its slice of the whole list in the
 // contract's order, with its exact total, for an organization whose rows share one instant, one
 // whose day holds 90 % of them, and one with a few rows a day over years; with date ranges whose
-// ends fall inside the crowded instant or day; before and after writes that move, deactivate and
-// delete rows; and the buckets themselves hold exactly the entries in their ranges.
+// ends fall inside the crowded instant or day, alone and with a status, a staff member or both
+// (their bucket lists, migration 012); before and after writes that move, deactivate, delete and
+// hand rows to another staff member; and the buckets themselves hold exactly the entries in their
+// ranges.
 
 const DAY = 86_400_000
 const T = Date.parse('2025-01-01T09:00:00.000Z')
@@ -27,7 +29,12 @@ interface Row {
   at: number
   isActive: boolean
   status: string
+  /** Appointments: most rows a busy staff member's (past a bucket's 2,000), some another's, some nobody's. */
+  staffId: string | undefined
 }
+
+const STAFF = ['stf_busy', 'stf_quiet'] as const
+const staffOf = (i: number) => (i % 9 === 4 ? undefined : i % 4 === 1 ? 'stf_quiet' : 'stf_busy')
 
 type Shape = 'instant' | 'ninety' | 'sparse'
 const SHAPES: readonly Shape[] = ['instant', 'ninety', 'sparse']
@@ -46,33 +53,11 @@ const model = (shape: Shape, prefix: string, count: number): Row[] =>
     at: instantOf(shape, i),
     isActive: i % 11 !== 5,
     status: STATUSES[i % STATUSES.length] ?? 'completed',
+    staffId: staffOf(i),
   }))
 
 const inOrder = (rows: readonly Row[]) =>
   [...rows].sort((a, b) => b.at - a.at || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
-
-/** Buckets whose count is not the number of entries in their range, or that hold more than 2,000. */
-async function bucketFaults(store: Store): Promise<unknown[]> {
-  return store.admin((sql) =>
-    sql.query(
-      `WITH b AS (
-         SELECT org_id, list, lo_at, lo_id, n, lead(lo_at) OVER w AS hi_at, lead(lo_id) OVER w AS hi_id
-         FROM list_buckets WINDOW w AS (PARTITION BY org_id, list ORDER BY lo_at, lo_id)),
-       e AS (
-         SELECT org_id, 'customers' AS list, created_at AS at, id FROM customers WHERE is_active
-         UNION ALL SELECT org_id, 'appointments', start_at, id FROM appointments WHERE is_active
-         UNION ALL SELECT org_id, 'appointments:' || status, start_at, id FROM appointments WHERE is_active)
-       SELECT b.org_id, b.list, b.lo_at, b.lo_id, b.n, c.n AS actual FROM b CROSS JOIN LATERAL (
-         SELECT count(*)::int AS n FROM e WHERE e.org_id = b.org_id AND e.list = b.list
-           AND (e.at, e.id) >= (b.lo_at, b.lo_id) AND (b.hi_at IS NULL OR (e.at, e.id) < (b.hi_at, b.hi_id))) c
-       WHERE b.n <> c.n OR b.n > 2000
-       UNION ALL
-       SELECT e.org_id, e.list, NULL, NULL, NULL, count(*)::int FROM e
-       WHERE NOT EXISTS (SELECT 1 FROM list_buckets x WHERE x.org_id = e.org_id AND x.list = e.list)
-       GROUP BY 1, 2`,
-    ),
-  )
-}
 
 describeEachStore('pages of rows that share a day or an instant on %s', (testStore) => {
   const data = new Map<Shape, { customers: Row[]; appointments: Row[] }>()
@@ -85,6 +70,7 @@ describeEachStore('pages of rows that share a day or an instant on %s', (testSto
       const appointments = model(shape, 'apt', 5_500)
       data.set(shape, { customers, appointments })
       await createOrg(store, orgOf(shape))
+      await addStaff(store, orgOf(shape), STAFF)
       // In two writes each, so that the second adds to buckets the first made.
       for (const part of [customers.slice(0, 2_600), customers.slice(2_600)])
         await addCustomers(
@@ -96,7 +82,13 @@ describeEachStore('pages of rows that share a day or an instant on %s', (testSto
         await addAppointments(
           store,
           orgOf(shape),
-          part.map((r) => ({ id: r.id, start: iso(r.at), isActive: r.isActive, status: r.status })),
+          part.map((r) => ({
+            id: r.id,
+            start: iso(r.at),
+            isActive: r.isActive,
+            status: r.status,
+            ...(r.staffId ? { staffId: r.staffId } : {}),
+          })),
         )
     }
   }, patience(120_000))
@@ -115,6 +107,7 @@ describeEachStore('pages of rows that share a day or an instant on %s', (testSto
       (r) =>
         r.isActive &&
         (filters.status === undefined || r.status === filters.status) &&
+        (filters.staffId === undefined || r.staffId === filters.staffId) &&
         (filters.startDate === undefined || r.at >= Date.parse(filters.startDate)) &&
         (filters.endDate === undefined || r.at <= Date.parse(filters.endDate)),
     )
@@ -146,17 +139,19 @@ describeEachStore('pages of rows that share a day or an instant on %s', (testSto
       shape: fc.constantFrom(...SHAPES),
       list: fc.constantFrom('customers' as const, 'appointments' as const),
       status: fc.option(fc.constantFrom('completed', 'no_show'), { nil: undefined }),
+      staffId: fc.option(fc.constantFrom(...STAFF), { nil: undefined }),
       startDate: fc.option(fc.constantFrom(...ends), { nil: undefined }),
       endDate: fc.option(fc.constantFrom(...ends), { nil: undefined }),
       limit: fc.oneof(fc.constant(50), fc.integer({ min: 1, max: 100 })),
       position: fc.double({ min: 0, max: 1.02, noNaN: true }),
     })
-    .map(({ shape, list, status, startDate, endDate, limit, position }): Case => {
+    .map(({ shape, list, status, staffId, startDate, endDate, limit, position }): Case => {
       const filters: AppointmentFilters =
         list === 'customers'
           ? {}
           : {
               ...(status === undefined ? {} : { status }),
+              ...(staffId === undefined ? {} : { staffId }),
               ...(startDate === undefined ? {} : { startDate: iso(startDate) }),
               ...(endDate === undefined ? {} : { endDate: iso(endDate) }),
             }
@@ -205,6 +200,13 @@ describeEachStore('pages of rows that share a day or an instant on %s', (testSto
         [orgOf('ninety')],
       )
       await sql.query("DELETE FROM appointments WHERE org_id = $1 AND id > 'apt_01200'", [orgOf('instant')])
+      // Appointments handed from one staff member to the other, and some to nobody.
+      await sql.query(
+        `UPDATE appointments SET staff_id = CASE WHEN id < 'apt_01500' THEN NULL
+           WHEN staff_id = 'stf_busy' THEN 'stf_quiet' ELSE 'stf_busy' END
+         WHERE org_id = $1 AND id BETWEEN 'apt_01000' AND 'apt_03500'`,
+        [orgOf('sparse')],
+      )
       await sql.query(
         "UPDATE customers SET is_active = NOT is_active WHERE org_id = $1 AND id BETWEEN 'cus_00200' AND 'cus_03900'",
         [orgOf('ninety')],
@@ -215,6 +217,9 @@ describeEachStore('pages of rows that share a day or an instant on %s', (testSto
       if (c.id >= 'cus_03000' && c.id <= 'cus_04000') c.at = T
     for (const a of data.get('ninety')?.appointments ?? [])
       if (a.id < 'apt_02500' && a.status === 'completed') a.status = 'no_show'
+    for (const a of data.get('sparse')?.appointments ?? [])
+      if (a.id >= 'apt_01000' && a.id <= 'apt_03500')
+        a.staffId = a.id < 'apt_01500' ? undefined : a.staffId === 'stf_busy' ? 'stf_quiet' : 'stf_busy'
     const instant = data.get('instant')
     if (instant) instant.appointments = instant.appointments.filter((a) => a.id <= 'apt_01200')
     for (const c of data.get('ninety')?.customers ?? [])

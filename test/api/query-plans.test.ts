@@ -76,7 +76,9 @@ describe.skipIf(!postgresAvailable())('query plans on PostgreSQL', () => {
   it.each([
     ['status', 'AND k.status = $2', ['completed'], 'appointments_active_status_idx'],
     ['customerId', 'AND k.customer_id = $2', ['customer'], 'appointments_active_customer_idx'],
-    ['staffId', 'AND k.staff_id = $2', ['staff'], 'appointments_active_staff_idx'],
+    // The count may read the index of the staff member and status together (migration 012): it
+    // leads with the staff member too; the page needs the staff member's own, in list order.
+    ['staffId', 'AND k.staff_id = $2', ['staff'], /appointments_active_staff(_status)?_idx/],
     [
       'date range',
       'AND k.start_at >= $2 AND k.start_at <= $3',
@@ -95,7 +97,7 @@ describe.skipIf(!postgresAvailable())('query plans on PostgreSQL', () => {
         count('appointments', where),
       ]) {
         const plan = await planOf(testStore, orgId, text, params)
-        expect(plan, plan).toContain(index)
+        expect(plan, plan).toMatch(index)
         expect(plan, plan).not.toMatch(/Seq Scan|Sort/)
       }
     },
