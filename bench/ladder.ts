@@ -120,29 +120,28 @@ export const PGBENCH: readonly PgbenchVariant[] = [
   },
   {
     name: 'pgb-executes',
-    what: "openbook's messages with the settings and the key lookup also EXECUTEd (prepared once per client)",
+    what: "openbook's messages until the implicit transaction: BEGIN, the settings, the key lookup and the page EXECUTEd (prepared once per client); then COMMIT",
     protocol: 'simple',
     script: (s) => lines(prepareAllOnce(s), join_(['BEGIN', ...executeAll(s)]), 'COMMIT;'),
   },
   {
     name: 'pgb-executes-implicit',
-    what: 'the same, one message as one implicit transaction (no BEGIN, no COMMIT message)',
+    what: "openbook's message now (`DATABASE_PREPARED_STATEMENTS=on`): the same, one message as its own implicit transaction (no BEGIN, no COMMIT message)",
     protocol: 'simple',
     script: (s) => lines(prepareAllOnce(s), join_(executeAll(s))),
   },
   {
     name: 'pgb-pooler',
-    what: "openbook's messages with `DATABASE_PREPARED_STATEMENTS=pooler` (openbook_prepare in each)",
+    what: "openbook's message with `DATABASE_PREPARED_STATEMENTS=pooler` (openbook_prepare in each), its own implicit transaction",
     protocol: 'simple',
     script: (s) =>
       lines(
         join_([
-          ...opening(),
+          readerPreamble(true, 5_000),
           prepareOnServerText(pageName(s), s.page.text, false),
           s.authenticate.text,
           executeKeyOrg(s),
         ]),
-        'COMMIT;',
       ),
   },
 ]

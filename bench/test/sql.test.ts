@@ -54,6 +54,19 @@ describe("openbook's messages in pgbench", () => {
       /BEGIN \\; EXECUTE bench_settings \\; EXECUTE bench_lookup\('[0-9a-f]{64}'\) \\; EXECUTE bench_page_/,
     )
   })
+
+  it("sends openbook's message now (on, and pooler) as its own transaction: no BEGIN, no COMMIT", () => {
+    for (const name of ['pgb-executes-implicit', 'pgb-pooler']) {
+      const message = script(name).split('\\endif\n').at(-1) ?? ''
+      expect(message, name).not.toMatch(/BEGIN|COMMIT/)
+      expect(message, name).toMatch(
+        /EXECUTE bench_page_[0-9a-f]{16}\(current_setting\('openbook.org_id', true\), 50\);\n$/,
+      )
+    }
+    expect(script('pgb-executes-implicit')).toMatch(
+      /^[\s\S]*\\endif\nEXECUTE bench_settings \\; EXECUTE bench_lookup/,
+    )
+  })
 })
 
 describe('pickOrganizations', () => {

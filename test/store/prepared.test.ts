@@ -13,8 +13,8 @@ import { createTestDatabase, postgresAvailable, type TestDatabase } from '../hel
  * statement is parsed and planned once per connection and then runs its generic plan; pooler (for
  * PgBouncer in transaction mode), each page statement is prepared once per server connection,
  * which the database checks; off, nothing is left prepared on the connection.
- * Round trips: on and pooler, BEGIN with its settings, the key lookup and the page go in one
- * message, then COMMIT; off, the page waits for the lookup's answer.
+ * Round trips: on and pooler, the settings, the key lookup and the page go in one message, which
+ * is its own transaction (no BEGIN, no COMMIT); off, the page waits for the lookup's answer.
  */
 describe.skipIf(!postgresAvailable())('prepared statements on the request path (PostgreSQL)', () => {
   let database: TestDatabase
@@ -147,13 +147,13 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
     "SELECT set_config\\('openbook\\.org_id', CASE a\\.state WHEN 'active' THEN a\\.org_id ELSE '' END, true\\)[^;]*FROM openbook_key_lookup"
   const PAGE_EXECUTE = "\\(current_setting\\('openbook\\.org_id', true\\)[^;]*\\)"
 
-  it('on: a request is one message of EXECUTEs (BEGIN, settings, key lookup, page), each statement prepared once per connection, and its COMMIT', async () => {
+  it('on: a request is one message of EXECUTEs (settings, key lookup, page), its own transaction, each statement prepared once per connection', async () => {
     const { requests, prepared } = await messagesPerRequest('on')
-    expect(requests.map((messages) => messages.length)).toEqual([2, 2])
+    expect(requests.map((messages) => messages.length)).toEqual([1, 1])
     const name = '(openbook_e_[0-9a-f]{24})'
-    for (const [message, commit] of requests) {
+    for (const [message] of requests) {
       const match = new RegExp(
-        `^BEGIN; EXECUTE ${name}; EXECUTE ${name}\\('[0-9a-f]{64}'\\); EXECUTE ${name}${PAGE_EXECUTE}$`,
+        `^EXECUTE ${name}; EXECUTE ${name}\\('[0-9a-f]{64}'\\); EXECUTE ${name}${PAGE_EXECUTE}$`,
       ).exec(message ?? '')
       expect(match, message).not.toBeNull()
       const [, settings = '', lookup = '', page = ''] = match ?? []
@@ -163,27 +163,51 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
       expect(prepared.get(settings)).toMatch(new RegExp(`PREPARE ${settings} AS ${SETTINGS}; `))
       expect(prepared.get(lookup)).toMatch(new RegExp(`PREPARE ${lookup} AS ${LOOKUP}\\(\\$1::text\\) a; `))
       expect(prepared.get(page)).toMatch(new RegExp(`PREPARE ${page} AS WITH v AS MATERIALIZED `))
-      expect(commit).toBe('COMMIT')
     }
   })
 
-  it('pooler: a request is one message (BEGIN, settings, the page prepared on its server connection, key lookup, page) and its COMMIT', async () => {
+  it('pooler: a request is one message (settings, the page prepared on its server connection, key lookup, page), its own transaction', async () => {
     const { requests } = await messagesPerRequest('pooler')
-    expect(requests.map((messages) => messages.length)).toEqual([2, 2])
-    for (const [message, commit] of requests) {
+    expect(requests.map((messages) => messages.length)).toEqual([1, 1])
+    for (const [message] of requests) {
       // The statement prepared (unless it is there already; preparing reads no row) is the one
       // executed; the settings and the key lookup go as text, the key's hash written in.
       expect(message).toMatch(
         new RegExp(
-          `^BEGIN; ${SETTINGS}; ` +
+          `^${SETTINGS}; ` +
             "SELECT openbook_prepare\\('(openbook_e_[0-9a-f]{24})', 'WITH v AS MATERIALIZED [\\s\\S]*'\\); " +
             `${LOOKUP}\\('[0-9a-f]{64}'::text\\) a; ` +
             `EXECUTE \\1${PAGE_EXECUTE}$`,
         ),
       )
-      expect(commit).toBe('COMMIT')
     }
   })
+
+  it.each(['on', 'pooler'] as const)(
+    '%s: the request leaves no transaction, role or setting behind for the next user of its connection',
+    async (mode) => {
+      await withOneConnection(mode, `org_after_${mode}`, async (store, app, key) => {
+        for (const url of ['/api/public/v1/customers', '/api/public/v1/appointments']) {
+          const response = await app.inject({ url, headers: bearer(key) })
+          expect(response.statusCode).toBe(200)
+          // The same (only) connection: its own transaction, as the login role, read-write.
+          const [state] = await store.admin((sql) =>
+            sql.query<{ role: string; login: string; readOnly: string; org: string | null }>(
+              `SELECT current_user AS role, session_user AS login,
+                 current_setting('transaction_read_only') AS "readOnly",
+                 nullif(current_setting('openbook.org_id', true), '') AS org`,
+            ),
+          )
+          expect(state).toEqual({
+            role: state?.login,
+            login: state?.login,
+            readOnly: 'off',
+            org: null,
+          })
+        }
+      })
+    },
+  )
 
   it('off: the page waits for the key lookup (three messages)', async () => {
     const { requests } = await messagesPerRequest('off')
@@ -229,7 +253,7 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
         const messages = await page()
         expect(messages.filter((m) => m.includes('openbook_prepare('))).toHaveLength(2)
         const rechecked =
-          /^BEGIN; [\s\S]*SELECT openbook_prepare\('openbook_e_[0-9a-f]+', '[\s\S]*', true\); SELECT set_config\('openbook\.org_id'/
+          /^SELECT set_config[\s\S]*SELECT openbook_prepare\('openbook_e_[0-9a-f]+', '[\s\S]*', true\); SELECT set_config\('openbook\.org_id'/
         expect(messages.filter((m) => rechecked.test(m))).toHaveLength(1)
         expect(await statements()).toHaveLength(1)
       } finally {

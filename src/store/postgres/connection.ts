@@ -24,8 +24,8 @@ import type { AdminSql } from '../types.js'
  *   has no parameters (the key lookup), statements with parameters are prepared once per
  *   connection (`preparedStatements` on), and a read-only transaction's COMMIT is not waited for:
  *   two round trips per request instead of four. With prepared statements (on or pooler), the key
- *   lookup waits for the page and both go with BEGIN in one message (`one-trip.ts`): one round
- *   trip, and COMMIT.
+ *   lookup waits for the page and both go with the settings in one message (`one-trip.ts`), which
+ *   is the read-only transaction itself: one round trip, no BEGIN and no COMMIT (`sendMessage`).
  * - anything else: BEGIN, then the statements as they come, then COMMIT, each waited for.
  */
 export interface TransactionMode {
@@ -113,6 +113,8 @@ interface Held {
 export class TransactionConnection {
   /** BEGIN not sent yet: it goes with the first statement (request path) or before the work. */
   owed: string | undefined
+  /** The statements of `owed` after its BEGIN. */
+  private owedSettings: string[] = []
   answered = false
   /** Not to be given to the next user: its backend died, or it could not roll back. */
   broken = false
@@ -126,10 +128,15 @@ export class TransactionConnection {
    */
   private preparing: string[] = []
 
+  /**
+   * A read-only request on the one-trip path: a message that carries the opening and the page is
+   * its own transaction, with no BEGIN or COMMIT (`sendMessage`).
+   */
+  private readonly implicit: boolean
+
   constructor(
     private readonly client: pg.PoolClient,
     private readonly mode: TransactionMode,
-    begin: string,
     private readonly prepare: PreparedStatements,
     /** `pooler`: the server connection's prepared statements checked in pg_prepared_statements. */
     private readonly recheck: boolean,
@@ -137,8 +144,8 @@ export class TransactionConnection {
     /** The request path: how long a round trip may still take (its deadline, or the replica's cap). */
     private readonly roundTripLimitMs?: () => number,
   ) {
-    this.owed =
-      mode.request && prepare === 'on' && mode.preamble ? this.preparedOpening(mode.preamble) : begin
+    this.implicit = mode.request && mode.readOnly && prepare !== 'off'
+    this.owe()
     const query = this.query.bind(this)
     const oneTrip = mode.request && prepare !== 'off'
     this.sql = {
@@ -217,9 +224,18 @@ export class TransactionConnection {
     return [prepareText(name, text), execute]
   }
 
-  /** BEGIN and the settings, `on`: the settings EXECUTEd (`executeOnce`). */
-  private preparedOpening(preamble: string): string {
-    return ['BEGIN', ...this.executeOnce(preamble, [])].join('; ')
+  /**
+   * Owes BEGIN and the settings after it, as `owed` and, for a message without BEGIN
+   * (`implicit`), `owedSettings`: on the request path `on`, the settings EXECUTEd (`executeOnce`).
+   */
+  private owe(): void {
+    const { preamble, request } = this.mode
+    this.owedSettings = !preamble
+      ? []
+      : request && this.prepare === 'on'
+        ? this.executeOnce(preamble, [])
+        : [preamble]
+    this.owed = ['BEGIN', ...this.owedSettings].join('; ')
   }
 
   /** A held statement as it goes: `on`, EXECUTEd; `pooler`, with its parameters written in. */
@@ -254,15 +270,29 @@ export class TransactionConnection {
    * each held statement is answered with its result, and the answer is `last`'s rows. A message
    * that fails after a `PREPARE` leaves it unknown whether the statement exists: with prepared
    * statements `on`, which remembers them per connection, the connection is not given out again.
+   *
+   * `implicit`: a message that opens the transaction and ends with the page goes without BEGIN.
+   * PostgreSQL runs the statements of one simple-protocol message as one transaction of their
+   * own (an implicit transaction block: the settings' `set_config(…, true)` hold until its end, as
+   * in a transaction begun by BEGIN), and commits it when the message is done: no BEGIN to parse
+   * and no COMMIT to send (bench/RESULTS.md: 4-10 % of PostgreSQL's CPU a request). Each statement
+   * reads its own snapshot either way (READ COMMITTED); the page and its total are one statement.
+   * A statement after it opens a transaction again, with its settings.
    */
   private async sendMessage(statements: readonly string[], last: string | undefined): Promise<object[]> {
     const held = this.held
     this.held = []
     const heldParts = held.map((h) => this.heldText(h))
     const heldCount = heldParts.reduce((sum, part) => sum + part.length, 0)
-    const texts = [...(this.owed === undefined ? [] : [this.owed]), ...statements, ...heldParts.flat()]
+    const implicit = this.implicit && this.owed !== undefined && last !== undefined
+    const opening = this.owed === undefined ? [] : implicit ? this.owedSettings : [this.owed]
+    const texts = [...opening, ...statements, ...heldParts.flat()]
     if (last !== undefined) texts.push(last)
     this.owed = undefined
+    // Whatever its answer, no transaction is open after the message: the next statement opens one.
+    const reopen = () => {
+      if (implicit) this.owe()
+    }
     try {
       const answer = await this.roundTrip(
         () => this.client.query(texts.join('; ')) as unknown as Promise<pg.QueryResult | pg.QueryResult[]>,
@@ -275,10 +305,12 @@ export class TransactionConnection {
         at += heldParts[i]?.length ?? 1
         h.resolve(results[at - 1]?.rows ?? [])
       }
+      reopen()
       return last === undefined ? [] : (results.at(-1)?.rows ?? [])
     } catch (error) {
       if (statements.length > 0 && this.prepare === 'on') this.broken = true
       for (const h of held) h.reject(error)
+      reopen()
       throw error
     }
   }

@@ -120,7 +120,6 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
   }
 
   async function transaction<T>(mode: TransactionMode, work: (sql: AdminSql) => Promise<T>): Promise<T> {
-    const begin = mode.preamble ? `BEGIN; ${mode.preamble}` : 'BEGIN'
     // A backend that dies while its connection is idle (pg_terminate_backend, a restarted server)
     // is noticed by the pool only once its error has been read off the socket; until then the pool
     // still hands the connection out, and the round trip that carries BEGIN is the one that fails.
@@ -146,7 +145,6 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
       const connection = new TransactionConnection(
         client,
         mode,
-        begin,
         attemptPrepare,
         recheck,
         () => reused.add(client),
@@ -164,6 +162,8 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
         if (!mode.request) await connection.sendOwed()
         const result = await work(connection.sql)
         await connection.flush()
+        // BEGIN owed (again): no transaction is open, as after a request whose one message was its
+        // own transaction (connection.ts, `implicit`).
         if (connection.owed === undefined) {
           if (mode.request && mode.readOnly) {
             // A read-only COMMIT changes nothing: the client's queue sends it before anything the
