@@ -16,29 +16,15 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { type EmbeddedMix, measureEmbedded } from './embedded.js'
-import { parseCrowd } from './options.js'
+import { parseCrowd, SHAPE_OPTIONS, shapeLoadSettings } from './options.js'
 import { runFromRoot } from './paths.js'
 import { loadAverageText } from './proc.js'
 import { writeResultsSection } from './report.js'
 
 runFromRoot()
 
-const { values } = parseArgs({
-  options: {
-    shapes: { type: 'string', default: 'instant,ninety,sparse' },
-    duration: { type: 'string', default: '3' },
-    connections: { type: 'string', default: '16' },
-    'shape-size': { type: 'string', default: '300000,600000' },
-    write: { type: 'boolean', default: false },
-  },
-})
-const settings = {
-  duration: Number(values.duration),
-  rounds: 1,
-  warmup: 1,
-  connections: Number(values.connections),
-  poolSize: 1,
-}
+const { values } = parseArgs({ options: SHAPE_OPTIONS })
+const settings = shapeLoadSettings(values, 1)
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 const load = loadAverageText
 

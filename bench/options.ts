@@ -194,3 +194,26 @@ export function parseCrowd(shape: string, size: string): Crowd | undefined {
   if (shape === 'spread') return undefined
   return { shape: shape as Crowd['shape'], customers: Number(match[1]), appointments: Number(match[2]) }
 }
+
+/** The options both shape benchmarks take (`bench:shapes`, `bench:embedded`), each adding its own. */
+export const SHAPE_OPTIONS = {
+  shapes: { type: 'string', default: 'instant,ninety,sparse' },
+  duration: { type: 'string', default: '3' },
+  connections: { type: 'string', default: '16' },
+  'shape-size': { type: 'string', default: '300000,600000' },
+  write: { type: 'boolean', default: false },
+} as const
+
+/** How the shape benchmarks load a page: one saturation run of `duration` after 1 s of warm-up, then half that rate. */
+export function shapeLoadSettings(
+  values: { readonly duration: string; readonly connections: string },
+  poolSize: number,
+) {
+  return {
+    duration: Number(values.duration),
+    rounds: 1,
+    warmup: 1,
+    connections: Number(values.connections),
+    poolSize,
+  }
+}

@@ -17,7 +17,7 @@ import { cpus } from 'node:os'
 import { parseArgs } from 'node:util'
 import { type DataSet, databaseUrl } from './data.js'
 import { halfLoad, type LoadSettings, saturate, warmServer } from './measure.js'
-import { assertLoopbackUrl, parseCrowd, SCALES } from './options.js'
+import { assertLoopbackUrl, parseCrowd, SCALES, SHAPE_OPTIONS, shapeLoadSettings } from './options.js'
 import { runFromRoot } from './paths.js'
 import { prepareMixes } from './prepared-mixes.js'
 import { killAll, loadAverageText } from './proc.js'
@@ -28,23 +28,13 @@ runFromRoot()
 
 const { values } = parseArgs({
   options: {
-    shapes: { type: 'string', default: 'instant,ninety,sparse' },
-    duration: { type: 'string', default: '3' },
-    connections: { type: 'string', default: '16' },
-    'shape-size': { type: 'string', default: '300000,600000' },
+    ...SHAPE_OPTIONS,
     only: { type: 'string', default: 'cus-l,apt-l' },
     pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://root@127.0.0.1:5432' },
-    write: { type: 'boolean', default: false },
   },
 })
 assertLoopbackUrl(values.pg)
-const settings: LoadSettings = {
-  duration: Number(values.duration),
-  rounds: 1,
-  warmup: 1,
-  connections: Number(values.connections),
-  poolSize: 10,
-}
+const settings: LoadSettings = shapeLoadSettings(values, 10)
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 /** The target of issue 33 on PostgreSQL: p50 at half load, ms. */
 const TARGET_P50_MS = 5
