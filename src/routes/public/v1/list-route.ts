@@ -89,8 +89,8 @@ export function registerListRoute(app: FastifyInstance, route: AnyListRoute): vo
       }
       if (!answer.page) throw new Error('an unconditional read returned no page')
       const identity = identityOf(answer)
-      reply.header('etag', listEtag(identity, 'identity'))
-      // The tag of the coding the body goes in, once compression has chosen it.
+      // The tag of the coding the body goes in (`identity` too), once compression has chosen it:
+      // hashed once a request, in the onSend hook every route gets (plugins/compression.ts).
       ;(reply as CodingListener)[ON_CODING] = (coding) => reply.header('etag', listEtag(identity, coding))
       // The items arrive as JSON from the database, written field by field from the query's list:
       // only those fields leave the server, and the body is sent as it is, without a parse.
