@@ -1,5 +1,6 @@
 #!/bin/bash
-# PostgreSQL CPU per transaction of one pgbench script, alone and beside CPU burners.
+# PostgreSQL CPU per transaction of one pgbench script: alone and beside a CPU burner, then paced
+# at lower rates (pgbench -R), as openbook's requests arrive.
 # Usage: bash bench/pg-coload.sh [DATABASE] (a database of `npm run bench`, 100k scale by default).
 # The transactions are those pgbench reports; PostgreSQL CPU from /proc (clock ticks of 10 ms).
 DB=${1:-openbook_bench_100k}
@@ -10,14 +11,14 @@ SQL
 # Every postgres process's CPU, and that of the backends which ended (the postmaster's children's).
 pgcpu() { local t=0; for p in $(pgrep -x postgres); do s=$(awk '{print $14+$15}' /proc/$p/stat 2>/dev/null); t=$((t + ${s:-0})); done; local m=$(pgrep -o -x postgres); c=$(awk '{print $16+$17}' /proc/$m/stat); echo $((t + c)); }
 run() {
-  local burners=$1 pids=()
+  local burners=$1 rate=$2 pids=()
   for i in $(seq 1 $burners); do node -e 'for(;;){}' & pids+=($!); done
   sleep 1
   local a=$(pgcpu)
-  local out=$(pgbench -h 127.0.0.1 -U root -n -M prepared -c 4 -j 1 -T 10 -f ${TMPDIR:-/tmp}/openbook-coload.sql $DB 2>&1)
+  local out=$(pgbench -h 127.0.0.1 -U root -n -M prepared -c 4 -j 1 -T 10 ${rate:+-R $rate} -f ${TMPDIR:-/tmp}/openbook-coload.sql $DB 2>&1)
   local b=$(pgcpu)
   for p in "${pids[@]}"; do kill $p; done; wait 2>/dev/null
   local tx=$(echo "$out" | awk '/number of transactions actually processed/ {print $NF}' | cut -d/ -f1)
-  echo "burners=$burners tx=$tx pg_ticks=$((b-a)) pg_us_per_tx=$(( (b-a)*10000 / tx ))"
+  echo "burners=$burners rate=${rate:-max} tx=$tx pg_us_per_tx=$(( (b-a)*10000 / tx ))"
 }
-for round in 1 2; do for n in 0 1; do run $n; done; done
+for round in 1 2; do for n in 0 1; do run $n; done; for r in 1800 600; do run 0 $r; done; done
