@@ -3,7 +3,7 @@ import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { PreparedStatements } from '../../src/config.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
-import type { Store } from '../../src/store/types.js'
+import { KEY_ORGANIZATION, type Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { addAppointments, addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
 import { createTestDatabase, postgresAvailable, type TestDatabase } from '../helpers/stores.js'
@@ -205,6 +205,25 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
             org: null,
           })
         }
+      })
+    },
+  )
+
+  it.each(['on', 'pooler'] as const)(
+    '%s: a statement after the message that was its own transaction opens a new one, with the settings',
+    async (mode) => {
+      await withOneConnection(mode, `org_again_${mode}`, async (store) => {
+        const [first, after] = await store.read(async (sql) => {
+          const page = await sql.query<{ role: string }>('SELECT $1::text AS org, current_user AS role', [
+            KEY_ORGANIZATION,
+          ])
+          const next = await sql.query<{ role: string }>(
+            'SELECT current_user AS role, current_setting(\'transaction_read_only\') AS "readOnly"',
+          )
+          return [page[0], next[0]]
+        })
+        expect(first?.role).toBe('openbook_reader')
+        expect(after).toEqual({ role: 'openbook_reader', readOnly: 'on' })
       })
     },
   )
