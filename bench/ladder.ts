@@ -181,3 +181,6 @@ export function pgbenchRun(
 
 /** The ceiling: `pgb-prepared`. */
 export const CEILING = PGBENCH[0] as PgbenchVariant
+
+/** openbook's message as it goes now: `pgb-executes-implicit`. */
+export const MESSAGE = PGBENCH.find((variant) => variant.name === 'pgb-executes-implicit') as PgbenchVariant

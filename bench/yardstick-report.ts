@@ -54,15 +54,20 @@ out.push(
 )
 
 out.push(
-  '| Mix | pgbench `-M prepared` µs/tx | openbook PostgreSQL µs/req | ÷ ceiling | previous build µs/req | ÷ ceiling | pgbench tx/s | openbook req/s | ÷ pgbench | previous req/s |',
-  '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+  "| Mix | pgbench `-M prepared` µs/tx | openbook PostgreSQL µs/req | ÷ ceiling | ceiling paced at openbook's req/s µs/tx | ÷ paced ceiling | openbook's message paced µs/tx | ÷ paced ceiling | previous build µs/req | ÷ ceiling | pgbench tx/s | openbook req/s | ÷ pgbench | previous req/s |",
+  '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
 )
 for (const mix of report) {
   const ceiling = of(mix, 'pgb-prepared')
   const ours = of(mix, 'openbook')
   const main = mix.summary.find((s) => s.target === 'previous')
+  // Runs before the paced scripts had none.
+  const paced = mix.summary.find((s) => s.target === 'pgb-prepared-paced')
+  const message = mix.summary.find((s) => s.target === 'pgb-executes-implicit-paced')
   out.push(
     `| ${name(mix)} | ${int(ceiling.pgMicros)} | ${int(ours.pgMicros)} | ${x(ours.pgMicros / ceiling.pgMicros)} | ` +
+      `${paced ? int(paced.pgMicros) : '–'} | ${paced ? x(ours.pgMicros / paced.pgMicros) : '–'} | ` +
+      `${message ? int(message.pgMicros) : '–'} | ${message && paced ? x(message.pgMicros / paced.pgMicros) : '–'} | ` +
       `${main ? int(main.pgMicros) : '–'} | ${main ? x(main.pgMicros / ceiling.pgMicros) : '–'} | ${int(ceiling.rps)} | ` +
       `${int(ours.rps)} | ${x(ours.rps / ceiling.rps)} | ${main ? int(main.rps) : '–'} |`,
   )
@@ -72,7 +77,9 @@ out.push('')
 // Run with --no-ladder: the ceiling alone, no ladder to show.
 const hasLadder = report.every((mix) => mix.summary.some((s) => s.target === 'pgb-openbook'))
 const ladder = hasLadder
-  ? (report[0]?.summary.filter((s) => s.target.startsWith('pgb-')).map((s) => s.target) ?? [])
+  ? (report[0]?.summary
+      .filter((s) => s.target.startsWith('pgb-') && !s.target.endsWith('-paced'))
+      .map((s) => s.target) ?? [])
   : []
 if (hasLadder)
   out.push(

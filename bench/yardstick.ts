@@ -13,6 +13,9 @@
  *   ceiling. And pgbench scripts of openbook's own messages, each without one of their parts (the
  *   transaction's BEGIN and COMMIT, the settings, the key lookup), with `openbook_prepare`, and the
  *   two statements alone in one simple-protocol message: where openbook's PostgreSQL CPU goes.
+ * - The ceiling and openbook's own message again, paced (`pgbench --rate`) at the req/s openbook
+ *   reached on the mix (`…-paced`): PostgreSQL spends CPU per second and per wake-up whatever the
+ *   work, so a statement costs more a transaction at a lower rate; these compare like with like.
  * - openbook as built, and openbook with one technique switched off (bench/technique-off.mjs) or
  *   with `DATABASE_PREPARED_STATEMENTS=pooler`.
  *
@@ -23,7 +26,7 @@ import { loadavg, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type DataSet, databaseUrl } from './data.js'
-import { CEILING, PGBENCH, type PgbenchRun, type PgbenchVariant, pgbenchRun } from './ladder.js'
+import { CEILING, MESSAGE, PGBENCH, type PgbenchRun, type PgbenchVariant, pgbenchRun } from './ladder.js'
 import { type PgbenchLoad, pgbenchLoad } from './load.js'
 import { type LoadSettings, saturate, warmServer } from './measure.js'
 import { backendPids, metered, quiesce } from './meter.js'
@@ -118,6 +121,10 @@ function summarize(targets: readonly string[], rounds: readonly Round[]) {
 /** Seconds of a pgbench run before it is metered. */
 const PGBENCH_WARMUP_S = 1
 
+/** The pgbench scripts run again at openbook's req/s: the ceiling and openbook's own message. */
+const PACED: readonly PgbenchVariant[] = [CEILING, MESSAGE]
+const PACED_SUFFIX = '-paced'
+
 const perRequest = (cpuPercent: number, rps: number) =>
   rps > 0 ? ((cpuPercent / 100) * 1e6) / rps : Number.NaN
 
@@ -179,14 +186,14 @@ async function main(): Promise<void> {
     const runs = new Map<string, PgbenchRun>()
     for (const mix of mixes) {
       const statements = await captureStatements(mix.org.key, mix.org.id, mix.request)
-      for (const variant of scripts) {
+      for (const variant of new Set([...scripts, ...PACED])) {
         const run = pgbenchRun(variant, statements, mix.org.id)
         const file = join(workDir, `${scale.name}-${mix.id}-${variant.name}.sql`)
         writeFileSync(file, run.script)
         runs.set(`${mix.id} ${variant.name}`, run)
       }
     }
-    const pgbenchOf = (mix: Mix, variant: PgbenchVariant, seconds: number): PgbenchLoad => {
+    const pgbenchOf = (mix: Mix, variant: PgbenchVariant, seconds: number, rate?: number): PgbenchLoad => {
       const found = runs.get(`${mix.id} ${variant.name}`)
       if (!found) throw new Error(`no pgbench script for ${mix.id} ${variant.name}`)
       const { script: _script, ...run } = found
@@ -196,7 +203,8 @@ async function main(): Promise<void> {
         scriptFile: join(workDir, `${scale.name}-${mix.id}-${variant.name}.sql`),
         clients: settings.poolSize,
         seconds,
-        applicationName: `openbook-bench-${variant.name}`,
+        ...(rate === undefined ? {} : { rate }),
+        applicationName: `openbook-bench-${variant.name}${rate === undefined ? '' : PACED_SUFFIX}`,
       }
     }
 
@@ -207,11 +215,22 @@ async function main(): Promise<void> {
     const paths = mixes.map((mix) => ({ path: mix.path, key: mix.org.key }))
     for (const server of servers) await warmServer(server, paths, settings)
 
-    const targets = [...servers.map((s) => s.name), ...scripts.map((v) => v.name)]
+    const paced = PACED.map((variant) => ({ name: variant.name + PACED_SUFFIX, variant }))
+    const targets = [
+      ...servers.map((s) => s.name),
+      ...scripts.map((v) => v.name),
+      ...paced.map((p) => p.name),
+    ]
+    const openbook = servers[0] as Target
     for (const [index, mix] of mixes.entries()) {
       const loadStart = loadavg()
       log(`${scale.name} ${mix.id}: ${mix.path} (load ${loadStart.map((v) => v.toFixed(2)).join(' ')})`)
       const rounds: Round[] = []
+      // The pace: openbook's req/s on this mix, the median of its rounds so far (before its first
+      // round, of a measurement of its own).
+      const pace = await saturate(openbook, mix.path, mix.org.key, settings, monitor, true)
+      const openbookRate = () =>
+        median([pace.rps, ...rounds.filter((r) => r.target === openbook.name).map((r) => r.rps)])
       for (let round = 0; round < settings.rounds; round++) {
         for (let turn = 0; turn < targets.length; turn++) {
           const name = targets[(index + round + turn) % targets.length] ?? ''
@@ -228,11 +247,17 @@ async function main(): Promise<void> {
               failures: r.failures,
             })
           } else {
-            const variant = scripts.find((v) => v.name === name)
+            const pacedVariant = paced.find((p) => p.name === name)?.variant
+            const variant = pacedVariant ?? scripts.find((v) => v.name === name)
             if (!variant) continue
             await quiesce(monitor)
             // Metered from its second second on: its connections open in the first.
-            const load = pgbenchOf(mix, variant, settings.duration + PGBENCH_WARMUP_S)
+            const load = pgbenchOf(
+              mix,
+              variant,
+              settings.duration + PGBENCH_WARMUP_S,
+              pacedVariant ? openbookRate() : undefined,
+            )
             const m = await metered(
               undefined,
               backendPids(monitor, load.applicationName),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { pickOrganizations } from '../data.js'
-import { CEILING, PGBENCH, pgbenchRun } from '../ladder.js'
+import { CEILING, MESSAGE, PGBENCH, pgbenchRun } from '../ladder.js'
 import { captureStatements, parseListRequest } from '../sql.js'
 
 // The key lookup as the service writes it (src/queries/api-keys.ts), so that the scripts follow it.
@@ -66,6 +66,8 @@ describe("openbook's messages in pgbench", () => {
     expect(script('pgb-executes-implicit')).toMatch(
       /^[\s\S]*\\endif\nEXECUTE bench_settings \\; EXECUTE bench_lookup/,
     )
+    // The yardstick paces this one at openbook's rate beside the ceiling.
+    expect(MESSAGE.name).toBe('pgb-executes-implicit')
   })
 })
 
