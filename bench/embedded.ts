@@ -129,8 +129,13 @@ export async function measureEmbedded(
     onStart(target.service.stop)
     const key = target.key
     const totalOf = async (request: Parameters<typeof pathOf>[0]) => {
-      const response = await fetch(target.baseUrl + pathOf({ ...request, page: { limit: 1, offset: 0 } }), {
+      const path = pathOf({ ...request, page: { limit: 1, offset: 0 } })
+      const response = await fetch(target.baseUrl + path, {
         headers: { authorization: `Bearer ${key}` },
+      }).catch((error: Error) => {
+        // What the server did is what tells a lost connection's cause (a run once failed so).
+        const state = target.service.exitReason() ?? 'still running'
+        throw new Error(`${path}: ${error.message} (${String(error.cause ?? '')}); the server ${state}`)
       })
       return ((await response.json()) as { pagination: { total: number } }).pagination.total
     }

@@ -143,15 +143,24 @@ export async function startService(
   throw new Error(`${command} ${args.join(' ')} did not listen on ${port} within ${timeoutMs / 1000} s`)
 }
 
-function accepts(port: number): Promise<boolean> {
+/**
+ * Whether a server listens on `port`. A probe whose own ephemeral port happens to be `port` connects
+ * to itself (TCP's simultaneous open on loopback) with nobody listening: that is not an answer.
+ */
+export function accepts(port: number, localPort?: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = new Socket()
     socket.once('connect', () => {
+      const self = socket.localPort === port
       socket.destroy()
-      resolve(true)
+      resolve(!self)
     })
     socket.once('error', () => resolve(false))
-    socket.connect(port, '127.0.0.1')
+    socket.connect({
+      port,
+      host: '127.0.0.1',
+      ...(localPort ? { localPort, localAddress: '127.0.0.1' } : {}),
+    })
   })
 }
 
