@@ -1,7 +1,7 @@
 /**
  * npm run bench:yardstick -- [--scales full,100k] [--only cus-s-first,…] [--rounds N] [--duration S]
  *   [--warmup S] [--openbook-dir DIR] [--previous-dir DIR (another build, measured beside it)]
- *   [--no-ladder (pgbench: the ceiling only)]
+ *   [--no-ladder (pgbench: the ceiling, saturated and paced, and the paced message only)]
  *
  * openbook against the database's own ceiling, and each request-path technique's own share
  * (issues 33 and 32). On the databases of `npm run bench` (seeded, or reused as they are), per mix,
@@ -129,7 +129,7 @@ const perRequest = (cpuPercent: number, rps: number) =>
   rps > 0 ? ((cpuPercent / 100) * 1e6) / rps : Number.NaN
 
 async function main(): Promise<void> {
-  // `--no-ladder`: of the pgbench scripts only the ceiling (more rounds in the same time).
+  // `--no-ladder`: of the pgbench scripts only the ceiling and the paced pair (more rounds in the same time).
   const argv = process.argv.slice(2)
   const ladder = !argv.includes('--no-ladder')
   const options = parseOptions(argv.filter((arg) => arg !== '--no-ladder'))
