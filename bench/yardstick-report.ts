@@ -54,8 +54,8 @@ out.push(
 )
 
 out.push(
-  "| Mix | pgbench `-M prepared` µs/tx | openbook PostgreSQL µs/req | ÷ ceiling | ceiling paced at openbook's req/s µs/tx | ÷ paced ceiling | openbook's message paced µs/tx | ÷ paced ceiling | previous build µs/req | ÷ ceiling | pgbench tx/s | openbook req/s | ÷ pgbench | previous req/s |",
-  '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+  "| Mix | pgbench `-M prepared` µs/tx | openbook PostgreSQL µs/req | ÷ ceiling | ceiling paced at openbook's req/s µs/tx | ÷ paced ceiling | openbook's message paced µs/tx | ÷ paced ceiling | openbook ÷ its message paced | previous build µs/req | ÷ ceiling | pgbench tx/s | openbook req/s | ÷ pgbench | previous req/s |",
+  '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
 )
 for (const mix of report) {
   const ceiling = of(mix, 'pgb-prepared')
@@ -68,6 +68,7 @@ for (const mix of report) {
     `| ${name(mix)} | ${int(ceiling.pgMicros)} | ${int(ours.pgMicros)} | ${x(ours.pgMicros / ceiling.pgMicros)} | ` +
       `${paced ? int(paced.pgMicros) : '–'} | ${paced ? x(ours.pgMicros / paced.pgMicros) : '–'} | ` +
       `${message ? int(message.pgMicros) : '–'} | ${message && paced ? x(message.pgMicros / paced.pgMicros) : '–'} | ` +
+      `${message ? x(ours.pgMicros / message.pgMicros) : '–'} | ` +
       `${main ? int(main.pgMicros) : '–'} | ${main ? x(main.pgMicros / ceiling.pgMicros) : '–'} | ${int(ceiling.rps)} | ` +
       `${int(ours.rps)} | ${x(ours.rps / ceiling.rps)} | ${main ? int(main.rps) : '–'} |`,
   )
@@ -101,24 +102,50 @@ if (hasLadder) out.push('')
 
 // The A/A control first: the same build in a second server, its "share" is the run's noise.
 const techniques = ['openbook-again', 'no-one-trip', 'no-sql-prepare', 'pooler', 'no-text-timestamps']
-/** Per round, the CPU a request of `target` over openbook's in the same round, less 1: sorted. */
-const pairedShares = (mix: MixReport, target: string) => {
-  const ours = mix.rounds.filter((r) => r.target === 'openbook')
-  const theirs = mix.rounds.filter((r) => r.target === target)
-  return theirs
+/** Per round, `value` of `target` over that of `base` in the same round: sorted. */
+const pairedRatios = (mix: MixReport, target: string, base: string, value: (s: Summary) => number = cpu) => {
+  const bases = mix.rounds.filter((r) => r.target === base)
+  return mix.rounds
+    .filter((r) => r.target === target)
     .map((r, i) => {
-      const on = ours[i]
-      return on ? cpu(r) / cpu(on) - 1 : Number.NaN
+      const on = bases[i]
+      return on ? value(r) / value(on) : Number.NaN
     })
     .filter((v) => Number.isFinite(v))
     .sort((a, b) => a - b)
 }
+/** Per round, the CPU a request of `target` over openbook's in the same round, less 1: sorted. */
+const pairedShares = (mix: MixReport, target: string) =>
+  pairedRatios(mix, target, 'openbook').map((ratio) => ratio - 1)
 const middle = (sorted: readonly number[]) =>
   sorted.length === 0
     ? Number.NaN
     : sorted.length % 2
       ? (sorted[(sorted.length - 1) / 2] ?? Number.NaN)
       : ((sorted[sorted.length / 2 - 1] ?? 0) + (sorted[sorted.length / 2] ?? 0)) / 2
+
+// At the same rate, round by round: what drifts over a run's minutes falls on both sides of a ratio.
+const PACED_PAIRS = [
+  ['openbook', 'pgb-prepared-paced'],
+  ['openbook-again', 'pgb-prepared-paced'],
+  ['pgb-executes-implicit-paced', 'pgb-prepared-paced'],
+  ['openbook', 'pgb-executes-implicit-paced'],
+] as const
+if (report.every((mix) => mix.summary.some((s) => s.target === 'pgb-prepared-paced'))) {
+  out.push(
+    `| PostgreSQL µs/req, within each round: median (lowest … highest) | ${report.map(name).join(' | ')} |`,
+    `|---|${report.map(() => '--:').join('|')}|`,
+  )
+  for (const [target, base] of PACED_PAIRS) {
+    const cells = report.map((mix) => {
+      const ratios = pairedRatios(mix, target, base, (s) => s.pgMicros)
+      return `${x(middle(ratios))} (${x(ratios[0] ?? Number.NaN)} … ${x(ratios.at(-1) ?? Number.NaN)})`
+    })
+    out.push(`| ${target} ÷ ${base} | ${cells.join(' | ')} |`)
+  }
+  out.push('')
+}
+
 out.push(
   '| Technique switched off | Mix | req/s on → off | share (req/s on ÷ off − 1) | CPU µs/req (Node + PostgreSQL) on → off | share (CPU off ÷ on − 1) | the same within each round: median (lowest … highest) |',
   '|---|---|--:|--:|--:|--:|--:|',
