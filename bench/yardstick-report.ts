@@ -66,8 +66,8 @@ for (const mix of report) {
   const message = mix.summary.find((s) => s.target === 'pgb-executes-implicit-paced')
   out.push(
     `| ${name(mix)} | ${int(ceiling.pgMicros)} | ${int(ours.pgMicros)} | ${x(ours.pgMicros / ceiling.pgMicros)} | ` +
-      `${paced ? int(paced.pgMicros) : '–'} | ${paced ? x(ours.pgMicros / paced.pgMicros) : '–'} | ` +
-      `${message ? int(message.pgMicros) : '–'} | ${message && paced ? x(message.pgMicros / paced.pgMicros) : '–'} | ` +
+      `${paced ? `${int(paced.pgMicros)} (at ${int(paced.rps)}/s)` : '–'} | ${paced ? x(ours.pgMicros / paced.pgMicros) : '–'} | ` +
+      `${message ? `${int(message.pgMicros)} (at ${int(message.rps)}/s)` : '–'} | ${message && paced ? x(message.pgMicros / paced.pgMicros) : '–'} | ` +
       `${message ? x(ours.pgMicros / message.pgMicros) : '–'} | ` +
       `${main ? int(main.pgMicros) : '–'} | ${main ? x(main.pgMicros / ceiling.pgMicros) : '–'} | ${int(ceiling.rps)} | ` +
       `${int(ours.rps)} | ${x(ours.rps / ceiling.rps)} | ${main ? int(main.rps) : '–'} |`,

@@ -216,21 +216,19 @@ async function main(): Promise<void> {
     for (const server of servers) await warmServer(server, paths, settings)
 
     const paced = PACED.map((variant) => ({ name: variant.name + PACED_SUFFIX, variant }))
-    const targets = [
-      ...servers.map((s) => s.name),
-      ...scripts.map((v) => v.name),
-      ...paced.map((p) => p.name),
-    ]
+    // The paced scripts right after openbook: in most rounds they run at the rate it has just had.
+    const [first, ...others] = servers.map((s) => s.name)
+    const targets = [first ?? '', ...paced.map((p) => p.name), ...others, ...scripts.map((v) => v.name)]
     const openbook = servers[0] as Target
     for (const [index, mix] of mixes.entries()) {
       const loadStart = loadavg()
       log(`${scale.name} ${mix.id}: ${mix.path} (load ${loadStart.map((v) => v.toFixed(2)).join(' ')})`)
       const rounds: Round[] = []
-      // The pace: openbook's req/s on this mix, the median of its rounds so far (before its first
-      // round, of a measurement of its own).
+      // The pace: openbook's req/s on this mix in its latest round (before its first, in a
+      // measurement of its own): a rate that drifts over the run is followed round by round.
       const pace = await saturate(openbook, mix.path, mix.org.key, settings, monitor, true)
       const openbookRate = () =>
-        median([pace.rps, ...rounds.filter((r) => r.target === openbook.name).map((r) => r.rps)])
+        rounds.filter((r) => r.target === openbook.name && r.failures === 0).at(-1)?.rps ?? pace.rps
       for (let round = 0; round < settings.rounds; round++) {
         for (let turn = 0; turn < targets.length; turn++) {
           const name = targets[(index + round + turn) % targets.length] ?? ''
