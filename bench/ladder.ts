@@ -131,6 +131,27 @@ export const PGBENCH: readonly PgbenchVariant[] = [
     script: (s) => lines(prepareAllOnce(s), join_(executeAll(s))),
   },
   {
+    name: 'pgb-implicit-no-settings',
+    what: "openbook's message now without the settings' EXECUTE (made per session instead)",
+    protocol: 'simple',
+    session: 'reader',
+    script: (s) => lines(prepareAllOnce(s), join_(executeAll(s).slice(1))),
+  },
+  {
+    name: 'pgb-implicit-no-lookup',
+    what: "openbook's message now with the key lookup's EXECUTE replaced by set_config of the organization",
+    protocol: 'simple',
+    script: (s, orgId) =>
+      lines(
+        prepareAllOnce(s),
+        join_([
+          'EXECUTE bench_settings',
+          `SELECT set_config('openbook.org_id', '${orgId}', true)`,
+          executeKeyOrg(s),
+        ]),
+      ),
+  },
+  {
     name: 'pgb-pooler',
     what: "openbook's message with `DATABASE_PREPARED_STATEMENTS=pooler` (openbook_prepare in each), its own implicit transaction",
     protocol: 'simple',
@@ -182,5 +203,23 @@ export function pgbenchRun(
 /** The ceiling: `pgb-prepared`. */
 export const CEILING = PGBENCH[0] as PgbenchVariant
 
+const variant = (name: string) => {
+  const found = PGBENCH.find((v) => v.name === name)
+  if (!found) throw new Error(`no pgbench script ${name}`)
+  return found
+}
+
 /** openbook's message as it goes now: `pgb-executes-implicit`. */
-export const MESSAGE = PGBENCH.find((variant) => variant.name === 'pgb-executes-implicit') as PgbenchVariant
+export const MESSAGE = variant('pgb-executes-implicit')
+
+/**
+ * What `--paced-ladder` runs at openbook's rate: the ceiling, openbook's message, and the parts
+ * between them one at a time (the settings, the key lookup, the simple protocol's EXECUTE).
+ */
+export const PACED_LADDER: readonly PgbenchVariant[] = [
+  CEILING,
+  MESSAGE,
+  variant('pgb-implicit-no-settings'),
+  variant('pgb-implicit-no-lookup'),
+  variant('pgb-bare'),
+]

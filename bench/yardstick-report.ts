@@ -124,6 +124,26 @@ const middle = (sorted: readonly number[]) =>
       ? (sorted[(sorted.length - 1) / 2] ?? Number.NaN)
       : ((sorted[sorted.length / 2 - 1] ?? 0) + (sorted[sorted.length / 2] ?? 0)) / 2
 
+// `--paced-ladder`: the parts of openbook's message, each at openbook's rate.
+const pacedLadder = (report[0]?.summary ?? [])
+  .map((s) => s.target)
+  .filter((target) => target.endsWith('-paced'))
+if (pacedLadder.length > 2) {
+  out.push(
+    `| pgbench script at openbook's rate: PostgreSQL µs/tx (− openbook's message's) | ${report.map(name).join(' | ')} |`,
+    `|---|${report.map(() => '--:').join('|')}|`,
+  )
+  for (const target of pacedLadder) {
+    const cells = report.map((mix) => {
+      const s = of(mix, target)
+      const diff = s.pgMicros - of(mix, 'pgb-executes-implicit-paced').pgMicros
+      return `${int(s.pgMicros)} (${diff >= 0 ? '+' : '−'}${int(Math.abs(diff))})`
+    })
+    out.push(`| ${target} | ${cells.join(' | ')} |`)
+  }
+  out.push('')
+}
+
 // At the same rate, round by round: what drifts over a run's minutes falls on both sides of a ratio.
 const PACED_PAIRS = [
   ['openbook', 'pgb-prepared-paced'],

@@ -2,6 +2,8 @@
  * npm run bench:yardstick -- [--scales full,100k] [--only cus-s-first,…] [--rounds N] [--duration S]
  *   [--warmup S] [--openbook-dir DIR] [--previous-dir DIR (another build, measured beside it)]
  *   [--no-ladder (pgbench: the ceiling, saturated and paced, and the paced message only)]
+ *   [--paced-ladder (openbook and its A/A twin, the ceiling, and the ladder's parts of openbook's
+ *   message, each at openbook's rate: where the rest is, at the same rate)]
  *
  * openbook against the database's own ceiling, and each request-path technique's own share
  * (issues 33 and 32). On the databases of `npm run bench` (seeded, or reused as they are), per mix,
@@ -26,7 +28,15 @@ import { loadavg, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type DataSet, databaseUrl } from './data.js'
-import { CEILING, MESSAGE, PGBENCH, type PgbenchRun, type PgbenchVariant, pgbenchRun } from './ladder.js'
+import {
+  CEILING,
+  MESSAGE,
+  PACED_LADDER,
+  PGBENCH,
+  type PgbenchRun,
+  type PgbenchVariant,
+  pgbenchRun,
+} from './ladder.js'
 import { type PgbenchLoad, pgbenchLoad } from './load.js'
 import { type LoadSettings, saturate, warmServer } from './measure.js'
 import { backendPids, metered, quiesce } from './meter.js'
@@ -121,8 +131,6 @@ function summarize(targets: readonly string[], rounds: readonly Round[]) {
 /** Seconds of a pgbench run before it is metered. */
 const PGBENCH_WARMUP_S = 1
 
-/** The pgbench scripts run again at openbook's req/s: the ceiling and openbook's own message. */
-const PACED: readonly PgbenchVariant[] = [CEILING, MESSAGE]
 const PACED_SUFFIX = '-paced'
 
 const perRequest = (cpuPercent: number, rps: number) =>
@@ -131,9 +139,13 @@ const perRequest = (cpuPercent: number, rps: number) =>
 async function main(): Promise<void> {
   // `--no-ladder`: of the pgbench scripts only the ceiling and the paced pair (more rounds in the same time).
   const argv = process.argv.slice(2)
-  const ladder = !argv.includes('--no-ladder')
-  const options = parseOptions(argv.filter((arg) => arg !== '--no-ladder'))
-  const scripts = ladder ? PGBENCH : PGBENCH.filter((variant) => variant === CEILING)
+  const pacedLadder = argv.includes('--paced-ladder')
+  const ladder = !argv.includes('--no-ladder') && !pacedLadder
+  const options = parseOptions(argv.filter((arg) => arg !== '--no-ladder' && arg !== '--paced-ladder'))
+  const scripts = ladder ? PGBENCH : [CEILING]
+  // Run again at openbook's req/s: the ceiling and openbook's own message, or the paced ladder.
+  const pacedScripts = pacedLadder ? PACED_LADDER : [CEILING, MESSAGE]
+  const serverKinds = pacedLadder ? SERVERS.filter((s) => !s.technique && !s.env) : SERVERS
   const only = options.only ?? DEFAULT_MIXES
   const settings: LoadSettings = {
     duration: options.duration ?? 3,
@@ -151,7 +163,7 @@ async function main(): Promise<void> {
     const url = databaseUrl(data)
 
     const servers: Target[] = []
-    for (const server of SERVERS) {
+    for (const server of serverKinds) {
       const target = await startOpenbook(server.name, options.openbookDir, url, {
         env: { ...server.env, ...(server.technique ? { BENCH_TECHNIQUE_OFF: server.technique } : {}) },
         ...(server.technique ? { preload } : {}),
@@ -186,7 +198,7 @@ async function main(): Promise<void> {
     const runs = new Map<string, PgbenchRun>()
     for (const mix of mixes) {
       const statements = await captureStatements(mix.org.key, mix.org.id, mix.request)
-      for (const variant of new Set([...scripts, ...PACED])) {
+      for (const variant of new Set([...scripts, ...pacedScripts])) {
         const run = pgbenchRun(variant, statements, mix.org.id)
         const file = join(workDir, `${scale.name}-${mix.id}-${variant.name}.sql`)
         writeFileSync(file, run.script)
@@ -215,7 +227,7 @@ async function main(): Promise<void> {
     const paths = mixes.map((mix) => ({ path: mix.path, key: mix.org.key }))
     for (const server of servers) await warmServer(server, paths, settings)
 
-    const paced = PACED.map((variant) => ({ name: variant.name + PACED_SUFFIX, variant }))
+    const paced = pacedScripts.map((variant) => ({ name: variant.name + PACED_SUFFIX, variant }))
     // The paced scripts right after openbook: in most rounds they run at the rate it has just had.
     const [first, ...others] = servers.map((s) => s.name)
     const targets = [first ?? '', ...paced.map((p) => p.name), ...others, ...scripts.map((v) => v.name)]

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { pickOrganizations } from '../data.js'
-import { CEILING, MESSAGE, PGBENCH, pgbenchRun } from '../ladder.js'
+import { CEILING, MESSAGE, PACED_LADDER, PGBENCH, pgbenchRun } from '../ladder.js'
 import { captureStatements, parseListRequest } from '../sql.js'
 
 // The key lookup as the service writes it (src/queries/api-keys.ts), so that the scripts follow it.
@@ -68,6 +68,28 @@ describe("openbook's messages in pgbench", () => {
     )
     // The yardstick paces this one at openbook's rate beside the ceiling.
     expect(MESSAGE.name).toBe('pgb-executes-implicit')
+  })
+
+  it("takes openbook's message now apart: without the settings (per session), without the key lookup", () => {
+    const message = (name: string) => script(name).split('\\endif\n').at(-1) ?? ''
+    expect(message('pgb-implicit-no-settings')).toMatch(
+      /^EXECUTE bench_lookup\('[0-9a-f]{64}'\) \\; EXECUTE bench_page_/,
+    )
+    const noSettings = PGBENCH.find((v) => v.name === 'pgb-implicit-no-settings')
+    if (!noSettings) throw new Error('pgb-implicit-no-settings')
+    expect(pgbenchRun(noSettings, statements, 'org_1').sessionSettings).toMatchObject({
+      role: 'openbook_reader',
+    })
+    expect(message('pgb-implicit-no-lookup')).toMatch(
+      /^EXECUTE bench_settings \\; SELECT set_config\('openbook.org_id', 'org_1', true\) \\; EXECUTE bench_page_/,
+    )
+    expect(PACED_LADDER.map((v) => v.name)).toEqual([
+      'pgb-prepared',
+      'pgb-executes-implicit',
+      'pgb-implicit-no-settings',
+      'pgb-implicit-no-lookup',
+      'pgb-bare',
+    ])
   })
 })
 
