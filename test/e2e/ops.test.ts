@@ -51,7 +51,7 @@ describeEachStoreKind('the server binary on %s: the ops port', (kind) => {
       )
       let stopping = false
       try {
-        await server.waitFor(/operations listener/)
+        await server.waitFor(/operations listener \(healthz, readyz, metrics\) ready/)
         const ops = (path: string) => fetch(`http://127.0.0.1:${opsPort}${path}`)
         expect(await (await ops('/healthz')).json()).toEqual({ status: 'ok' })
         expect((await ops('/readyz')).status).toBe(200)

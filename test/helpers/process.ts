@@ -11,15 +11,29 @@ export function scratchRoot(): string {
   return existsSync('/dev/shm') ? '/dev/shm' : tmpdir()
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
+/** Ports this process has handed out: the kernel may give a closed one again at once. */
+const handedOut = new Set<number>()
+
+/**
+ * A port nobody listens on, never one this process handed out before: a test that asks for PORT
+ * and OPS_PORT before its server listens on either must not get the same port twice (the server
+ * then stops with "OPS_PORT equals PORT").
+ */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await new Promise<number>((resolve, reject) => {
+      const server = createServer()
+      server.once('error', reject)
+      server.listen(0, '127.0.0.1', () => {
+        const address = server.address()
+        server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
+      })
     })
-  })
+    if (!handedOut.has(port)) {
+      handedOut.add(port)
+      return port
+    }
+  }
 }
 
 export interface RunningProcess {
