@@ -15,18 +15,23 @@ import { patience } from '../../packages/client/test/helpers/patience.js'
 import { cleanEnv, ROOT, spawnCollecting } from '../helpers/process.js'
 
 /**
- * `npm start` after a `git pull`: it serves the current sources. A project of one source file
- * with the repository's own `start` script and scripts/ stands in for the repository, so that
- * building it costs a second and the tests' own dist/ is never rebuilt under them.
+ * `npm start` and `openbook` after a `git pull`: they run the current sources. A project of one
+ * or two source files with the repository's own `start` script, scripts/ and bin/ stands in for
+ * the repository, so that building it costs a second and the tests' own dist/ is never rebuilt
+ * under them.
  */
 const dir = mkdtempSync(join(tmpdir(), 'openbook-start-'))
-afterAll(() => rmSync(dir, { recursive: true, force: true }))
+const cliDir = mkdtempSync(join(tmpdir(), 'openbook-bin-'))
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true })
+  rmSync(cliDir, { recursive: true, force: true })
+})
 
 const realPackage = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   scripts: Record<string, string>
 }
 
-function setUp(): void {
+function setUp(dir: string): void {
   writeFileSync(
     join(dir, 'package.json'),
     JSON.stringify({
@@ -36,9 +41,10 @@ function setUp(): void {
       scripts: { start: realPackage.scripts.start },
     }),
   )
-  for (const file of ['start.js', 'build-inputs.js', 'copy-migrations.js']) {
+  for (const file of ['start.js', 'current-dist.js', 'build-inputs.js', 'copy-migrations.js']) {
     cpSync(join(ROOT, 'scripts', file), join(dir, 'scripts', file))
   }
+  cpSync(join(ROOT, 'bin', 'openbook.js'), join(dir, 'bin', 'openbook.js'))
   cpSync(join(ROOT, 'tsconfig.build.json'), join(dir, 'tsconfig.build.json'))
   writeFileSync(
     join(dir, 'tsconfig.json'),
@@ -70,7 +76,7 @@ describe('npm start serves the current sources', () => {
   it(
     'dist/ missing: built, then served; current: served as it is; sources changed (a git pull): built again',
     async () => {
-      setUp()
+      setUp(dir)
       source("process.stdout.write('serving v1\\n')\n")
       const first = await npmStart()
       expect(first).toEqual({
@@ -129,6 +135,56 @@ describe('npm start serves the current sources', () => {
         stderr:
           'openbook: dist/ is missing, and it cannot be built here: TypeScript is not installed (npm ci installs it; or build elsewhere with npm run build)\n',
       })
+    },
+    patience(120_000),
+  )
+})
+
+describe('openbook (bin/openbook.js) runs the current sources', () => {
+  const cli = (text: string) => {
+    mkdirSync(join(cliDir, 'src', 'cli'), { recursive: true })
+    writeFileSync(join(cliDir, 'src', 'cli', 'index.ts'), text)
+  }
+  function openbook(): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const run = spawnCollecting('node', ['bin/openbook.js'], { cwd: cliDir, env: cleanEnv({}) })
+    run.child.stdin.end()
+    return run.closed.then((code) => ({ code, stdout: run.stdout(), stderr: run.stderr() }))
+  }
+
+  it(
+    'dist/ missing or stale: built first; several at once build it once; sources that do not build: refused',
+    async () => {
+      setUp(cliDir)
+      writeFileSync(join(cliDir, 'src', 'server.ts'), 'export {}\n')
+      cli("process.stdout.write('cli v1\\n')\n")
+      expect(await openbook()).toEqual({
+        code: 0,
+        stdout: 'cli v1\n',
+        stderr: 'openbook: dist/ is missing: building it (tsc -p tsconfig.build.json)\n',
+      })
+      expect(await openbook()).toEqual({ code: 0, stdout: 'cli v1\n', stderr: '' })
+
+      // An edit (a new command): the next commands, started together, build it once and run it.
+      cli("process.stdout.write('cli v2\\n')\n")
+      const together = await Promise.all([openbook(), openbook(), openbook()])
+      expect(together.map((run) => [run.code, run.stdout])).toEqual([
+        [0, 'cli v2\n'],
+        [0, 'cli v2\n'],
+        [0, 'cli v2\n'],
+      ])
+      expect(together.map((run) => run.stderr).filter(Boolean)).toEqual([
+        'openbook: the sources changed since dist/ was built: building it (tsc -p tsconfig.build.json)\n',
+      ])
+
+      cli('const x: number = "not a number"\n')
+      const broken = await openbook()
+      expect(broken.code).toBe(1)
+      expect(broken.stdout).toBe('')
+      expect(broken.stderr.split('\n').filter(Boolean).slice(1)).toEqual([
+        expect.stringMatching(
+          /^openbook: cannot build dist\/ from the sources: src\/cli\/index\.ts\(1,7\): error TS2322: .*; fix it, or run npm run build to see every error$/,
+        ),
+      ])
     },
     patience(120_000),
   )
