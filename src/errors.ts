@@ -108,6 +108,11 @@ export const MISSING_KEY_MESSAGE = 'API key required in Authorization header'
 export const INVALID_KEY_MESSAGE = 'Invalid or expired API key'
 /** The 503 message for PostgreSQL's passing conditions (a lock, a restart, no free connection). */
 export const STORE_BUSY_MESSAGE = 'The data store is busy or restarting; retry after the Retry-After delay'
+/** The 503 message for a database that refuses new sessions until its operator acts (its disk is full). */
+export const STORE_UNAVAILABLE_MESSAGE =
+  'The data store cannot take requests just now; retry after the Retry-After delay'
+/** Retry-After for a database that is out of disk: freeing space takes an operator, not a second. */
+export const STORE_UNAVAILABLE_RETRY_SECONDS = 10
 
 export const missingApiKey = () =>
   new ApiError('missing_api_key', MISSING_KEY_MESSAGE, undefined, {

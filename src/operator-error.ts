@@ -1,3 +1,5 @@
+import { isDiskFull } from './store/open-failure.js'
+
 /**
  * The operator's errors and the one line they are shown as: a general module beside errors.ts
  * (the API's), because store/, domain/ and import/ throw or write them, and both the CLI and the
@@ -18,8 +20,13 @@ export function failureReason(error: unknown): string {
   const { code, message } = error as { code?: string; message?: string }
   if (code === 'ECONNREFUSED' || code === 'ENOTFOUND') return `cannot reach the database (${code})`
   if (code === '42P01') return 'the database schema is missing: run `openbook migrate`'
-  if (code === '53100') {
-    return 'the database is out of disk space (53100); nothing of this command was written: free space on its disk (DATA_DIR, for the embedded store) and run it again'
+  if (isDiskFull(error)) {
+    const said = code === 'XX000' ? 'XX000, could not write init file' : (code ?? 'ENOSPC')
+    return (
+      `the database's disk is full (${said}); nothing of this command was written: free space on its disk ` +
+      "(PostgreSQL's data directory, or DATA_DIR for the embedded store) and run it again; " +
+      'running servers recover by themselves once there is room'
+    )
   }
   return (message ?? String(error)).split('\n')[0] ?? 'failed'
 }

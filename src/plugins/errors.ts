@@ -6,9 +6,12 @@ import {
   internalError,
   methodNotAllowed,
   STORE_BUSY_MESSAGE,
+  STORE_UNAVAILABLE_MESSAGE,
+  STORE_UNAVAILABLE_RETRY_SECONDS,
   serviceUnavailable,
 } from '../errors.js'
 import { StoreBusyError } from '../store/busy.js'
+import { isDiskFull } from '../store/open-failure.js'
 import { isStoreUnreachable } from '../store/postgres.js'
 
 /** Renders an error in the API's shape. Never cached: an error says nothing lasting about the resource. */
@@ -46,6 +49,7 @@ const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', '28000', '28P01'])
 /** A 503 for a store that cannot serve just now; undefined for any other error. */
 function fromBusyStore(error: FastifyError): ApiError | undefined {
   if (error instanceof StoreBusyError) return serviceUnavailable(error.message, error.retryAfterSeconds)
+  if (isDiskFull(error)) return serviceUnavailable(STORE_UNAVAILABLE_MESSAGE, STORE_UNAVAILABLE_RETRY_SECONDS)
   const { code } = error as { code?: unknown }
   if (
     (typeof code === 'string' && (TRANSIENT_SQLSTATES.has(code) || UNREACHABLE.has(code))) ||

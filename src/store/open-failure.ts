@@ -11,11 +11,19 @@ export class EmbeddedOpenError extends Error {}
  */
 export const LOW_DISK_BYTES = 16 * 1024 * 1024
 
-/** Signs of a full disk in an error's text: the operating system's, or PostgreSQL's disk_full. */
-function saysDiskFull(error: unknown): boolean {
-  const { code, message } = error as { code?: unknown; message?: unknown }
+/**
+ * Signs of a full disk in an error: the operating system's (ENOSPC), PostgreSQL's disk_full
+ * (53100), or the FATAL with which PostgreSQL refuses each new session when its disk is full: the
+ * backend cannot write its relation-cache init file and says so as an internal error (XX000).
+ */
+export function isDiskFull(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown }
+  const said = String(message ?? '')
   return (
-    code === 'ENOSPC' || code === '53100' || /ENOSPC|no space left on device/i.test(String(message ?? ''))
+    code === 'ENOSPC' ||
+    code === '53100' ||
+    (code === 'XX000' && /could not write init file/i.test(said)) ||
+    /ENOSPC|no space left on device/i.test(said)
   )
 }
 
@@ -53,7 +61,7 @@ export async function freeBytes(dir: string): Promise<number | undefined> {
 export function explainOpenFailure(dataDir: string, error: unknown, free: number | undefined): unknown {
   const pglite = saysPgliteFailed(error)
   const lowDisk = free !== undefined && free < LOW_DISK_BYTES
-  if (saysDiskFull(error) || (pglite && lowDisk)) {
+  if (isDiskFull(error) || (pglite && lowDisk)) {
     const room = free === undefined ? '' : `: ${formatBytes(free)} free`
     return new EmbeddedOpenError(
       `disk full in DATA_DIR (${dataDir}${room}): free space on its file system and try again`,

@@ -2,6 +2,7 @@ import type { Config } from '../config.js'
 import { createEmbeddedStore } from './embedded.js'
 import type { DataDirOrigin } from './embedded-protocol.js'
 import { migrate, schemaState } from './migrate.js'
+import { isDiskFull } from './open-failure.js'
 import { createPostgresStore, type ReplicaEvents } from './postgres.js'
 import { MigrateTooOldError, SchemaTooNewError, servability } from './schema-version.js'
 import type { Store } from './types.js'
@@ -151,7 +152,7 @@ export class AccessError extends Error {}
 export function describeStoreError(error: unknown): string {
   const { code, message } = error as { code?: string; message?: string }
   const words = message?.split('\n')[0]?.trim() || 'unknown error'
-  const hint = code ? STORE_ERROR_HINTS[code] : undefined
+  const hint = isDiskFull(error) ? STORE_ERROR_HINTS['53100'] : code ? STORE_ERROR_HINTS[code] : undefined
   return [words, hint].filter(Boolean).join('; ') + (code && !words.includes(code) ? ` (${code})` : '')
 }
 

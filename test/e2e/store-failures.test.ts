@@ -75,7 +75,7 @@ function fill(dir: string, leftBytes: number): void {
 
 describe('a full disk under the embedded store', () => {
   it(
-    'an import says the database is out of disk space (53100), and a start on that disk says disk full in DATA_DIR',
+    "an import says the database's disk is full (53100), and a start on that disk says disk full in DATA_DIR",
     async (context) => {
       const mountPoint = smallFileSystem(60)
       // Mounting needs root (CI's container has it); elsewhere this case cannot be made.
@@ -90,8 +90,9 @@ describe('a full disk under the embedded store', () => {
       const imported = await openbook(['import', file], { DATA_DIR: dir })
       expect(imported.code).toBe(1)
       expect(oneLine(imported.stderr)).toBe(
-        'openbook: the database is out of disk space (53100); nothing of this command was written: ' +
-          'free space on its disk (DATA_DIR, for the embedded store) and run it again',
+        "openbook: the database's disk is full (53100); nothing of this command was written: " +
+          "free space on its disk (PostgreSQL's data directory, or DATA_DIR for the embedded store) and run it again; " +
+          'running servers recover by themselves once there is room',
       )
 
       const server = start('node', ['dist/server.js'], cleanEnv({ DATA_DIR: dir, PORT: '0' }))

@@ -10,6 +10,7 @@ export class TcpProxy {
   #server: Server | undefined
   readonly #sockets = new Set<Socket>()
   #frozen = false
+  #refusal: Buffer | undefined
   port = 0
 
   constructor(
@@ -32,6 +33,7 @@ export class TcpProxy {
 
   async start(): Promise<void> {
     const server = createServer((client) => {
+      if (this.#refusal) return this.#refuse(client, this.#refusal)
       const upstream = tcpConnect(this.targetPort, this.targetHost)
       for (const socket of [client, upstream]) {
         this.#sockets.add(socket)
@@ -69,5 +71,42 @@ export class TcpProxy {
 
   freeze(): void {
     this.#frozen = true
+  }
+
+  /**
+   * New sessions are refused as PostgreSQL refuses a backend it cannot start: the startup message
+   * is answered with an ErrorResponse of severity FATAL (`code`, `message`) and the socket closed,
+   * as with a full disk (`XX000`, "could not write init file"). Connections open before stay as
+   * they are; `stopRefusing()` lets new sessions through again.
+   */
+  refuseSessions(code: string, message: string): void {
+    const field = (type: string, value: string) => Buffer.from(`${type}${value}\0`, 'utf8')
+    const fields = Buffer.concat([
+      field('S', 'FATAL'),
+      field('V', 'FATAL'),
+      field('C', code),
+      field('M', message),
+      Buffer.from([0]),
+    ])
+    const header = Buffer.alloc(5)
+    header.write('E', 0)
+    header.writeInt32BE(fields.length + 4, 1)
+    this.#refusal = Buffer.concat([header, fields])
+  }
+
+  stopRefusing(): void {
+    this.#refusal = undefined
+  }
+
+  /** Reads the startup packet (its length first), then answers `refusal` and closes. */
+  #refuse(client: Socket, refusal: Buffer): void {
+    this.#sockets.add(client)
+    client.on('close', () => this.#sockets.delete(client))
+    client.on('error', () => client.destroy())
+    let received = Buffer.alloc(0)
+    client.on('data', (chunk) => {
+      received = Buffer.concat([received, chunk])
+      if (received.length >= 4 && received.length >= received.readInt32BE(0)) client.end(refusal)
+    })
   }
 }

@@ -76,7 +76,7 @@ describe('a database out of disk space during a command', () => {
     )
     expect(error).not.toBeInstanceOf(ImportError)
     expect(failureReason(error)).toBe(
-      'the database is out of disk space (53100); nothing of this command was written: free space on its disk (DATA_DIR, for the embedded store) and run it again',
+      "the database's disk is full (53100); nothing of this command was written: free space on its disk (PostgreSQL's data directory, or DATA_DIR for the embedded store) and run it again; running servers recover by themselves once there is room",
     )
   })
 

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import type { PreparedStatements } from '../../config.js'
 import { isPoolerSymptom, isPreparedStatementMissing } from '../one-trip.js'
+import { isDiskFull } from '../open-failure.js'
 import type { AdminSql } from '../types.js'
 import {
   type Database,
@@ -233,10 +234,20 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
   return { pool, transaction }
 }
 
-/** The database (or its pooler) cannot be reached just now: a refused or lost connection, a server starting or full. */
+/**
+ * The database (or its pooler) cannot serve just now, for every instance alike: a refused or lost
+ * connection, a server starting, out of connections, or out of disk (isDiskFull: each new session
+ * refused until there is room again, which needs no restart of ours).
+ */
 export function isStoreUnreachable(error: unknown): boolean {
   const code = (error as { code?: unknown }).code
-  return isConnectRefused(error) || isConnectionLost(error) || code === '57P03' || code === '53300'
+  return (
+    isConnectRefused(error) ||
+    isConnectionLost(error) ||
+    code === '57P03' ||
+    code === '53300' ||
+    isDiskFull(error)
+  )
 }
 
 export function isConnectRefused(error: unknown): boolean {
