@@ -10,7 +10,7 @@ import { LOG_SERIALIZERS } from './loggable-error.js'
 import { CONTRACT_VERSION } from './openapi/document.js'
 import { errorLine } from './operator-error.js'
 import { Metrics } from './ops/metrics.js'
-import { storeReadiness } from './ops/readiness.js'
+import { observedStore, storeReadiness } from './ops/readiness.js'
 import { listenFailure, PortError, type PortPlan, planPorts } from './ports.js'
 import { seedDemoIfEmpty } from './seed/demo.js'
 import { guardSetUp } from './set-up.js'
@@ -213,9 +213,15 @@ async function main(): Promise<void> {
   const [{ buildApp, DEFAULT_LAST_USED }, { buildOpsApp }, { inServerRunner }, { serveOperatorSocket }] =
     await httpModules
   const readiness = storeReadiness(store, config.readyOutageGraceMs)
-  // Built on this thread while the embedded store works on its own (the demo, statistics).
+  // Built on this thread while the embedded store works on its own (the demo, statistics). Every
+  // request's outcome keeps readiness current between its checks.
   const built = Promise.all([
-    buildApp({ store, config, metrics, lastUsed: { ...DEFAULT_LAST_USED, observer: metrics } }),
+    buildApp({
+      store: observedStore(store, readiness),
+      config,
+      metrics,
+      lastUsed: { ...DEFAULT_LAST_USED, observer: metrics },
+    }),
     buildOpsApp({ metrics, readiness }),
   ])
   built.catch(() => undefined)
@@ -235,6 +241,7 @@ async function main(): Promise<void> {
     else log.info({ signal }, 'shutting down: draining requests in flight')
     // Readiness turns off first, so that a load balancer stops sending before the listener closes.
     readiness.draining = true
+    readiness.stop()
     if (config.shutdownDelayMs > 0) await sleep(config.shutdownDelayMs)
     // Operator commands running in this server (an import, a seed) are cancelled and roll back.
     await operatorSocket?.close()
@@ -243,6 +250,8 @@ async function main(): Promise<void> {
     await opened.close()
   })
 
+  // The store was checked at start (prepareStore); from here on, in the background.
+  readiness.start()
   await listen(app, ops, store, config, ports, log)
 }
 

@@ -7,7 +7,8 @@ export type { Readiness }
 /**
  * The operations listener, on a port of its own (OPS_PORT), never the public one: the public
  * surface stays exactly the contract's.
- * - `GET /healthz`: the process is up;
+ * - `GET /healthz`: the process is up (liveness: never the store's state, so that an outage of
+ *   the store restarts no instance);
  * - `GET /readyz`: whether this instance can serve (readiness.ts);
  * - `GET /metrics`: Prometheus text.
  */
@@ -20,9 +21,11 @@ export async function buildOpsApp(options: {
   app.addHook('onSend', async (_request, reply) => {
     reply.header('cache-control', 'no-store')
   })
+  // Both answer from what the process already knows, in microseconds, whatever the store does:
+  // a balancer's or an orchestrator's check time-out never meets a wait on the store.
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (_request, reply) => {
-    const { statusCode, body } = await readiness.report()
+    const { statusCode, body } = readiness.report()
     return reply.code(statusCode).send(body)
   })
   app.get('/metrics', async (_request, reply) => {

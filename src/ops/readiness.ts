@@ -1,14 +1,19 @@
 import { StoreBusyError } from '../store/busy.js'
 import { isStoreUnreachable } from '../store/postgres.js'
-import { assertCanServe } from '../store/serving.js'
-import type { Store } from '../store/types.js'
+import { assertServing } from '../store/serving.js'
+import type { Sql, Store } from '../store/types.js'
 
 /**
- * How long a readiness probe waits for the store before it counts the store as unreachable:
- * well within a load balancer's own check time-out (2 s in docs/topology/haproxy.conf), so that
- * the balancer hears the answer (200 through a short outage) rather than a time-out of its own.
+ * How often the background check asks the store whether this release can serve it (the schema,
+ * the reader's privileges), and whether it answers at all. A probe never waits for it: it reads
+ * what the last check and the last requests found.
  */
-const CHECK_TIMEOUT_MS = 1_000
+export const CHECK_EVERY_MS = 1_000
+/**
+ * How long the background check waits for the store before it counts the store as unreachable.
+ * A check that takes longer meets a store that is down or hung: every instance's at once.
+ */
+export const CHECK_TIMEOUT_MS = 2_000
 
 class CheckTimeout extends Error {
   constructor() {
@@ -25,8 +30,13 @@ function withTimeout(work: Promise<void>, ms: number): Promise<void> {
 }
 
 /** A store that cannot be reached just now (shared by every instance), not one this instance cannot use. */
-function isOutage(error: unknown): boolean {
+export function isOutage(error: unknown): boolean {
   return error instanceof CheckTimeout || error instanceof StoreBusyError || isStoreUnreachable(error)
+}
+
+/** The first line of an error's message: for operators on the loopback ops port, never a stack. */
+function reasonOf(error: unknown): string {
+  return (error as Error)?.message?.split('\n')[0] || 'not ready'
 }
 
 export interface ReadinessReport {
@@ -41,10 +51,19 @@ export interface ReadinessReport {
  * pooler or the primary restarting): all of them turning 503 would only make the load balancer
  * answer every request itself, so readiness stays 200 while requests wait the outage out, and
  * the body says what the store is doing.
+ *
+ * `report()` answers at once, from what the instance already knows: the last background check
+ * (`start()`: every CHECK_EVERY_MS) and the outcome of the last requests (`succeeded`, `failed`).
+ * A load balancer's or an orchestrator's check time-out, whatever it is, never meets a wait on the store.
  */
 export class Readiness {
   draining = false
+  /** Set by the last check: what keeps this instance, and only it, from serving (schema, privileges). */
+  #fault: string | undefined
   #unreachableSince: number | undefined
+  #unreachableReason = ''
+  #checking: Promise<void> | undefined
+  #timer: NodeJS.Timeout | undefined
 
   constructor(
     private readonly check: () => Promise<void>,
@@ -52,41 +71,101 @@ export class Readiness {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async report(): Promise<ReadinessReport> {
+  /** What the instance knows now; never waits on the store. */
+  report(): ReadinessReport {
     if (this.draining) return { statusCode: 503, body: { status: 'draining' } }
+    if (this.#fault !== undefined)
+      return { statusCode: 503, body: { status: 'not ready', reason: this.#fault } }
+    if (this.#unreachableSince === undefined)
+      return { statusCode: 200, body: { status: 'ready', store: 'ok' } }
+    const elapsed = this.now() - this.#unreachableSince
+    const seconds = Math.round(elapsed / 100) / 10
+    const reason = this.#unreachableReason
+    if (elapsed < this.outageGraceMs)
+      return { statusCode: 200, body: { status: 'ready', store: 'unreachable', seconds, reason } }
+    return {
+      statusCode: 503,
+      body: {
+        status: 'not ready',
+        store: 'unreachable',
+        seconds,
+        reason: `the store has not answered for ${seconds} s: ${reason}`,
+      },
+    }
+  }
+
+  /** The store answered (a request, a check). */
+  succeeded(): void {
+    this.#unreachableSince = undefined
+  }
+
+  /** A request failed: an outage of the store starts (or goes on); any other failure is the request's own. */
+  failed(error: unknown): void {
+    if (!isOutage(error)) return
+    this.#unreachableSince ??= this.now()
+    this.#unreachableReason = reasonOf(error)
+  }
+
+  /** Checks the store now (one check at a time) and answers what it then knows. */
+  async refresh(): Promise<ReadinessReport> {
+    this.#checking ??= this.#runCheck().finally(() => {
+      this.#checking = undefined
+    })
+    await this.#checking
+    return this.report()
+  }
+
+  /** Checks the store every CHECK_EVERY_MS, in the background, until `stop()`. */
+  start(everyMs = CHECK_EVERY_MS): void {
+    if (this.#timer) return
+    this.#timer = setInterval(() => void this.refresh(), everyMs)
+    this.#timer.unref()
+    void this.refresh()
+  }
+
+  stop(): void {
+    clearInterval(this.#timer)
+    this.#timer = undefined
+  }
+
+  async #runCheck(): Promise<void> {
     try {
       await withTimeout(this.check(), CHECK_TIMEOUT_MS)
-      this.#unreachableSince = undefined
-      return { statusCode: 200, body: { status: 'ready', store: 'ok' } }
+      this.#fault = undefined
+      this.succeeded()
     } catch (error) {
-      // The reason is for operators on the loopback ops port; still one line, never a stack.
-      const reason = (error as Error).message?.split('\n')[0] || 'not ready'
-      if (!isOutage(error)) {
-        this.#unreachableSince = undefined
-        return { statusCode: 503, body: { status: 'not ready', reason } }
-      }
-      const now = this.now()
-      this.#unreachableSince ??= now
-      const seconds = Math.round((now - this.#unreachableSince) / 100) / 10
-      if (now - this.#unreachableSince < this.outageGraceMs)
-        return { statusCode: 200, body: { status: 'ready', store: 'unreachable', seconds, reason } }
-      return {
-        statusCode: 503,
-        body: {
-          status: 'not ready',
-          store: 'unreachable',
-          seconds,
-          reason: `the store has not answered for ${seconds} s: ${reason}`,
-        },
+      if (isOutage(error)) {
+        this.failed(error)
+      } else {
+        this.#fault = reasonOf(error)
       }
     }
   }
 }
 
-/** The server's readiness: a store that answers the request path's way, and that this release can serve. */
+/**
+ * The server's readiness: a store that answers, and that this release can serve (the schema, the
+ * reader's privileges), checked on the store's probe connection, never queued behind requests.
+ */
 export function storeReadiness(store: Store, outageGraceMs: number): Readiness {
-  return new Readiness(async () => {
-    await store.read((sql) => sql.query('SELECT 1'))
-    await assertCanServe(store)
-  }, outageGraceMs)
+  const probe = store.probe ?? (<T>(work: (sql: Sql) => Promise<T>) => store.admin(work))
+  return new Readiness(() => probe(assertServing), outageGraceMs)
+}
+
+/**
+ * The store with every request's outcome told to `readiness`: a request that reached the store
+ * says it answers, sooner than the next check; one that could not says it is unreachable.
+ */
+export function observedStore(store: Store, readiness: Readiness): Store {
+  async function read<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+    try {
+      const result = await store.read(work)
+      readiness.succeeded()
+      return result
+    } catch (error) {
+      readiness.failed(error)
+      throw error
+    }
+  }
+  return { ...store, read }
 }

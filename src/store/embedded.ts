@@ -303,6 +303,11 @@ export async function createEmbeddedStore(
     asReader: (work) => transaction(asReader, work),
     admin: operatorTransaction,
     maintain,
+    // The readiness check waits its turn like a request, and is refused like one during a long import.
+    probe: (work) =>
+      operatorSince !== undefined && Date.now() - operatorSince > LONG_OPERATOR_MS
+        ? Promise.reject(new StoreBusyError('The embedded store is busy with an import or seed', 5))
+        : transaction(admin, work),
     // PGlite is one connection: busy while a transaction runs, the others wait for it.
     pools: () => [
       {

@@ -38,6 +38,9 @@ export interface PostgresStoreOptions extends PoolOptions {
   readonly replicaEvents?: ReplicaEvents
 }
 
+/** The readiness check's round trips (readiness.ts checks every second and waits at most 2 s). */
+const PROBE_ROUND_TRIP_CAP_MS = 1_500
+
 /** On PostgreSQL the database is the busier side: pages come back as rows, Node writes the JSON. */
 const POSTGRES_ADAPTER: StoreAdapter = { pageForm: 'rows' }
 
@@ -56,6 +59,13 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     roundTripCapMs: deadlineMs,
     capEveryTransaction: false,
   })
+  // The readiness check's own connection: a probe never waits for a slot behind requests, and
+  // gives up within its cap, where a request would wait an outage out.
+  const probe = openDatabase(
+    options.connectionString,
+    { ...options, maxConnections: 1 },
+    { retryForMs: 0, roundTripCapMs: PROBE_ROUND_TRIP_CAP_MS, capEveryTransaction: true },
+  )
   const replica = options.readConnectionString
     ? openDatabase(options.readConnectionString, options, {
         retryForMs: 0,
@@ -107,11 +117,12 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     async maintain(statement) {
       await primary.pool.query(statement)
     },
+    probe: (work) => probe.transaction(OPERATOR, work),
     pools: () => [stats('primary', primary.pool), ...(replica ? [stats('replica', replica.pool)] : [])],
     ...(monitor ? { replicaLagSeconds: () => monitor.lagSeconds } : {}),
     async close() {
       monitor?.stop()
-      await Promise.all([primary.pool.end(), replica?.pool.end()])
+      await Promise.all([primary.pool.end(), probe.pool.end(), replica?.pool.end()])
     },
   }
 }

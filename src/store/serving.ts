@@ -1,6 +1,6 @@
 import { assertReaderPrivileges } from './reader-privileges.js'
 import { assertServable, readServableState } from './schema-version.js'
-import type { Store } from './types.js'
+import type { Sql, Store } from './types.js'
 
 /**
  * Whether this release can serve requests from this store: the schema is one it serves
@@ -9,8 +9,11 @@ import type { Store } from './types.js'
  * throws the one line that names the fix.
  */
 export async function assertCanServe(store: Store): Promise<void> {
-  await store.admin(async (sql) => {
-    assertServable(await readServableState(sql))
-    await assertReaderPrivileges(sql)
-  })
+  await store.admin(assertServing)
+}
+
+/** `assertCanServe` inside a transaction of the caller's (the readiness check's own connection). */
+export async function assertServing(sql: Sql): Promise<void> {
+  assertServable(await readServableState(sql))
+  await assertReaderPrivileges(sql)
 }

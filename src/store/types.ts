@@ -81,6 +81,12 @@ export interface Store {
    * with the connecting role's rights.
    */
   maintain(statement: string): Promise<void>
+  /**
+   * The readiness check's transaction, with the connecting role's rights, on a connection of its
+   * own where the store has several (PostgreSQL): never queued behind requests for a pool slot,
+   * and bounded in time. Without it, the check runs as `admin`.
+   */
+  readonly probe?: <T>(work: (sql: Sql) => Promise<T>) => Promise<T>
   /** The state of the store's connection pools, read at each metrics scrape. */
   pools(): readonly PoolStats[]
   /** With a read replica: how far it is behind, in seconds (undefined while it is unreachable). */

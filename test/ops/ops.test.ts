@@ -98,14 +98,19 @@ describeEachStore('the operations listener on %s', (testStore) => {
 
   it('healthz is up; readyz follows the store and turns 503 when draining', async () => {
     expect((await ops.inject({ url: '/healthz' })).json()).toEqual({ status: 'ok' })
+    await readiness.refresh()
     const ready = await ops.inject({ url: '/readyz' })
     expect(ready.statusCode).toBe(200)
     expect(ready.headers['cache-control']).toBe('no-store')
     failing = new Error('the store did not answer')
+    // The probe answers what the last check found: the next check finds the fault.
+    expect((await ops.inject({ url: '/readyz' })).statusCode).toBe(200)
+    await readiness.refresh()
     const down = await ops.inject({ url: '/readyz' })
     expect(down.statusCode).toBe(503)
     expect(down.json()).toEqual({ status: 'not ready', reason: 'the store did not answer' })
     failing = undefined
+    await readiness.refresh()
     readiness.draining = true
     const draining = await ops.inject({ url: '/readyz' })
     expect(draining.statusCode).toBe(503)

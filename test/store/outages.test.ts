@@ -63,7 +63,7 @@ describe.skipIf(!postgresAvailable())('the store through a short outage (Postgre
     const requests = Array.from({ length: 5 }, () =>
       served.inject({ url: '/api/public/v1/customers?limit=1', headers: bearer(key) }),
     )
-    const readiness = await storeReadiness(store as Store, 10_000).report()
+    const readiness = await storeReadiness(store as Store, 10_000).refresh()
     await new Promise((resolve) => setTimeout(resolve, 1_500))
     await proxy.start()
     const responses = await Promise.all(requests)
@@ -72,7 +72,7 @@ describe.skipIf(!postgresAvailable())('the store through a short outage (Postgre
     expect(responses[0]?.json().data.map((c: { id: string }) => c.id)).toEqual(['cus_1'])
     expect(waited).toBeGreaterThanOrEqual(1_400)
     expect(readiness).toMatchObject({ statusCode: 200, body: { status: 'ready', store: 'unreachable' } })
-    expect((await storeReadiness(store as Store, 10_000).report()).body).toEqual({
+    expect((await storeReadiness(store as Store, 10_000).refresh()).body).toEqual({
       status: 'ready',
       store: 'ok',
     })

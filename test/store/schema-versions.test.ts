@@ -117,7 +117,7 @@ describeEachStoreKind('the version rules on %s', (kind) => {
     await expect(assertCanServe(store)).rejects.toThrow(
       `the schema is at version ${version}, which releases from version ${version} serve; this openbook knows up to ${LATEST_VERSION}: upgrade openbook`,
     )
-    const readiness = await storeReadiness(store, 10_000).report()
+    const readiness = await storeReadiness(store, 10_000).refresh()
     expect(readiness.statusCode).toBe(503)
     expect(readiness.body.reason).toMatch(/upgrade openbook$/)
   })
@@ -150,7 +150,7 @@ describeEachStoreKind('the version rules on %s', (kind) => {
       async (privilege) => {
         const store = shared.store
         const readiness = storeReadiness(store, 10_000)
-        expect((await readiness.report()).statusCode).toBe(200)
+        expect((await readiness.refresh()).statusCode).toBe(200)
         const [table, column] = privilege.object.split('.')
         const on =
           privilege.kind === 'function'
@@ -162,13 +162,13 @@ describeEachStoreKind('the version rules on %s', (kind) => {
         // Functions are executable by PUBLIC unless revoked: the reader must lose it both ways.
         const from = privilege.kind === 'function' ? 'openbook_reader, PUBLIC' : 'openbook_reader'
         await store.admin((sql) => sql.exec(`REVOKE ${what} ON ${on} FROM ${from}`))
-        const report = await readiness.report()
+        const report = await readiness.refresh()
         expect(report.statusCode).toBe(503)
         expect(report.body.reason).toContain(
           `openbook_reader lacks ${privilege.privilege} on ${privilege.kind} ${privilege.object}`,
         )
         await store.admin((sql) => sql.exec(`GRANT ${what} ON ${on} TO openbook_reader`))
-        expect((await readiness.report()).statusCode).toBe(200)
+        expect((await readiness.refresh()).statusCode).toBe(200)
       },
     )
   })
