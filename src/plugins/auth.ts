@@ -66,8 +66,9 @@ export default fp<AuthOptions>(
     /** The presented key's hash, or why there is none to look up. */
     const presentedKey = (request: FastifyRequest): string | ApiError => {
       const header = request.headers.authorization
-      if (header === undefined || authorizationHeaderCount(request.raw.rawHeaders) !== 1)
-        return missingApiKey()
+      if (header === undefined) return missingApiKey()
+      // A key was sent, more than once: which one counts is ambiguous, so none does.
+      if (authorizationHeaderCount(request.raw.rawHeaders) !== 1) return invalidApiKey()
       const token = BEARER.exec(header)?.[1]
       if (token === undefined) return missingApiKey()
       if (!keyFormat.test(token)) return invalidApiKey()
