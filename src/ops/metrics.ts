@@ -158,7 +158,7 @@ export class Metrics implements LastUsedObserver {
     if (lag) {
       new Gauge({
         name: 'openbook_replica_lag_seconds',
-        help: 'How far the read replica is behind the primary, in seconds (NaN when unknown)',
+        help: 'How far the read replica is behind the primary, in seconds (NaN when unknown: unreachable, or not a standby)',
         registers,
         collect() {
           this.set(lag() ?? Number.NaN)

@@ -18,6 +18,10 @@ function lsnBytes(lsn: string): number {
 
 const MONITOR_EVERY_MS = 1_000
 
+/** Why the replica serves no reads when DATABASE_READ_URL names a server out of recovery (a primary). */
+export const NOT_A_STANDBY =
+  'not a standby: the server in DATABASE_READ_URL is out of recovery (promoted, or a primary)'
+
 /**
  * Watches how far the replica is behind: every second it notes the primary's WAL position and the
  * replica's replay position. The lag is the age of the oldest primary position the replica has
@@ -65,8 +69,14 @@ export class ReplicaMonitor {
         readOnly: true,
       }
       const [row] = await this.replica.transaction(probe, (sql) =>
-        sql.query<{ replay: string | null }>('SELECT pg_last_wal_replay_lsn()::text AS replay'),
+        sql.query<{ standby: boolean; replay: string | null }>(
+          'SELECT pg_is_in_recovery() AS standby, pg_last_wal_replay_lsn()::text AS replay',
+        ),
       )
+      // A promoted server keeps the last position it replayed as a standby: measured against the
+      // primary's, its lag would grow for ever. It is not behind; it is no standby (a failover
+      // whose replica URL still names the promoted server): the lag is unknown, reads go to the primary.
+      if (row && !row.standby) throw new Error(NOT_A_STANDBY)
       if (!row?.replay) throw new Error('not a streaming replica (no replay position)')
       const replayed = lsnBytes(row.replay)
       while (this.#samples.length > 1 && (this.#samples[0]?.lsn ?? 0) <= replayed) this.#samples.shift()
