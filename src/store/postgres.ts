@@ -54,7 +54,15 @@ const stats = (database: string, pool: pg.Pool) => ({
 export function createPostgresStore(options: PostgresStoreOptions): Store {
   const timeout = options.statementTimeoutMs ?? 5_000
   const deadlineMs = options.requestDeadlineMs ?? REQUEST_DEADLINE_MS
-  const primary = openDatabase(options.connectionString, options, {
+  // Each pool meets the pooler on its own (the primary's, the replica's): the operator is told once.
+  let poolerReported = false
+  const onPoolerDetected = (detail: string) => {
+    if (poolerReported) return
+    poolerReported = true
+    options.onPoolerDetected?.(detail)
+  }
+  const poolOptions: PostgresStoreOptions = { ...options, onPoolerDetected }
+  const primary = openDatabase(options.connectionString, poolOptions, {
     retryForMs: deadlineMs,
     roundTripCapMs: deadlineMs,
     capEveryTransaction: false,
@@ -63,11 +71,11 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
   // gives up within its cap, where a request would wait an outage out.
   const probe = openDatabase(
     options.connectionString,
-    { ...options, maxConnections: 1 },
+    { ...poolOptions, maxConnections: 1 },
     { retryForMs: 0, roundTripCapMs: PROBE_ROUND_TRIP_CAP_MS, capEveryTransaction: true },
   )
   const replica = options.readConnectionString
-    ? openDatabase(options.readConnectionString, options, {
+    ? openDatabase(options.readConnectionString, poolOptions, {
         retryForMs: 0,
         roundTripCapMs: Math.min(REPLICA_ROUND_TRIP_CAP_MS, deadlineMs),
         capEveryTransaction: true,
