@@ -1,4 +1,5 @@
 import { type ApiErrorCode, INVALID_KEY_MESSAGE, MISSING_KEY_MESSAGE, STORE_BUSY_MESSAGE } from '../errors.js'
+import { MAX_IF_NONE_MATCH_TAGS } from '../routes/public/v1/etag.js'
 import type { AnyListRoute } from '../routes/public/v1/list-route.js'
 import { errorSchema, paginationSchema } from '../schemas/envelope.js'
 import { type JsonSchema, jsonSchemaOf } from '../schemas/json-schema.js'
@@ -206,7 +207,9 @@ const PARAMETERS: Record<string, object> = {
     required: false,
     description:
       "ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of " +
-      'them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first.',
+      'them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. ' +
+      `Only the first ${MAX_IF_NONE_MATCH_TAGS} tags of the header are compared; any after them are ignored, ` +
+      'so a request whose only matching tag comes later gets the page (200).',
     schema: { type: 'string' },
   },
 }

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
 import { pageParams } from '../../src/queries/page.js'
+import { MAX_IF_NONE_MATCH_TAGS } from '../../src/routes/public/v1/etag.js'
 import { bearer, buildTestApp, listenOnLoopback } from '../helpers/app.js'
 import { addAppointments, addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
 import { describeEachStore } from '../helpers/stores.js'
@@ -121,6 +122,28 @@ describeEachStore('conditional list pages on %s', (testStore) => {
       expect(response.headers.get('x-content-type-options')).toBe('nosniff')
       expect(response.headers.get('content-length')).toBeNull()
     }
+  })
+
+  it(`compares the first ${MAX_IF_NONE_MATCH_TAGS} tags of If-None-Match, ignores the rest, and says so in the OpenAPI document`, async () => {
+    const tag = await tagOf('/customers')
+    const others = Array.from(
+      { length: MAX_IF_NONE_MATCH_TAGS - 1 },
+      (_, i) => `"0-${String(i).padStart(22, 'x')}"`,
+    )
+    const status = async (tags: readonly string[]) => {
+      const response = await get('/customers', { 'if-none-match': tags.join(', ') })
+      await response.text()
+      return response.status
+    }
+    // The matching tag as the last one compared: 304; one place later, past the bound: the page.
+    expect(await status([...others, tag])).toBe(304)
+    expect(await status([...others, '"0-yyyyyyyyyyyyyyyyyyyyyy"', tag])).toBe(200)
+    const document = (await (await fetch(`${base.replace('/api/public/v1', '')}/openapi.json`)).json()) as {
+      components: { parameters: { IfNoneMatch: { description: string } } }
+    }
+    expect(document.components.parameters.IfNoneMatch.description).toContain(
+      `Only the first ${MAX_IF_NONE_MATCH_TAGS} tags of the header are compared; any after them are ignored`,
+    )
   })
 
   it('matches per RFC 9110: *, a list of tags, weak comparison; anything else is an unconditional GET', async () => {

@@ -49,8 +49,12 @@ export function listEtag(page: PageIdentity, encoding: string): string {
 const OUR_TAG = /^(0|[1-9]\d{0,17})-[A-Za-z0-9_-]{22}$/
 /** An entity-tag of a list (RFC 9110 §8.8.3), weak or strong; `etagc` excludes only DQUOTE and controls. */
 const ENTITY_TAG = /(?:W\/)?"([\x21\x23-\x7e\x80-\xff]*)"/g
-/** At most this many tags of a header are considered (a client holds one per page). */
-const MAX_TAGS = 32
+/**
+ * At most this many tags of an If-None-Match header are considered, the first ones (a client
+ * holds one per page): the tags after them are ignored, and a request whose only matching tag
+ * comes later gets the page (200), as without the header. Said in the OpenAPI document.
+ */
+export const MAX_IF_NONE_MATCH_TAGS = 32
 
 /** What an `If-None-Match` asks: any current representation (`*`), or one of these tags. */
 export type IfNoneMatch = { readonly any: true } | { readonly any: false; readonly tags: ReadonlySet<string> }
@@ -65,7 +69,7 @@ export function parseIfNoneMatch(header: string | undefined): IfNoneMatch | unde
   if (header.trim() === '*') return { any: true }
   const tags = new Set<string>()
   for (const match of header.matchAll(ENTITY_TAG)) {
-    if (tags.size >= MAX_TAGS) break
+    if (tags.size >= MAX_IF_NONE_MATCH_TAGS) break
     tags.add(`"${match[1]}"`)
   }
   return tags.size > 0 ? { any: false, tags } : undefined
