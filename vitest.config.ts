@@ -12,6 +12,8 @@ import { patience } from './packages/client/test/helpers/patience.js'
  */
 const UNIT = [
   'test/unit/**/*.test.ts',
+  // The docs' links and rules: files only.
+  'test/docs/links.test.ts',
   'bench/test/**/*.test.ts',
   // The client's tests of pure logic (a fake fetch, in-memory pages).
   'packages/client/test/client.test.ts',
@@ -28,6 +30,9 @@ export default defineConfig({
     // Limits end a test that hangs; they stretch with the load (patience.ts), and a set-up (a
     // store, a server) gets two minutes on an idle machine.
     testTimeout: patience(30_000),
+    // The binaries the tests spawn run the dist/ that the global set-up built for the run, even
+    // when the sources change under a long run (scripts/current-dist.js).
+    env: { OPENBOOK_BUILD: 'never' },
     hookTimeout: patience(120_000),
     projects: [
       { extends: true, test: { name: 'unit', include: UNIT } },

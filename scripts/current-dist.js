@@ -2,7 +2,8 @@
 // (bin/openbook.js): missing or older than the sources (a `git pull`, an edit), it is built
 // first; a build that cannot be made is refused in one line, never a stack trace. Processes that
 // start at once (a script running several commands) build it once: one builds, the others wait
-// for it and find dist/ current.
+// for it and find dist/ current. OPENBOOK_BUILD=never runs dist/ as it is: for a deployment built
+// elsewhere, and for the tests, whose set-up built it for the whole run.
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
@@ -67,6 +68,13 @@ function build(why, hash) {
 
 /** Returns once dist/ is of the current sources (building it when it is not), or exits 1 saying why not. */
 export function ensureCurrentDist() {
+  const mode = process.env.OPENBOOK_BUILD || 'auto'
+  if (mode !== 'auto' && mode !== 'never') refuse(`OPENBOOK_BUILD must be auto or never, not ${mode}`)
+  if (mode === 'never') {
+    if (!existsSync(join(ROOT, 'dist', 'server.js')))
+      refuse('dist/ is missing, and OPENBOOK_BUILD=never: build it first')
+    return
+  }
   let hash = inputsHash()
   let why = staleness(hash)
   if (!why) return

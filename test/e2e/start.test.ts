@@ -67,7 +67,10 @@ function setUp(dir: string): void {
 const source = (text: string) => writeFileSync(join(dir, 'src', 'server.ts'), text)
 
 function npmStart(): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const run = spawnCollecting('npm', ['start', '--silent'], { cwd: dir, env: cleanEnv({}) })
+  const run = spawnCollecting('npm', ['start', '--silent'], {
+    cwd: dir,
+    env: cleanEnv({ OPENBOOK_BUILD: 'auto' }),
+  })
   run.child.stdin.end()
   return run.closed.then((code) => ({ code, stdout: run.stdout(), stderr: run.stderr() }))
 }
@@ -145,8 +148,11 @@ describe('openbook (bin/openbook.js) runs the current sources', () => {
     mkdirSync(join(cliDir, 'src', 'cli'), { recursive: true })
     writeFileSync(join(cliDir, 'src', 'cli', 'index.ts'), text)
   }
-  function openbook(): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    const run = spawnCollecting('node', ['bin/openbook.js'], { cwd: cliDir, env: cleanEnv({}) })
+  function openbook(build = 'auto'): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const run = spawnCollecting('node', ['bin/openbook.js'], {
+      cwd: cliDir,
+      env: cleanEnv({ OPENBOOK_BUILD: build }),
+    })
     run.child.stdin.end()
     return run.closed.then((code) => ({ code, stdout: run.stdout(), stderr: run.stderr() }))
   }
@@ -175,6 +181,10 @@ describe('openbook (bin/openbook.js) runs the current sources', () => {
       expect(together.map((run) => run.stderr).filter(Boolean)).toEqual([
         'openbook: the sources changed since dist/ was built: building it (tsc -p tsconfig.build.json)\n',
       ])
+
+      // OPENBOOK_BUILD=never (a deployment built elsewhere, the tests' own run): dist/ as it is.
+      cli("process.stdout.write('cli v3\\n')\n")
+      expect(await openbook('never')).toEqual({ code: 0, stdout: 'cli v2\n', stderr: '' })
 
       cli('const x: number = "not a number"\n')
       const broken = await openbook()
