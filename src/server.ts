@@ -82,14 +82,14 @@ async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics):
     if (!role.canActAsReader) {
       throw new StartError(
         `the role in DATABASE_URL (${role.name}) is not a member of openbook_reader, so requests cannot run as it: ` +
-          `connect as a dedicated member (README, Database roles), or make it one: GRANT openbook_reader TO ${role.name}`,
+          `connect as a dedicated member (docs/operators/production.md), or make it one: GRANT openbook_reader TO ${role.name}`,
       )
     }
     await assertCanServe(store)
     if (role.privileged) {
       log.warn(
         'DATABASE_URL connects as a privileged role; requests run under SET LOCAL ROLE openbook_reader. ' +
-          'In production, connect as a dedicated member of openbook_reader (see README, Database roles).',
+          'In production, connect as a dedicated member of openbook_reader (see docs/operators/production.md).',
       )
     }
     return store

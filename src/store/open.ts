@@ -70,7 +70,7 @@ export async function openStore(
 }
 
 /**
- * The embedded store follows the version rules of PostgreSQL's (README, Upgrading), with
+ * The embedded store follows the version rules of PostgreSQL's (docs/operators/upgrading.md), with
  * `migrate` run at every open: a DATA_DIR written by a newer release is served as it is when its
  * schema declares that this release serves it, and refused, changed in nothing, otherwise.
  */
@@ -160,7 +160,7 @@ const STORE_ERROR_HINTS: Readonly<Record<string, string>> = {
   '3D000': 'create the database, or fix the name in DATABASE_URL',
   '28000': 'the role may not log in to this database (pg_hba.conf, or a role without LOGIN)',
   '28P01': 'check the user and password in DATABASE_URL',
-  '42501': 'the role lacks a privilege openbook needs; see README, Database roles',
+  '42501': 'the role lacks a privilege openbook needs; see docs/operators/production.md',
   '53100': 'the database is out of disk space: free space on its disk',
   ECONNREFUSED: 'is PostgreSQL running, and on that host and port?',
   ENOTFOUND: 'the host in DATABASE_URL is not known',

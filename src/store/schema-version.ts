@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url'
 import type { Sql } from './types.js'
 
 /**
- * Which openbook may run against which schema (README, Upgrading).
+ * Which openbook may run against which schema (docs/operators/upgrading.md).
  *
  * Every numbered migration from 008 on declares, in a header line, the oldest release that still
  * serves the schema it leaves: `-- compatible-from: N`, where N is the highest migration that
