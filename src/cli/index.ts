@@ -4,6 +4,20 @@ import { forwardToServer } from './forward.js'
 import { localContext } from './local.js'
 import { runCli } from './program.js'
 
+/**
+ * Exit status of a command whose reader went away (`openbook orgs list | head -1`): what a Unix
+ * tool killed by SIGPIPE reports (128 + 13), and nothing on stderr, as such a tool says nothing.
+ */
+const CLOSED_PIPE_EXIT = 141
+
+/** A closed pipe on stdout or stderr ends the command quietly, instead of Node's stack trace of an unhandled 'error'. */
+function endQuietlyOnClosedPipe(stream: NodeJS.WriteStream): void {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(CLOSED_PIPE_EXIT)
+    throw error
+  })
+}
+
 async function main(argv: string[]): Promise<number> {
   let config: ReturnType<typeof loadConfig>
   try {
@@ -22,6 +36,9 @@ async function main(argv: string[]): Promise<number> {
   }
   return runCli(argv, localContext(config, argv))
 }
+
+endQuietlyOnClosedPipe(process.stdout)
+endQuietlyOnClosedPipe(process.stderr)
 
 main(process.argv.slice(2)).then(
   (code) => {

@@ -58,29 +58,56 @@ async function keyManagerPlan(sql: Sql, orgId: string, actorEmail: string): Prom
   return org.plan
 }
 
-/** The expiry as a date, refused when it has passed or lies more than 100 years ahead. */
-function expiryDate(expiry: CreateKeyInput['expiry']): Date | undefined {
-  const expiresAt = expiry && ('at' in expiry ? expiry.at : new Date(Date.now() + expiry.inMs))
-  if (expiresAt && expiresAt.getTime() <= Date.now()) {
-    throw new OperatorError('the expiry must be in the future')
+/**
+ * The database's clock (its transaction's now(), as milliseconds): the one the request path
+ * compares an expiry with (openbook_key_lookup), so the one an expiry is computed and checked on.
+ * The command line's own clock may be hours off.
+ */
+async function databaseNow(sql: Sql): Promise<number> {
+  const [row] = await sql.query<{ ms: number | string }>(
+    'SELECT (extract(epoch FROM now()) * 1000)::float8 AS ms',
+  )
+  return Number(row?.ms)
+}
+
+/** The expiry as a date on the database's clock (`now`), refused when it has passed or lies more than 100 years ahead. */
+function expiryDate(expiry: CreateKeyInput['expiry'], now: number): Date | undefined {
+  const expiresAt = expiry && ('at' in expiry ? expiry.at : new Date(now + expiry.inMs))
+  if (expiresAt && expiresAt.getTime() <= now) {
+    throw new OperatorError(
+      `the expiry must be in the future (${expiresAt.toISOString()} has passed by the database's clock, ${new Date(now).toISOString()})`,
+    )
   }
   // Also when the lifetime is too long for a Date at all (getTime() is NaN then).
-  if (expiresAt && !(expiresAt.getTime() <= Date.now() + MAX_KEY_LIFETIME_MS)) {
-    throw new OperatorError('the expiry must lie within 100 years')
+  if (expiresAt && !(expiresAt.getTime() <= now + MAX_KEY_LIFETIME_MS)) {
+    throw new OperatorError('the expiry is too far: an expiry must lie within 100 years')
   }
   return expiresAt
 }
 
-/** Refuses a key beyond the plan's number of active keys. */
-async function assertUnderKeyLimit(sql: Sql, orgId: string, plan: Plan, limit: number): Promise<void> {
+/** Refuses `adding` keys beyond the plan's number of active keys. */
+async function assertUnderKeyLimit(
+  sql: Sql,
+  orgId: string,
+  plan: Plan,
+  limit: number,
+  adding: number,
+): Promise<void> {
   const [active] = await sql.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM api_keys WHERE org_id = $1 AND ${activeKey()}`,
     [orgId],
   )
-  if ((active?.n ?? 0) >= limit) {
-    throw new OperatorError(`the ${plan} plan allows ${limit} active API keys and ${orgId} has ${active?.n}`)
+  const n = active?.n ?? 0
+  if (n + adding > limit) {
+    throw new OperatorError(
+      `the ${plan} plan allows ${limit} active API keys and ${orgId} has ${n}` +
+        (adding > 1 ? `: ${adding} more would make ${n + adding}` : ''),
+    )
   }
 }
+
+/** The most keys one `keys create --count` makes, in one transaction. */
+export const MAX_KEYS_PER_CALL = 10_000
 
 /**
  * Creates a key under the plan and role rules. Runs in the caller's
@@ -88,41 +115,58 @@ async function assertUnderKeyLimit(sql: Sql, orgId: string, plan: Plan, limit: n
  * creations cannot both pass the plan's limit.
  */
 export async function createApiKey(sql: Sql, input: CreateKeyInput): Promise<CreatedKey> {
+  const [key] = await createApiKeys(sql, input, 1)
+  if (!key) throw new Error('no key was created')
+  return key
+}
+
+/**
+ * Creates `count` keys alike (organization, environment, name, expiry) in the caller's
+ * transaction: the rules are checked once, for all of them; all are written, or none.
+ */
+export async function createApiKeys(sql: Sql, input: CreateKeyInput, count: number): Promise<CreatedKey[]> {
+  if (!Number.isInteger(count) || count < 1 || count > MAX_KEYS_PER_CALL) {
+    throw new OperatorError(`the count must be a whole number from 1 to ${MAX_KEYS_PER_CALL}`)
+  }
   const plan = await keyManagerPlan(sql, input.orgId, input.actorEmail)
   const limit = MAX_ACTIVE_KEYS[plan]
   if (limit === 0) throw new OperatorError(`the ${plan} plan of ${input.orgId} has no API access`)
-  const expiresAt = expiryDate(input.expiry)
-  await assertUnderKeyLimit(sql, input.orgId, plan, limit)
+  const expiresAt = expiryDate(input.expiry, await databaseNow(sql))
+  await assertUnderKeyLimit(sql, input.orgId, plan, limit, count)
   const [user] = await sql.query<{ id: string }>('SELECT id FROM users WHERE lower(email) = lower($1)', [
     input.actorEmail,
   ])
-  const secret = generateSecret(input.brand, input.env)
-  const id = `key_${randomUUID().replaceAll('-', '')}`
-  const [row] = await sql.query<{ createdAt: string; expiresAt: string | null }>(
+  const keys = Array.from({ length: count }, () => ({
+    secret: generateSecret(input.brand, input.env),
+    id: `key_${randomUUID().replaceAll('-', '')}`,
+  }))
+  const rows = await sql.query<{ id: string; createdAt: string; expiresAt: string | null }>(
     `INSERT INTO api_keys (org_id, id, name, env, key_hash, hint, created_by, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-     RETURNING ${iso('created_at')} AS "createdAt", ${iso('expires_at')} AS "expiresAt"`,
+     SELECT $1, k.id, $2, $3, k.hash, k.hint, $4, $5
+     FROM unnest($6::text[], $7::text[], $8::text[]) AS k(id, hash, hint)
+     RETURNING id, ${iso('created_at')} AS "createdAt", ${iso('expires_at')} AS "expiresAt"`,
     [
       input.orgId,
-      id,
       input.name ?? null,
       input.env,
-      secret.hash,
-      secret.hint,
       user?.id ?? null,
       expiresAt?.toISOString() ?? null,
+      keys.map((k) => k.id),
+      keys.map((k) => k.secret.hash),
+      keys.map((k) => k.secret.hint),
     ],
   )
-  return {
+  const written = new Map(rows.map((row) => [row.id, row]))
+  return keys.map(({ id, secret }) => ({
     id,
     key: secret.secret,
     prefix: secret.prefix,
     env: input.env,
     orgId: input.orgId,
     name: input.name ?? null,
-    createdAt: row?.createdAt ?? new Date().toISOString(),
-    expiresAt: row?.expiresAt ?? null,
-  }
+    createdAt: written.get(id)?.createdAt ?? new Date().toISOString(),
+    expiresAt: written.get(id)?.expiresAt ?? null,
+  }))
 }
 
 export interface KeyListing {
@@ -162,6 +206,45 @@ export async function revokeApiKey(
   )
   if (!row) throw new OperatorError(`unknown API key: ${keyId}`)
   return row
+}
+
+/**
+ * Which of an organization's active keys a batch revocation takes: all of them, or those with a
+ * name, or those created before an instant or longer ago than an age (both on the database's
+ * clock); the conditions given all hold.
+ */
+export interface KeySelection {
+  readonly orgId: string
+  readonly name?: string | undefined
+  readonly createdBefore?: Date | undefined
+  readonly olderThanMs?: number | undefined
+}
+
+export interface BatchRevocation {
+  readonly orgId: string
+  /** The keys this call revoked (keys already revoked or expired are left as they are). */
+  readonly revoked: readonly { readonly id: string; readonly revokedAt: string }[]
+}
+
+/** Revokes every active key of the selection in one statement of the caller's transaction: all, or none. */
+export async function revokeApiKeys(sql: Sql, selection: KeySelection): Promise<BatchRevocation> {
+  const [org] = await sql.query('SELECT 1 FROM organizations WHERE id = $1', [selection.orgId])
+  if (!org) throw new OperatorError(`unknown organization: ${selection.orgId}`)
+  const revoked = await sql.query<{ id: string; revokedAt: string }>(
+    `UPDATE api_keys SET revoked_at = now()
+     WHERE org_id = $1 AND ${activeKey()}
+       AND ($2::text IS NULL OR name = $2)
+       AND ($3::timestamptz IS NULL OR created_at < $3)
+       AND ($4::float8 IS NULL OR created_at < now() - $4 * interval '1 millisecond')
+     RETURNING id, ${iso('revoked_at')} AS "revokedAt"`,
+    [
+      selection.orgId,
+      selection.name ?? null,
+      selection.createdBefore?.toISOString() ?? null,
+      selection.olderThanMs ?? null,
+    ],
+  )
+  return { orgId: selection.orgId, revoked: revoked.sort((a, b) => a.id.localeCompare(b.id)) }
 }
 
 /** Keys revoked because their organization's plan no longer grants API access. */

@@ -1,0 +1,143 @@
+import { spawn } from 'node:child_process'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { cleanEnv, ROOT } from '../helpers/process.js'
+import { createTestDatabase, postgresAvailable, type TestDatabase } from '../helpers/stores.js'
+import { ndjson, organizationLines } from './fixtures.js'
+import { json, openbook } from './run.js'
+
+const ORGANIZATIONS = 3_000
+
+/** Runs `openbook args` and closes its stdout after the first chunk, as `| head -1` does. */
+function withReaderGone(args: readonly string[], env: Record<string, string>) {
+  const child = spawn('node', ['bin/openbook.js', ...args], {
+    cwd: ROOT,
+    env: cleanEnv(env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stderr = ''
+  let first = ''
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString()
+  })
+  child.stdout.once('data', (chunk: Buffer) => {
+    first = chunk.toString()
+    child.stdout.destroy()
+  })
+  return new Promise<{ code: number | null; stderr: string; first: string }>((resolve, reject) => {
+    child.once('error', reject)
+    child.once('close', (code) => resolve({ code, stderr, first }))
+  })
+}
+
+/** The command line with thousands of organizations and keys: batches, and a reader that goes away. */
+describe.skipIf(!postgresAvailable())('openbook keys and orgs at scale (PostgreSQL)', () => {
+  let database: TestDatabase
+  let env: Record<string, string>
+  const cli = (...args: string[]) => openbook(args, env)
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrated: true })
+    env = { DATABASE_URL: database.url }
+    const many = Array.from({ length: ORGANIZATIONS }, (_, i) => ({
+      type: 'organization',
+      id: `org_${String(i).padStart(5, '0')}`,
+      name: `Salon ${i}`,
+      plan: 'starter',
+    }))
+    const imported = await openbook(
+      ['import', '-'],
+      env,
+      ndjson([...organizationLines('org_chain', 'owner@chain.test'), ...many]),
+    )
+    expect(imported.code, imported.stderr).toBe(0)
+  })
+  afterAll(async () => {
+    await database?.drop()
+  })
+
+  it('keys create --count N --json prints one JSON line a key, all written in one call', async () => {
+    const created = await cli(
+      'keys',
+      'create',
+      '--org',
+      'org_chain',
+      '--as',
+      'owner@chain.test',
+      '--env',
+      'live',
+      '--name',
+      'rotation',
+      '--expires-in',
+      '90d',
+      '--count',
+      '300',
+      '--json',
+    )
+    expect(created.code, created.stderr).toBe(0)
+    const lines = created.stdout.trimEnd().split('\n')
+    expect(lines).toHaveLength(300)
+    const keys = lines.map((line) => JSON.parse(line) as Record<string, unknown>)
+    for (const key of keys) {
+      expect(Object.keys(key).sort()).toEqual(
+        ['createdAt', 'env', 'expiresAt', 'id', 'key', 'name', 'orgId', 'prefix'].sort(),
+      )
+      expect(key).toMatchObject({ env: 'live', name: 'rotation', orgId: 'org_chain', prefix: 'svc_live_' })
+    }
+    expect(new Set(keys.map((k) => k.key)).size).toBe(300)
+    const listed = json<{ status: string }[]>(await cli('keys', 'list', '--org', 'org_chain', '--json'))
+    expect(listed.filter((k) => k.status === 'active')).toHaveLength(300)
+  })
+
+  it('keys revoke --org revokes a batch in one call; a selection must be said', async () => {
+    const refused = await cli('keys', 'revoke', '--org', 'org_chain')
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toMatch(/^openbook: say which keys of the organization to revoke: --all, --name/)
+    const both = await cli('keys', 'revoke', 'key_x', '--org', 'org_chain', '--all')
+    expect(both.code).toBe(1)
+    expect((await cli('keys', 'revoke', '--all')).stderr).toMatch(/give --org/)
+
+    const none = json<{ revoked: unknown[] }>(
+      await cli('keys', 'revoke', '--org', 'org_chain', '--older-than', '1h', '--json'),
+    )
+    expect(none.revoked).toEqual([])
+    const byName = json<{ orgId: string; revoked: { id: string; revokedAt: string }[] }>(
+      await cli('keys', 'revoke', '--org', 'org_chain', '--name', 'rotation', '--json'),
+    )
+    expect(byName.orgId).toBe('org_chain')
+    expect(byName.revoked).toHaveLength(300)
+    const text = await cli('keys', 'revoke', '--org', 'org_chain', '--all')
+    expect(text.code, text.stderr).toBe(0)
+    expect(text.stdout).toBe('revoked 0 active keys of org_chain\n')
+    const listed = json<{ status: string }[]>(await cli('keys', 'list', '--org', 'org_chain', '--json'))
+    expect(listed.every((k) => k.status === 'revoked')).toBe(true)
+  })
+
+  it.each([
+    ['orgs list', ['orgs', 'list']],
+    ['orgs list --json', ['orgs', 'list', '--json']],
+    [
+      'keys create --count 2000 --json',
+      [
+        'keys',
+        'create',
+        '--org',
+        'org_chain',
+        '--as',
+        'owner@chain.test',
+        '--env',
+        'test',
+        '--count',
+        '2000',
+        '--json',
+      ],
+    ],
+  ])(
+    '%s into a pipe closed after its first line ends quietly (exit 141, as SIGPIPE), no stack trace',
+    async (_name, args) => {
+      const result = await withReaderGone(args, env)
+      expect(result.first.length).toBeGreaterThan(0)
+      expect(result.stderr).toBe('')
+      expect(result.code).toBe(141)
+    },
+  )
+})
