@@ -1,7 +1,6 @@
 import { APPOINTMENT } from '../schemas/descriptions.js'
 import {
   APPOINTMENT_LIST,
-  bucketListOf,
   type FilterDescription,
   type FilterValues,
   filterColumn,
@@ -16,7 +15,7 @@ import {
   type PageStatement,
   pageSql,
 } from './page.js'
-import { organizationCount, tenantCondition } from './sql.js'
+import { tenantCondition } from './sql.js'
 
 /** The filters' values, by parameter (schemas/filters.ts). */
 export type AppointmentFilters = FilterValues<typeof APPOINTMENT_LIST>
@@ -43,10 +42,10 @@ export const APPOINTMENT_FILTERS = FILTERS.map((filter) => filter.param as Filte
 
 /**
  * Whether the buckets answer a total and place a deep page for these filters: every filter is
- * `many`. Migrations 009 and 012 cut the list of all active appointments, and the list of each
- * value and each combination of values of the `many` filters (`bucketListOf`), into buckets of at
- * most 2,000 in list order; a date range is a contiguous part of any of them. Any other set, and
- * so any `few` filter, counts from the few filter's index.
+ * `many`. Migration 013 keeps the list of all active appointments, and the list of each value
+ * and each combination of values of the `many` filters, cut into buckets in list order; a date
+ * range is a contiguous part of any of them. Any other set, and so any `few` filter, counts from
+ * the few filter's index.
  */
 function bucketed(given: readonly FilterDescription[]): boolean {
   return given.every((filter) => filter.rows === 'many')
@@ -58,28 +57,31 @@ interface Numbered {
   readonly n: number
 }
 
+/** The list's name among the buckets: its `many` values by column ({} for all appointments). */
+function listFilters(values: readonly Numbered[]): string {
+  if (values.length === 0) return `'{}'::jsonb`
+  const members = values.map(({ filter, n }) => `'${filterColumn(APPOINTMENT_LIST, filter)}', $${n}::text`)
+  return `jsonb_build_object(${members.join(', ')})`
+}
+
 /**
  * The list as pieces (`PageStatementParts.pieces`) when the buckets count it (`bucketed`): the
- * buckets of the values' bucket list (or of all appointments) from the one the range's start falls in to the
+ * buckets of the values' list (or of all appointments) from the one the range's start falls in to the
  * one its end falls in. Those two are cut at the range's ends by counting index entries inside
- * them: below the start in the first, up to the end in the last (at most 2,000 each). A bucket's
- * upper end is the next one's bound, so each count runs from a bucket's bound up to a range's end:
- * `bs`/`cs` the start's bucket and the entries of it below the start, `be`/`ce` the end's bucket
- * and the entries of it up to the end.
+ * them: below the start in the first, up to the end in the last (at most 2,000 and the pending
+ * changes each). A bucket's upper end is the next one's bound, so each count runs from a bucket's
+ * bound up to a range's end: `bs`/`cs` the start's bucket and the entries of it below the start,
+ * `be`/`ce` the end's bucket and the entries of it up to the end. `pr` holds the pending changes
+ * of the list that the folded counts leave out: from the start's bucket (or the range's start,
+ * with no bucket) up to the end's bucket (or the range's end).
  */
-function bucketPieces(given: readonly Numbered[]): { ctes: string | undefined; pieces: string } {
+function bucketPieces(given: readonly Numbered[]): { ctes: string; pieces: string; bottom: string } {
   const values = given.filter(({ filter }) => filter.compare === 'equals')
   const startDate = given.find(({ filter }) => filter.compare === 'from')?.n
   const endDate = given.find(({ filter }) => filter.compare === 'to')?.n
-  const bucketList = bucketListOf(
-    APPOINTMENT_LIST,
-    values.map(({ filter, n }) => ({ filter, value: n })),
-  )
-  const listName = [
-    `'${bucketList.name}'`,
-    ...bucketList.parts.flatMap(({ part, value }) => [`'${part}'`, `$${value}::text`]),
-  ].join(' || ')
-  const list = (alias: string) => `${tenantCondition(alias)} AND ${alias}.list = ${listName}`
+  const filters = listFilters(values)
+  const list = (alias: string) =>
+    `${tenantCondition(alias)} AND ${alias}.list = 'appointments' AND ${alias}.filters = ${filters}`
   // The list without its date range: what the buckets count.
   const base = [
     tenantCondition('k'),
@@ -90,7 +92,7 @@ function bucketPieces(given: readonly Numbered[]): { ctes: string | undefined; p
   const end = endDate && `$${endDate}::timestamptz`
   const bound = (cte: string) => `((SELECT ${cte}.lo_at FROM ${cte}), (SELECT ${cte}.lo_id FROM ${cte}))`
   const bucketOf = (name: string, condition: string) =>
-    `${name} AS MATERIALIZED (SELECT c.lo_at, c.lo_id FROM list_buckets c WHERE ${list('c')} AND ${condition}
+    `${name} AS MATERIALIZED (SELECT c.lo_at, c.lo_id FROM buckets c WHERE ${list('c')} AND ${condition}
       ORDER BY c.lo_at DESC, c.lo_id DESC LIMIT 1)`
   // Counted oldest first, from the bucket's bound up: the index scan starts at the bound (a row
   // comparison) and stops at the range's end (a condition on start_at alone). The other way round,
@@ -100,6 +102,15 @@ function bucketPieces(given: readonly Numbered[]): { ctes: string | undefined; p
     `${name} AS MATERIALIZED (SELECT (SELECT count(*) FROM (
         SELECT FROM appointments k WHERE ${base} AND ${condition} AND (k.start_at, k.id) >= ${bound(bucket)}
         ORDER BY k.start_at, k.id OFFSET 0) k) AS n)`
+  const pendingWhere = [
+    tenantCondition('p'),
+    `p.list = 'appointments'`,
+    'p.delta <> 0',
+    `p.attrs @> ${filters}`,
+    start &&
+      `(p.at, p.id) >= (coalesce((SELECT bs.lo_at FROM bs), ${start}), coalesce((SELECT bs.lo_id FROM bs), ''))`,
+    end && `(CASE WHEN EXISTS (SELECT FROM be) THEN (p.at, p.id) < ${bound('be')} ELSE p.at <= ${end} END)`,
+  ].filter(Boolean)
   const ctes = [
     // The last bucket with entries before the start.
     start && bucketOf('bs', `c.lo_at < ${start}`),
@@ -107,6 +118,7 @@ function bucketPieces(given: readonly Numbered[]): { ctes: string | undefined; p
     // The bucket the end falls in.
     end && bucketOf('be', `c.lo_at <= ${end}`),
     end && countFrom('ce', 'be', `k.start_at <= ${end}`),
+    `pr AS MATERIALIZED (SELECT p.at, p.id, p.delta FROM list_changes p WHERE ${pendingWhere.join(' AND ')})`,
   ].filter(Boolean)
   const at = (cte: string) => `(c.lo_at, c.lo_id) = ${bound(cte)}`
   let n = 'c.n'
@@ -125,8 +137,9 @@ function bucketPieces(given: readonly Numbered[]): { ctes: string | undefined; p
     ? `CASE WHEN ${at('bs')} THEN ${start} ELSE c.lo_at END AS from_at, CASE WHEN ${at('bs')} THEN '' ELSE c.lo_id END AS from_id`
     : 'c.lo_at AS from_at, c.lo_id AS from_id'
   return {
-    ctes: ctes.length > 0 ? ctes.join(',\n    ') : undefined,
-    pieces: `SELECT c.lo_at, c.lo_id, ${n} AS n, ${from} FROM list_buckets c WHERE ${conditions.join(' AND ')}`,
+    ctes: ctes.join(',\n    '),
+    pieces: `SELECT c.lo_at, c.lo_id, ${n} AS n, ${from} FROM buckets c WHERE ${conditions.join(' AND ')}`,
+    bottom: start ? `${start}, ''` : `'-infinity'::timestamptz, ''`,
   }
 }
 
@@ -172,20 +185,20 @@ function sqlFor(given: readonly Numbered[]): PageSql {
   // Any other set counts from an index: a few filter's value selects few rows (FEW_ROWS).
   if (!bucketed(given.map(({ filter }) => filter)))
     return pageSql({ table: 'appointments', where, paramCount, orderBy: ORDER_BY, fields: FIELDS })
-  const { ctes, pieces } = bucketPieces(given)
+  const { ctes, pieces, bottom } = bucketPieces(given)
   return pageSql({
     table: 'appointments',
     where,
     paramCount,
     orderBy: ORDER_BY,
     fields: FIELDS,
-    // Unfiltered, one row per organization (migration 006); filtered, the pieces summed.
-    countText:
-      given.length === 0
-        ? organizationCount('appointment_counts')
-        : `SELECT coalesce(sum(p.n), 0)::int AS total FROM (${pieces}) p`,
-    ...(ctes ? { ctes } : {}),
+    // Exact: the pieces' folded counts and the pending changes among them.
+    countText: `SELECT (coalesce(sum(p.n), 0) + (SELECT coalesce(sum(r.delta), 0) FROM pr r))::int AS total
+      FROM (${pieces}) p`,
+    ctes,
     pieces,
+    pending: 'pr',
+    bottom,
     seekWhere: { up: up.join(' AND '), down: down.join(' AND ') },
   })
 }

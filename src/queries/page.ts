@@ -147,6 +147,15 @@ export interface PageStatementParts {
    * and stepped over every entry between (188 ms for a middle page of 600,000, bench/RESULTS.md).
    */
   readonly seekWhere?: { readonly up: string; readonly down: string }
+  /**
+   * With `pieces`: the list's changes that the pieces' counts leave out (rows `at`, `id`, `delta`
+   * of the changes not folded yet, migration 013), a CTE of `ctes`. They are the pending changes
+   * from the lowest piece's bound up to the highest piece's (or up, when the highest piece is
+   * counted from the bucket's folded count), and the seek adds them to the pieces it sums.
+   */
+  readonly pending?: string
+  /** With `pieces`: the key the list starts at (SQL of `at, id`), where a seek with no piece found steps from. */
+  readonly bottom?: string
 }
 
 /**
@@ -206,8 +215,9 @@ export function pageSql(parts: PageStatementParts): PageSql {
   // At most one row, by its key (org_id, list); LIMIT 1 also lets the statement run with its tenant
   // conditions taken out, as the isolation test's control runs it.
   const version = `v AS MATERIALIZED (SELECT (SELECT $1::text) AS org, coalesce((
-      SELECT l.version FROM list_versions l WHERE ${tenantCondition('l')} AND l.list = '${parts.table}'
-      LIMIT 1), 0) AS version)`
+      SELECT f.changes FROM list_folds f WHERE ${tenantCondition('f')} AND f.list = '${parts.table}'
+      LIMIT 1), 0) + (
+      SELECT count(*) FROM list_changes c WHERE ${tenantCondition('c')} AND c.list = '${parts.table}') AS version)`
   const total = `WITH ${version}, ${parts.ctes ? `${parts.ctes}, ` : ''}t AS MATERIALIZED (
       SELECT (${count}) AS total FROM v WHERE v.version <> ALL (${paramsOf(parts).known}))${ctes}`
   const versioned = 'v.version::text AS version, v.org'
@@ -338,22 +348,43 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
   // The entries to step over from the nearer end: the offset, or those after the page.
   const nearerEndSkip = `(CASE WHEN ${topHalf(total)} THEN ${offset} ELSE ${total} - ${offset} - ${limit} END)`
   const seeks = `${nearerEndSkip} >= ${SEEK_FROM}`
+  // The pending changes (or none), and the most they can move an entry: the pieces are summed
+  // as folded, and a piece is picked whose folded sum leaves room for them; its own sum is then
+  // made exact by adding the pending changes on its side of its bound.
+  const pending =
+    parts.pending ?? '(SELECT NULL::timestamptz AS at, NULL::text AS id, 0 AS delta WHERE false)'
+  const moved = `(SELECT coalesce(sum(abs(p.delta)), 0) FROM ${pending} p)`
+  const pendingFrom = (bound: string, side: '>=' | '<') =>
+    `(SELECT coalesce(sum(p.delta), 0) FROM ${pending} p WHERE (p.at, p.id) ${side} ${bound})`
+  const bottom = parts.bottom ?? `'-infinity'::timestamptz, ''`
   // Newest first: `through` counts the entries from the top of the list to the end of each
-  // piece, so the offset's entry is `through - 1 - offset` entries above the piece's bound.
-  const newestFirst = `SELECT w.from_at, w.from_id, w.through - 1 - ${offset} AS skip
+  // piece, so the offset's entry is `through - 1 - offset` entries above the piece's bound. With
+  // no piece far enough, the list's bottom, `total - 1 - offset` entries below it.
+  const newestFirst = `(SELECT w.from_at, w.from_id, w.through + ${pendingFrom('(w.lo_at, w.lo_id)', '>=')} - 1 - ${offset} AS skip
       FROM (SELECT b.lo_at, b.lo_id, b.from_at, b.from_id,
                    sum(b.n) OVER (ORDER BY b.lo_at DESC, b.lo_id DESC) AS through
             FROM (${pieces}) b) w
-      WHERE ${topHalf(total)} AND ${seeks} AND w.through > ${offset}
-      ORDER BY w.lo_at DESC, w.lo_id DESC LIMIT 1`
-  // Oldest first: the offset's entry is `total - 1 - offset` entries above the list's bottom.
+      WHERE ${topHalf(total)} AND ${seeks} AND w.through > ${offset} + ${moved}
+      ORDER BY w.lo_at DESC, w.lo_id DESC LIMIT 1)
+      UNION ALL
+      (SELECT ${bottom}, ${total} - 1 - ${offset} WHERE ${topHalf(total)} AND ${seeks})
+      LIMIT 1`
+  // Oldest first: the offset's entry is `total - 1 - offset` entries above the list's bottom. With
+  // no piece far enough, the highest piece, or the list's bottom.
   const fromBottom = `${total} - 1 - ${offset}`
-  const oldestFirst = `SELECT w.from_at, w.from_id, ${fromBottom} - (w.through - w.n) AS skip
+  const oldestFirst = `(SELECT w.from_at, w.from_id,
+             ${fromBottom} - (w.through - w.n) - ${pendingFrom('(w.lo_at, w.lo_id)', '<')} AS skip
       FROM (SELECT b.lo_at, b.lo_id, b.from_at, b.from_id, b.n,
                    sum(b.n) OVER (ORDER BY b.lo_at, b.lo_id) AS through
             FROM (${pieces}) b) w
-      WHERE NOT ${topHalf(total)} AND ${seeks} AND w.through > ${fromBottom}
-      ORDER BY w.lo_at, w.lo_id LIMIT 1`
+      WHERE NOT ${topHalf(total)} AND ${seeks} AND w.through > ${fromBottom} - ${moved}
+      ORDER BY w.lo_at, w.lo_id LIMIT 1)
+      UNION ALL
+      (SELECT b.from_at, b.from_id, ${fromBottom} - (${total} - b.n - ${pendingFrom('(b.lo_at, b.lo_id)', '>=')})
+      FROM (${pieces}) b WHERE NOT ${topHalf(total)} AND ${seeks} ORDER BY b.lo_at DESC, b.lo_id DESC LIMIT 1)
+      UNION ALL
+      (SELECT ${bottom}, ${fromBottom} WHERE NOT ${topHalf(total)} AND ${seeks})
+      LIMIT 1`
   const ctes = `, s AS MATERIALIZED ((${newestFirst}) UNION ALL (${oldestFirst}))`
   const up = parts.seekWhere ? { ...parts, where: parts.seekWhere.up } : parts
   const down = parts.seekWhere ? { ...parts, where: parts.seekWhere.down } : parts

@@ -9,11 +9,6 @@ export function iso(column: string): string {
   return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
 }
 
-/** The exact total from a counts table kept by triggers with one row per organization (migrations 004, 006). */
-export function organizationCount(table: 'customer_counts' | 'appointment_counts'): string {
-  return `SELECT coalesce(sum(c.n), 0)::int AS total FROM ${table} c WHERE ${tenantCondition('c')}`
-}
-
 /** The instant a UTC day (an SQL date) begins, as a timestamptz. */
 export function utcMidnight(day: string): string {
   return `((${day})::timestamp AT TIME ZONE 'UTC')`

@@ -32,32 +32,35 @@ async function schemaOwner(sql: Sql): Promise<string> {
   return row?.owner ?? ''
 }
 
+/** The role the salon software's application writes customers and appointments as (migration 013). */
+export const WRITER_ROLE = 'openbook_writer'
+
 /**
- * Creates openbook_reader when it is missing (which needs CREATEROLE once, or a superuser), and
- * makes the schema owner a member, so that a server given the owner's URL can run its requests
- * as openbook_reader. Both are skipped when already so: an owner without CREATEROLE can migrate
- * once the role exists.
+ * Creates `role` when it is missing (which needs CREATEROLE once, or a superuser). For
+ * openbook_reader, also makes the schema owner a member, so that a server given the owner's URL
+ * can run its requests as openbook_reader. Each is skipped when already so: an owner without
+ * CREATEROLE can migrate once the roles exist.
  */
-async function ensureReaderRole(sql: Sql, owner: string): Promise<void> {
+async function ensureRole(sql: Sql, owner: string, role: string): Promise<void> {
   const [state] = await sql.query<{ exists: boolean; member: boolean; may_create: boolean }>(
     `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1) AS exists,
             EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1) AND pg_has_role($2, $1, 'MEMBER') AS member,
             (SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user) AS may_create`,
-    [READER_ROLE, owner],
+    [role, owner],
   )
   if (!state?.exists) {
     if (!state?.may_create) {
       throw new MigrationError(
-        `role ${READER_ROLE} does not exist and ${owner} may not create roles: run \`openbook migrate\` once ` +
-          `as a role with CREATEROLE (or a superuser), or create it: CREATE ROLE ${READER_ROLE} NOLOGIN`,
+        `role ${role} does not exist and ${owner} may not create roles: run \`openbook migrate\` once ` +
+          `as a role with CREATEROLE (or a superuser), or create it: CREATE ROLE ${role} NOLOGIN`,
       )
     }
     // Another database of the same cluster (or a concurrent migrate) may make it first.
     await sql.exec(`DO $$ BEGIN
-      CREATE ROLE ${READER_ROLE} NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE;
+      CREATE ROLE ${role} NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE;
     EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`)
   }
-  if (!state?.member && state?.may_create) {
+  if (role === READER_ROLE && !state?.member && state?.may_create) {
     await sql.exec(`GRANT ${READER_ROLE} TO ${quoteIdent(owner)}`)
   }
 }
@@ -129,7 +132,8 @@ export async function migrate(
     }
     const from = (await readSchemaState(sql, 'owner')).version
     if (from > LATEST_VERSION) throw new MigrateTooOldError(from)
-    await ensureReaderRole(sql, owner)
+    await ensureRole(sql, owner, READER_ROLE)
+    await ensureRole(sql, owner, WRITER_ROLE)
     await sql.exec(`SET LOCAL ROLE ${quoteIdent(owner)}`)
     await sql.exec(`CREATE TABLE IF NOT EXISTS openbook_schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());

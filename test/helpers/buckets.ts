@@ -1,12 +1,7 @@
-import {
-  APPOINTMENT_LIST,
-  bucketListOf,
-  type FilterDescription,
-  filterColumn,
-} from '../../src/schemas/filters.js'
+import { APPOINTMENT_LIST, type FilterDescription, filterColumn } from '../../src/schemas/filters.js'
 import type { Store } from '../../src/store/types.js'
 
-/** Every set of the `many` value filters (the empty one too): the triggers keep a list for each. */
+/** Every set of the `many` value filters (the empty one too): a list is kept for each. */
 function manySets(): FilterDescription[][] {
   const many = APPOINTMENT_LIST.filters.filter(
     (filter) => filter.compare === 'equals' && filter.rows === 'many',
@@ -17,49 +12,60 @@ function manySets(): FilterDescription[][] {
 }
 
 /**
- * The entries of every list, written out from the rows by the filter descriptions (`bucketListOf`),
- * not by the migrations: every active customer; every active appointment in the list of each set
- * of its `many` values.
+ * The entries of every list, written out from the rows by the filter descriptions, not by the
+ * migrations: every active customer; every active appointment in the list of each set of its
+ * `many` values, the list named by those values ({"column": "value", …}).
  */
 function entries(): string {
   const appointmentLists = manySets().map((set) => {
     const columns = set.map((filter) => filterColumn(APPOINTMENT_LIST, filter))
-    const list = bucketListOf(
-      APPOINTMENT_LIST,
-      set.map((filter, i) => ({ filter, value: columns[i] ?? '' })),
-    )
-    const name = [`'${list.name}'`, ...list.parts.flatMap(({ part, value }) => [`'${part}'`, value])].join(
-      ' || ',
-    )
+    const filters =
+      columns.length === 0
+        ? `'{}'::jsonb`
+        : `jsonb_build_object(${columns.map((column) => `'${column}', ${column}`).join(', ')})`
     const given = columns.map((column) => ` AND ${column} IS NOT NULL`).join('')
-    return `SELECT org_id, ${name} AS list, start_at AS at, id FROM appointments WHERE is_active${given}`
+    return `SELECT org_id, 'appointments' AS list, ${filters} AS filters, start_at AS at, id FROM appointments WHERE is_active${given}`
   })
   return [
-    "SELECT org_id, 'customers' AS list, created_at AS at, id FROM customers WHERE is_active",
+    "SELECT org_id, 'customers' AS list, '{}'::jsonb AS filters, created_at AS at, id FROM customers WHERE is_active",
     ...appointmentLists,
   ].join('\n         UNION ALL ')
 }
 
 /**
- * Buckets of list_buckets (migrations 009 and 012) whose count is not the number of entries in
- * their range, that hold more than 2,000, or lists with entries and no bucket.
+ * Buckets whose folded count plus the pending changes in their range is not the number of
+ * entries in their range, that hold more than 2,000 folded entries, or lists with entries and
+ * neither a bucket nor pending changes that account for them.
  */
 export async function bucketFaults(store: Store): Promise<unknown[]> {
   return store.admin((sql) =>
     sql.query(
       `WITH b AS (
-         SELECT org_id, list, lo_at, lo_id, n, lead(lo_at) OVER w AS hi_at, lead(lo_id) OVER w AS hi_id
-         FROM list_buckets WINDOW w AS (PARTITION BY org_id, list ORDER BY lo_at, lo_id)),
+         SELECT org_id, list, filters, lo_at, lo_id, n,
+                lead(lo_at) OVER w AS hi_at, lead(lo_id) OVER w AS hi_id
+         FROM buckets WINDOW w AS (PARTITION BY org_id, list, filters ORDER BY lo_at, lo_id)),
        e AS (
-         ${entries()})
-       SELECT b.org_id, b.list, b.lo_at, b.lo_id, b.n, c.n AS actual FROM b CROSS JOIN LATERAL (
-         SELECT count(*)::int AS n FROM e WHERE e.org_id = b.org_id AND e.list = b.list
-           AND (e.at, e.id) >= (b.lo_at, b.lo_id) AND (b.hi_at IS NULL OR (e.at, e.id) < (b.hi_at, b.hi_id))) c
-       WHERE b.n <> c.n OR b.n > 2000
+         ${entries()}),
+       inside AS (
+         SELECT b.*, (SELECT count(*)::int FROM e WHERE e.org_id = b.org_id AND e.list = b.list
+                        AND e.filters = b.filters AND (e.at, e.id) >= (b.lo_at, b.lo_id)
+                        AND (b.hi_at IS NULL OR (e.at, e.id) < (b.hi_at, b.hi_id))) AS actual,
+                     (SELECT coalesce(sum(p.delta), 0)::int FROM list_changes p
+                      WHERE p.org_id = b.org_id AND p.list = b.list AND p.attrs @> b.filters
+                        AND (p.at, p.id) >= (b.lo_at, b.lo_id)
+                        AND (b.hi_at IS NULL OR (p.at, p.id) < (b.hi_at, b.hi_id))) AS pending
+         FROM b)
+       SELECT org_id, list, filters, lo_at, lo_id, n, pending, actual FROM inside
+       WHERE n + pending <> actual OR n > 2000
        UNION ALL
-       SELECT e.org_id, e.list, NULL, NULL, NULL, count(*)::int FROM e
-       WHERE NOT EXISTS (SELECT 1 FROM list_buckets x WHERE x.org_id = e.org_id AND x.list = e.list)
-       GROUP BY 1, 2`,
+       SELECT e.org_id, e.list, e.filters, NULL, NULL, NULL,
+              (SELECT coalesce(sum(p.delta), 0)::int FROM list_changes p
+               WHERE p.org_id = e.org_id AND p.list = e.list AND p.attrs @> e.filters), count(*)::int
+       FROM e
+       WHERE NOT EXISTS (SELECT 1 FROM buckets x WHERE x.org_id = e.org_id AND x.list = e.list AND x.filters = e.filters)
+       GROUP BY 1, 2, 3
+       HAVING count(*) <> (SELECT coalesce(sum(p.delta), 0) FROM list_changes p
+                           WHERE p.org_id = e.org_id AND p.list = e.list AND p.attrs @> e.filters)`,
     ),
   )
 }

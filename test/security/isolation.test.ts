@@ -10,7 +10,7 @@ import { fetchPage, type PageStatement } from '../../src/queries/page.js'
 import { tenantCondition } from '../../src/queries/sql.js'
 import { isPrivileged } from '../../src/store/open.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
-import { READER_PRIVILEGES } from '../../src/store/reader-privileges.js'
+import { MIGRATED_READER_PRIVILEGES } from '../../src/store/reader-privileges.js'
 import type { Sql, Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import {
@@ -144,14 +144,13 @@ describeEachStore('tenant isolation in depth on %s', (testStore) => {
     expect(rows.map((r) => r.table)).toEqual(
       expect.arrayContaining([
         'api_keys',
-        'appointment_counts',
         'appointment_day_counts',
         'appointments',
-        'customer_counts',
+        'buckets',
         'customer_day_counts',
         'customers',
-        'list_buckets',
-        'list_versions',
+        'list_changes',
+        'list_folds',
         'organizations',
         'staff',
       ]),
@@ -174,6 +173,7 @@ describeEachStore('tenant isolation in depth on %s', (testStore) => {
         e: number
         b: number
         v: number
+        x: number
         k: number
       }>(
         `SELECT (SELECT count(*)::int FROM customers) AS c, (SELECT count(*)::int FROM appointments) AS a,
@@ -182,11 +182,13 @@ describeEachStore('tenant isolation in depth on %s', (testStore) => {
                   (SELECT count(*)::int FROM customer_counts) AS n,
                   (SELECT count(*)::int FROM customer_day_counts) AS e,
                   (SELECT count(*)::int FROM list_buckets) AS b, (SELECT count(*)::int FROM list_versions) AS v,
+                  (SELECT count(*)::int FROM buckets) + (SELECT count(*)::int FROM list_changes)
+                    + (SELECT count(*)::int FROM list_folds) AS x,
                   (SELECT count(*)::int FROM api_keys) AS k`,
       )
       return row
     })
-    expect(counts).toEqual({ c: 0, a: 0, o: 0, d: 0, n: 0, e: 0, b: 0, v: 0, k: 0 })
+    expect(counts).toEqual({ c: 0, a: 0, o: 0, d: 0, n: 0, e: 0, b: 0, v: 0, x: 0, k: 0 })
     // The control: the same role with the setting named sees that organization's rows only.
     const named = await store.admin(async (sql) => {
       await sql.exec(`SET LOCAL ROLE ${READER}`)
@@ -507,10 +509,10 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
   })
 
   /** The reader's table privileges, as information_schema and has_table_privilege both must list them. */
-  const READER_TABLE_GRANTS = READER_PRIVILEGES.filter((p) => p.kind === 'table')
+  const READER_TABLE_GRANTS = MIGRATED_READER_PRIVILEGES.filter((p) => p.kind === 'table')
     .map((p) => ({ t: p.object, p: p.privilege }))
     .sort((x, y) => (x.t === y.t ? x.p.localeCompare(y.p) : x.t < y.t ? -1 : 1))
-  const READER_COLUMN_GRANTS = READER_PRIVILEGES.filter((p) => p.kind === 'column').map((p) => {
+  const READER_COLUMN_GRANTS = MIGRATED_READER_PRIVILEGES.filter((p) => p.kind === 'column').map((p) => {
     const [t = '', c = ''] = p.object.split('.')
     return { t, c, p: p.privilege }
   })
@@ -574,10 +576,12 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
       ),
     )
     expect(callable.map((row) => row.f)).toEqual(
-      READER_PRIVILEGES.filter((p) => p.kind === 'function').map((p) => p.object),
+      MIGRATED_READER_PRIVILEGES.filter((p) => p.kind === 'function').map((p) => p.object),
     )
-    // The list the server checks holds what the request path needs, named here too.
+    // The list the server checks holds what the request path needs, named here too, and what the
+    // earlier release that serves this schema calls.
     expect(callable.map((row) => row.f)).toEqual([
+      'list_filter_sets(jsonb)',
       'openbook_authenticate(text)',
       'openbook_key_lookup(text)',
       'openbook_prepare(text,text,boolean)',
@@ -585,20 +589,24 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     ])
   })
 
-  it('is a member of no other role, and no SECURITY DEFINER function exists', async () => {
+  it('is a member of no other role, and may call no SECURITY DEFINER function', async () => {
     const [row] = await store.admin((sql) =>
-      sql.query<{ memberships: number; definers: number; create: boolean }>(
+      sql.query<{ memberships: number; definers: string[]; callable: number; create: boolean }>(
         `SELECT (SELECT count(*)::int FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member
                  WHERE r.rolname = $1) AS memberships,
-                (SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                (SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
+                 JOIN pg_namespace n ON n.oid = p.pronamespace
                  WHERE n.nspname = 'public' AND p.prosecdef) AS definers,
+                (SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                 WHERE n.nspname = 'public' AND p.prosecdef AND has_function_privilege($1, p.oid, 'EXECUTE')) AS callable,
                 has_schema_privilege($1, 'public', 'CREATE') AS create`,
         [READER],
       ),
     )
     // A membership would lend it another role's rights and policies; a definer function would run
-    // with its owner's; CREATE in public would let it plant objects. None of them exists.
-    expect(row).toEqual({ memberships: 0, definers: 0, create: false })
+    // with its owner's; CREATE in public would let it plant objects. The one definer function
+    // folds the lists' pending changes for writers, and the reader may not call it.
+    expect(row).toEqual({ memberships: 0, definers: ['list_fold(text,text)'], callable: 0, create: false })
   })
 
   it('the only policies that apply to it are the tenant policy of each table and the key lookup', async () => {
@@ -615,14 +623,13 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     expect(applying.map((p) => `${p.table}.${p.policy} ${p.command}`)).toEqual([
       'api_keys.key_lookup SELECT',
       'api_keys.tenant_isolation ALL',
-      'appointment_counts.tenant_isolation ALL',
       'appointment_day_counts.tenant_isolation ALL',
       'appointments.tenant_isolation ALL',
-      'customer_counts.tenant_isolation ALL',
+      'buckets.tenant_isolation ALL',
       'customer_day_counts.tenant_isolation ALL',
       'customers.tenant_isolation ALL',
-      'list_buckets.tenant_isolation ALL',
-      'list_versions.tenant_isolation ALL',
+      'list_changes.tenant_isolation ALL',
+      'list_folds.tenant_isolation ALL',
       'memberships.tenant_isolation ALL',
       'organizations.tenant_isolation ALL',
       'services.tenant_isolation ALL',
