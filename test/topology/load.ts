@@ -61,6 +61,8 @@ export interface LoadReport {
   inFlightAt(at: number, slack?: number): number
   /** Every answered request: [sent, answered], ms since the load started. */
   readonly spans: readonly (readonly [number, number])[]
+  /** When each 200 was answered, ms since the load started. */
+  readonly okEnds: readonly number[]
 }
 
 /** Nearest-rank percentile of sorted values. */
@@ -97,6 +99,7 @@ export async function runLoad(options: {
   const elapsed = () => performance.now() - started
   /** Every answered request: [sent, answered], ms since the start. */
   const spans: [number, number][] = []
+  const okEnds: number[] = []
   const durations: number[] = []
   const failures: Failure[] = []
   /** The body of the last non-200 answer: autocannon calls onResponse just before 'response'. */
@@ -150,6 +153,7 @@ export async function runLoad(options: {
       spans.push([start, end])
       durations.push(responseTime)
       if (status !== 200) failures.push({ start, end, what: `${status} ${lastErrorBody}` })
+      else okEnds.push(end)
     })
     instance.on('reqError', (error) => {
       const end = elapsed()
@@ -179,5 +183,6 @@ export async function runLoad(options: {
     ...(firstWrong ? { firstWrong } : {}),
     inFlightAt: (at, slack = 0) => spans.filter(([start, end]) => start <= at + slack && end > at).length,
     spans,
+    okEnds,
   }
 }

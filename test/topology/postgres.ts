@@ -143,15 +143,20 @@ export async function createPrimary(run: RunDir, port: number): Promise<PgNode> 
  * A streaming replica: pg_basebackup -R from the primary (with a replication slot, so that the
  * primary keeps the WAL a stopped replica still needs), on a port of its own.
  */
-export async function createReplica(run: RunDir, primary: PgNode, port: number): Promise<PgNode> {
+export async function createReplica(
+  run: RunDir,
+  primary: PgNode,
+  port: number,
+  name = 'replica',
+): Promise<PgNode> {
   const bin = postgresBin()
-  const dir = run.serviceDir('replica')
+  const dir = run.serviceDir(name)
   await run.run(
     'pg_basebackup',
     `${bin}/pg_basebackup`,
     [
       ...['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres'],
-      ...['-D', dir, '-R', '-X', 'stream', '-c', 'fast', '-C', '-S', 'topology_replica'],
+      ...['-D', dir, '-R', '-X', 'stream', '-c', 'fast', '-C', '-S', `topology_${name}`],
     ],
     { asService: true },
   )
@@ -159,7 +164,7 @@ export async function createReplica(run: RunDir, primary: PgNode, port: number):
   // replay position every second instead of every 10 s: `keys revoke` waits for that report
   // (pg_stat_replication.replay_lsn), so it returns within a second of the replay.
   appendFileSync(join(dir, 'postgresql.conf'), `port = ${port}\nwal_receiver_status_interval = 1s\n`)
-  const node = new PgNode(run, 'replica', dir, port)
+  const node = new PgNode(run, name, dir, port)
   await node.start()
   return node
 }

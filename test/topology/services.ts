@@ -103,15 +103,18 @@ export class PgBouncer {
   }
 
   /**
-   * Failover: the `openbook` database now on `primaryPort` (the promoted replica), the reference
-   * configuration rendered again and loaded with RELOAD, as an operator does.
+   * Failover: the `openbook` database now on `port` (the promoted replica), the reference
+   * configuration rendered again and loaded with RELOAD, as an operator does; or, with
+   * `openbook_replica`, the replica built afterwards.
    */
-  async repoint(primaryPort: number): Promise<void> {
-    const text = readFileSync(this.config, 'utf8').replace(
-      /^openbook = host=(\S+) port=\d+/m,
-      (_, host: string) => `openbook = host=${host} port=${primaryPort}`,
+  async repoint(port: number, database: 'openbook' | 'openbook_replica' = 'openbook'): Promise<void> {
+    const line = new RegExp(`^${database} = host=(\\S+) port=\\d+`, 'm')
+    const before = readFileSync(this.config, 'utf8')
+    if (!line.test(before)) throw new Error(`no ${database} line in ${this.config}`)
+    writeFileSync(
+      this.config,
+      before.replace(line, (_, host: string) => `${database} = host=${host} port=${port}`),
     )
-    writeFileSync(this.config, text)
     await this.admin('RELOAD')
   }
 
@@ -288,6 +291,32 @@ export interface ServerState {
   readonly current: number
 }
 
+/** HAProxy's settings the test runs each store fault under: the reference file's, and an operator's own. */
+export interface HAProxySettings {
+  /** Told in the summary. */
+  readonly label: string
+  /** The reference file, changed (or not) as an operator would write theirs. */
+  readonly edit: (reference: string) => string
+}
+
+/** docs/topology/haproxy.conf as it is. */
+export const DOCUMENTED_HAPROXY: HAProxySettings = { label: 'documented haproxy.conf', edit: (text) => text }
+
+/**
+ * Ordinary settings that an operator might write: a check every 250 ms and no `timeout check`, so
+ * that HAProxy gives each check its `inter`, 250 ms, to answer in.
+ */
+export const QUICK_CHECKS_HAPROXY: HAProxySettings = {
+  label: 'inter 250ms, no timeout check',
+  edit(text) {
+    const checks = 'check inter 500ms fastinter 250ms downinter 1s '
+    const timeout = /^ *timeout check .*\n/m
+    if (!text.includes(checks) || !timeout.test(text))
+      throw new Error('docs/topology/haproxy.conf no longer has the check settings this variant replaces')
+    return text.replace(checks, 'check inter 250ms ').replace(timeout, '')
+  },
+}
+
 export class HAProxy {
   process: Tracked | undefined
 
@@ -296,6 +325,8 @@ export class HAProxy {
     readonly port: number,
     readonly statsPort: number,
     private readonly instances: readonly Instance[],
+    readonly settings: HAProxySettings = DOCUMENTED_HAPROXY,
+    private readonly name = 'haproxy',
   ) {}
 
   async start(): Promise<void> {
@@ -308,14 +339,12 @@ export class HAProxy {
       env[`OPENBOOK_APP${index + 1}`] = `127.0.0.1:${instance.port}`
       env[`OPENBOOK_APP${index + 1}_OPS_PORT`] = String(instance.opsPort)
     })
-    this.process = this.run.spawn(
-      'haproxy',
-      '/usr/sbin/haproxy',
-      ['-db', '-f', `${ROOT}docs/topology/haproxy.conf`],
-      {
-        env,
-      },
-    )
+    const reference = readFileSync(`${ROOT}docs/topology/haproxy.conf`, 'utf8')
+    const edited = this.settings.edit(reference)
+    const config =
+      edited === reference ? `${ROOT}docs/topology/haproxy.conf` : this.run.file(`${this.name}.conf`)
+    if (edited !== reference) writeFileSync(config, edited)
+    this.process = this.run.spawn(this.name, '/usr/sbin/haproxy', ['-db', '-f', config], { env })
     await until(
       'HAProxy to see every instance up',
       async () => {
