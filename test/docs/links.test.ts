@@ -95,6 +95,27 @@ function runNotes(text: string): string[] {
   return found
 }
 
+/** Generated, not committed: `npm run docs` writes it. */
+const GENERATED = new Set(['docs/api.html'])
+
+/**
+ * The repository paths a doc names in code spans (`src/…`, `test/…`, …) that do not exist,
+ * leaving out globs, generated files and the paths of another repository that the doc cites (its
+ * URL shortly before).
+ */
+function missingPaths(file: string, markdown: string): string[] {
+  const missing: string[] = []
+  for (const match of markdown.matchAll(/`((?:src|test|bench|scripts|packages|docs|bin)\/[^`\s]*)`/g)) {
+    const path = (match[1] ?? '').replace(/[:(].*$/, '').replace(/\/$/, '')
+    if (path.includes('*') || GENERATED.has(path)) continue
+    const before = markdown.slice(Math.max(0, (match.index ?? 0) - 600), match.index)
+    if (/https?:\/\//.test(before)) continue
+    const candidates = [join(ROOT, path), join(dirname(file), path)]
+    if (!candidates.some(existsSync)) missing.push(path)
+  }
+  return missing
+}
+
 describe('the product docs', () => {
   it('every relative link and anchor resolves', () => {
     const broken = LINKED_DOCS.filter(existsSync).flatMap((file) =>
@@ -104,6 +125,13 @@ describe('the product docs', () => {
         .map((problem) => `${name(file)}: ${problem}`),
     )
     expect(broken).toEqual([])
+  })
+
+  it('every file or folder of the repository they name exists', () => {
+    const missing = PRODUCT_DOCS.flatMap((file) =>
+      missingPaths(file, read(file)).map((path) => `${name(file)}: ${path}`),
+    )
+    expect(missing).toEqual([])
   })
 
   it('the README is a guide of at most 250 lines, with short lines', () => {
