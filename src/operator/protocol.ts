@@ -35,7 +35,7 @@ export interface ServerRelease {
 }
 
 /**
- * One line of the server's answer: who answers (the first line; servers up to 0ff2148 send none),
+ * One line of the server's answer: who answers (the first line; the oldest servers send none),
  * output, error output, or the exit status (the last line).
  */
 export interface Answer {

@@ -3,14 +3,11 @@ import compress from '@fastify/compress'
 import type { FastifyInstance, onSendHookHandler } from 'fastify'
 
 /**
- * Compressed answers (issue 31, item 9): a page of 100 customers is about 50 KB of JSON and an
- * organization's whole list about 150 MB; gzip makes them several times smaller. `@fastify/compress`
- * picks the encoding from Accept-Encoding (q-values included), compresses only bodies of at least
- * `threshold` bytes (so error bodies, all smaller, stay as they are), and sets Content-Encoding and
- * Vary. The levels are chosen for CPU (`npm run bench:compression`, README "Benchmark"): on a page
- * of 100 customers (52 KB), brotli at quality 1 and gzip at level 1 take a third of gzip's default
- * level 6's CPU (about 0.25 against 0.73 ms) for 12-17 % more bytes (9.5 and 9.9 against 8.5 KB);
- * brotli 1 is smaller than gzip 1 for about the same CPU, so it goes first where the client takes it.
+ * Compressed answers (docs/integrators/compressed-pages.md). `@fastify/compress` picks the encoding
+ * from Accept-Encoding (q-values included), compresses only bodies of at least `threshold` bytes (so
+ * error bodies, all smaller, stay as they are), and sets Content-Encoding and Vary. brotli 1 and
+ * gzip 1 are chosen for CPU: a third of gzip's default level's for 12-17 % more bytes
+ * (bench/RESULTS.md, Compression); brotli 1 goes first where the client takes it.
  */
 export const COMPRESSION = {
   encodings: ['br', 'gzip'] as const,

@@ -94,7 +94,7 @@ export async function readSchemaState(sql: Sql, reader: 'owner' | 'anyone' = 'an
   )
   if (!row?.table) return { version: 0, compatibleFrom: 0 }
   if (row.published && reader === 'anyone') {
-    // Releases up to cda75ce published the version alone, as an integer: the column is then `v`.
+    // The oldest releases published the version alone, as an integer: the column is then `v`.
     const [published] = await sql.query<{ v?: number; version?: number; compatible_from?: number }>(
       'SELECT * FROM public.openbook_schema_version() AS v',
     )
