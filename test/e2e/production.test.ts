@@ -8,7 +8,7 @@ import { dropRole, TEST_ROLE_PREFIX } from '../helpers/roles.js'
 import { postgresAvailable, urlFor } from '../helpers/stores.js'
 
 /**
- * The README's production sequence, run as a new user would: a non-superuser owner migrates, a
+ * The production sequence of docs/operators/production.md, run as a new user would: a non-superuser owner migrates, a
  * dedicated login role joins openbook_reader, and `node dist/server.js` (what `npm start` execs)
  * serves with that role. Real binary, real PostgreSQL, real HTTP.
  */
@@ -81,7 +81,7 @@ describe.skipIf(!postgresAvailable())('the documented production sequence, as a 
     async () => {
       const ownerEnv = { DATABASE_URL: urlAs(owner) }
       expect((await openbook(['migrate'], ownerEnv)).code).toBe(0)
-      // README: psql "$DATABASE_URL" -c "CREATE ROLE openbook_api LOGIN PASSWORD '…' IN ROLE openbook_reader"
+      // docs/operators/production.md: psql "$DATABASE_URL" -c "CREATE ROLE openbook_api LOGIN PASSWORD '…' IN ROLE openbook_reader"
       await psql(urlAs(owner), `CREATE ROLE ${api} LOGIN PASSWORD 'change-me' IN ROLE openbook_reader`)
       expect(
         (

@@ -766,7 +766,7 @@ describe.skipIf(!postgresAvailable())('a dedicated login role that is a member o
   beforeAll(async () => {
     testStore = await createTestStore('postgres')
     tenants = await seedTenants(testStore.store, ['org_d1', 'org_d2'])
-    // What the README tells production to do (trust authentication here, so no password).
+    // What docs/operators/production.md tells production to do (trust authentication here, so no password).
     role = await createTestRole(READER)
     const url = new URL(testStore.url as string)
     url.username = role.name

@@ -23,7 +23,7 @@ import {
 } from '../helpers/stores.js'
 
 /**
- * The version rules (README, Upgrading): which release serves which schema, and what `migrate`
+ * The version rules (docs/operators/upgrading.md): which release serves which schema, and what `migrate`
  * of a release older than the schema does (nothing). A newer release is played by the schema
  * itself: a migration row and a published version above this release's, and a grant that only
  * the newer release's migration made.
