@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { CHECK_TIMEOUT_MS, Readiness } from '../../src/ops/readiness.js'
+import { CHECK_TIMEOUT_MS, observedStore, Readiness } from '../../src/ops/readiness.js'
 import { StoreBusyError } from '../../src/store/busy.js'
+import type { Store } from '../../src/store/types.js'
 
 /** A readiness whose check fails with `failure` (when set), or never answers (`hang`), on a clock the test moves. */
 function readinessWith(graceMs: number) {
@@ -128,5 +129,25 @@ describe('readiness: this instance can serve', () => {
     readiness.stop()
     await vi.advanceTimersByTimeAsync(5_000)
     expect(state.checks).toBe(2)
+  })
+
+  it("the server's store tells readiness each request's outcome, and passes the request's own result or error on", async () => {
+    const { readiness } = readinessWith(10_000)
+    let failure: Error | undefined
+    const store = {
+      kind: 'postgres',
+      read: async () => {
+        if (failure) throw failure
+        return 'page'
+      },
+    } as unknown as Store
+    const observed = observedStore(store, readiness)
+    expect(observed.kind).toBe('postgres')
+    failure = refused()
+    await expect(observed.read(async () => undefined)).rejects.toBe(failure)
+    expect(readiness.report().body).toMatchObject({ store: 'unreachable' })
+    failure = undefined
+    expect(await observed.read(async () => undefined)).toBe('page')
+    expect(readiness.report().body).toEqual({ status: 'ready', store: 'ok' })
   })
 })
