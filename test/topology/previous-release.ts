@@ -3,15 +3,32 @@ import { existsSync, readdirSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { ROOT } from '../helpers/process.js'
 
+const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT, stdio: 'pipe' }).toString().trim()
+
 /**
- * The release a rolling upgrade starts from: the last commit before this release's first
- * migration (008), the first with the version rules (README, Upgrading). Moved forward when a
- * release adds a migration: to the last commit before that release's first one.
+ * The release a rolling upgrade (and its rollback) starts from: the latest release tag (`vX.Y.Z`,
+ * CHANGELOG.md) in this checkout's history that is not the checked-out commit itself, so that each
+ * release is tested against the one before it. Tagging a release moves it forward.
  */
-export const PREVIOUS_RELEASE = '09cc911dddc14e303c759094f1e0d80361ae5cc8'
+function latestReleaseTag(): { readonly tag: string; readonly commit: string } {
+  const head = git('rev-parse', 'HEAD')
+  for (const tag of git('tag', '--merged', 'HEAD', '--sort=-v:refname', '--list', 'v[0-9]*').split('\n')) {
+    if (!/^v\d+\.\d+\.\d+$/.test(tag)) continue
+    const commit = git('rev-parse', `${tag}^{commit}`)
+    if (commit !== head) return { tag, commit }
+  }
+  throw new Error(
+    "no release tag (vX.Y.Z) in this checkout's history: run the topology test in a clone with its tags (git fetch --tags)",
+  )
+}
+
+const LATEST = latestReleaseTag()
+export const PREVIOUS_RELEASE_TAG = LATEST.tag
+export const PREVIOUS_RELEASE = LATEST.commit
 
 export interface PreviousRelease {
   readonly root: string
+  readonly tag: string
   readonly commit: string
   /** The highest migration it knows. */
   readonly latestVersion: number
@@ -25,16 +42,21 @@ export interface PreviousRelease {
  * not changed since. Needs the repository's history (a clone, not an export).
  */
 export function buildPreviousRelease(dir: string): PreviousRelease {
-  const root = join(dir, 'previous-release')
-  const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT, stdio: 'pipe' }).toString()
+  return buildRelease(dir, PREVIOUS_RELEASE_TAG, 'previous-release')
+}
+
+/** A worktree of the release `tag` in `dir`/`name`, built as buildPreviousRelease builds its own. */
+export function buildRelease(dir: string, tag: string, name = tag): PreviousRelease {
+  let commit: string
   try {
-    git('cat-file', '-e', `${PREVIOUS_RELEASE}^{commit}`)
+    commit = git('rev-parse', `${tag}^{commit}`)
   } catch {
     throw new Error(
-      `the previous release ${PREVIOUS_RELEASE.slice(0, 7)} is not in this checkout's history: run the topology test in a clone of the repository`,
+      `the release ${tag} is not in this checkout's history: run the topology test in a clone of the repository, with its tags`,
     )
   }
-  git('worktree', 'add', '--detach', '--force', root, PREVIOUS_RELEASE)
+  const root = join(dir, name)
+  git('worktree', 'add', '--detach', '--force', root, commit)
   const remove = () => {
     try {
       git('worktree', 'remove', '--force', root)
@@ -54,7 +76,7 @@ export function buildPreviousRelease(dir: string): PreviousRelease {
     )
     execFileSync(process.execPath, ['scripts/copy-migrations.js'], { cwd: root, stdio: 'pipe' })
     if (!existsSync(join(root, 'dist/server.js')))
-      throw new Error('the previous release built no dist/server.js')
+      throw new Error(`the release ${tag} built no dist/server.js`)
   } catch (error) {
     remove()
     throw error
@@ -64,5 +86,5 @@ export function buildPreviousRelease(dir: string): PreviousRelease {
       .filter((file) => /^\d{3}_[a-z0-9_]+\.sql$/.test(file))
       .map((file) => Number(file.slice(0, 3))),
   )
-  return { root, commit: PREVIOUS_RELEASE, latestVersion, remove }
+  return { root, tag, commit, latestVersion, remove }
 }

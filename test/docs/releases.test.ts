@@ -1,0 +1,53 @@
+import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { ROOT } from '../helpers/process.js'
+
+const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT, stdio: 'pipe' }).toString().trim()
+const changelog = readFileSync(join(ROOT, 'CHANGELOG.md'), 'utf8')
+const headings = [...changelog.matchAll(/^## (\d+\.\d+\.\d+) \((.*)\)$/gm)].map((m) => ({
+  version: m[1] ?? '',
+  note: m[2] ?? '',
+}))
+const packageVersion = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string })
+  .version
+
+/** The releases are named: a tag and a CHANGELOG entry each, and the working tree's version ahead of them. */
+describe('releases', () => {
+  const tags = git('tag', '--merged', 'HEAD', '--list', 'v[0-9]*')
+    .split('\n')
+    .filter((tag) => /^v\d+\.\d+\.\d+$/.test(tag))
+
+  it('the two releases users run are tagged, each an annotated tag on its commit', () => {
+    expect(git('rev-parse', 'v1.0.0^{commit}')).toMatch(/^cda75ce/)
+    expect(git('rev-parse', 'v1.1.0^{commit}')).toMatch(/^0703565/)
+    for (const tag of tags) expect(git('cat-file', '-t', tag), tag).toBe('tag')
+  })
+
+  it('every release tag has its CHANGELOG entry, which names the tag and the package version', () => {
+    for (const tag of tags) {
+      const entry = headings.find((heading) => `v${heading.version}` === tag)
+      expect(entry, `CHANGELOG.md has no "## ${tag.slice(1)} (tag ${tag}; package version …)"`).toBeDefined()
+      expect(entry?.note).toMatch(
+        new RegExp(`^tag ${tag.replaceAll('.', '\\.')}; package version \\d+\\.\\d+\\.\\d+$`),
+      )
+    }
+  })
+
+  it("the newest entry is the working tree's package version, newer than every tag", () => {
+    const [newest] = headings
+    const base = packageVersion.replace(/-.*$/, '')
+    expect(newest?.version).toBe(base)
+    if (packageVersion !== base) expect(newest?.note).toBe(`unreleased; package version ${packageVersion}`)
+    const numeric = (v: string) => v.split('.').map(Number) as [number, number, number]
+    const newer = (a: string, b: string) => {
+      const [x, y] = [numeric(a), numeric(b)]
+      return x[0] - y[0] || x[1] - y[1] || x[2] - y[2]
+    }
+    for (const tag of tags) {
+      if (git('rev-parse', `${tag}^{commit}`) === git('rev-parse', 'HEAD')) continue
+      expect(newer(base, tag.slice(1)), `${packageVersion} after ${tag}`).toBeGreaterThan(0)
+    }
+  })
+})
