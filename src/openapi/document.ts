@@ -76,6 +76,11 @@ const HEADERS: Record<string, object> = {
       'When the API key that authorized this request expires, as an HTTP-date (RFC 9110), on every response to a request with a key that has an expiry; absent for a key without one. Create a new key and switch to it before then.',
     schema: { type: 'string', examples: ['Fri, 02 Jan 2099 03:04:05 GMT'] },
   },
+  'Openbook-Organization': {
+    description:
+      "The id of the key's organization, whose rows the list holds, on every page and every 304. A copy of the lists keys its rows by it (ids are unique within an organization only).",
+    schema: { type: 'string', examples: ['org_demo'] },
+  },
   'Retry-After': {
     description: 'Seconds to wait before retrying the same request.',
     schema: { type: 'integer', minimum: 1 },
@@ -94,7 +99,7 @@ const HEADERS: Record<string, object> = {
 }
 
 /** The headers every page of a list carries. */
-const LIST_PAGE_HEADERS = ['X-Request-Id', 'Openbook-Key-Expires', 'ETag']
+const LIST_PAGE_HEADERS = ['X-Request-Id', 'Openbook-Key-Expires', 'Openbook-Organization', 'ETag']
 
 const headersOf = (names: readonly string[]) =>
   Object.fromEntries(names.map((name) => [name, ref('headers', name)]))
@@ -103,7 +108,7 @@ const headersOf = (names: readonly string[]) =>
 const RESPONSES: Record<string, object> = {
   NotModified: {
     description: 'Not modified: the page and its total are those of the ETag sent in If-None-Match',
-    headers: headersOf(['X-Request-Id', 'Openbook-Key-Expires', 'ETag']),
+    headers: headersOf(['X-Request-Id', 'Openbook-Key-Expires', 'Openbook-Organization', 'ETag']),
   },
   InvalidQuery: {
     description: 'Invalid query parameters (`code` `invalid_query`; `details` lists each issue)',

@@ -156,8 +156,10 @@ describe('GET /openapi.json', () => {
       expect(Object.keys(response('200').headers).sort()).toEqual([
         'ETag',
         'Openbook-Key-Expires',
+        'Openbook-Organization',
         'X-Request-Id',
       ])
+      expect(Object.keys(response('304').headers).sort()).toContain('Openbook-Organization')
     }
   })
 
@@ -209,6 +211,14 @@ describe('GET /openapi.json', () => {
     }
     const customers = await app.inject({ url: '/api/public/v1/customers', headers: bearer(key) })
     check('CustomerList', customers.json())
+    // The key's organization, named on a page and on a 304 (declared above).
+    expect(customers.headers['openbook-organization']).toBe('org_doc')
+    const notModified = await app.inject({
+      url: '/api/public/v1/customers',
+      headers: { ...bearer(key), 'if-none-match': String(customers.headers.etag) },
+    })
+    expect(notModified.statusCode).toBe(304)
+    expect(notModified.headers['openbook-organization']).toBe('org_doc')
     const appointments = await app.inject({ url: '/api/public/v1/appointments', headers: bearer(key) })
     check('AppointmentList', appointments.json())
     expect(appointments.json().data).toHaveLength(2)
@@ -267,6 +277,7 @@ describe('GET /openapi.json', () => {
     expect(Object.keys(headers).sort()).toEqual([
       'ETag',
       'Openbook-Key-Expires',
+      'Openbook-Organization',
       'Retry-After',
       'WWW-Authenticate',
       'X-Request-Id',

@@ -252,6 +252,7 @@ export type components = {
       headers: {
         'X-Request-Id': components['headers']['X-Request-Id']
         'Openbook-Key-Expires': components['headers']['Openbook-Key-Expires']
+        'Openbook-Organization': components['headers']['Openbook-Organization']
         ETag: components['headers']['ETag']
         [name: string]: unknown
       }
@@ -311,7 +312,7 @@ export type components = {
     }
   }
   parameters: {
-    /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. */
+    /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. Only the first 32 tags of the header are compared; any after them are ignored, so a request whose only matching tag comes later gets the page (200). */
     IfNoneMatch: string
     /** @description Page size: 1 to 100 */
     Limit: number
@@ -324,6 +325,8 @@ export type components = {
     'X-Request-Id': string
     /** @description When the API key that authorized this request expires, as an HTTP-date (RFC 9110), on every response to a request with a key that has an expiry; absent for a key without one. Create a new key and switch to it before then. */
     'Openbook-Key-Expires': string
+    /** @description The id of the key's organization, whose rows the list holds, on every page and every 304. A copy of the lists keys its rows by it (ids are unique within an organization only). */
+    'Openbook-Organization': string
     /** @description Seconds to wait before retrying the same request. */
     'Retry-After': number
     /** @description The Bearer challenge (RFC 6750); `error="invalid_token"` for a key that is refused. */
@@ -344,7 +347,7 @@ export interface operations {
         offset?: components['parameters']['Offset']
       }
       header?: {
-        /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. */
+        /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. Only the first 32 tags of the header are compared; any after them are ignored, so a request whose only matching tag comes later gets the page (200). */
         'If-None-Match'?: components['parameters']['IfNoneMatch']
       }
       path?: never
@@ -357,6 +360,7 @@ export interface operations {
         headers: {
           'X-Request-Id': components['headers']['X-Request-Id']
           'Openbook-Key-Expires': components['headers']['Openbook-Key-Expires']
+          'Openbook-Organization': components['headers']['Openbook-Organization']
           ETag: components['headers']['ETag']
           [name: string]: unknown
         }
@@ -390,7 +394,7 @@ export interface operations {
         endDate?: string
       }
       header?: {
-        /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. */
+        /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. Only the first 32 tags of the header are compared; any after them are ignored, so a request whose only matching tag comes later gets the page (200). */
         'If-None-Match'?: components['parameters']['IfNoneMatch']
       }
       path?: never
@@ -403,6 +407,7 @@ export interface operations {
         headers: {
           'X-Request-Id': components['headers']['X-Request-Id']
           'Openbook-Key-Expires': components['headers']['Openbook-Key-Expires']
+          'Openbook-Organization': components['headers']['Openbook-Organization']
           ETag: components['headers']['ETag']
           [name: string]: unknown
         }

@@ -47,6 +47,12 @@ export type AnyListRoute = ListRoute<any, any>
  */
 const ENCODINGS = ['identity', ...COMPRESSION.encodings] as const
 
+/**
+ * The response header that names the key's organization, on every page and every 304: a client
+ * learns whose rows it copies from any answer, also of an organization without rows.
+ */
+export const ORGANIZATION_HEADER = 'openbook-organization'
+
 export function registerListRoute(app: FastifyInstance, route: AnyListRoute): void {
   const fields = Object.keys(route.item.shape)
   // HEAD by the same handler, rather than Fastify's generated HEAD route, which gives a 304 a
@@ -74,6 +80,7 @@ export function registerListRoute(app: FastifyInstance, route: AnyListRoute): vo
         version,
       })
       let answer = await read(knownVersions(condition))
+      reply.header(ORGANIZATION_HEADER, answer.orgId)
       if (!answer.page) {
         const identity = identityOf(answer)
         const etag =
