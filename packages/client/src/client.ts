@@ -48,6 +48,12 @@ export interface Page<T> {
    * an expiry. Rotate the key before then: after it, every request fails with `KeyExpiredError`.
    */
   readonly keyExpiresAt: Date | undefined
+  /**
+   * The key's organization, as the server names it on every answer (Openbook-Organization): whose
+   * rows these are. Ids are unique within an organization only: a copy of several keys' lists
+   * keys its rows by (organizationId, id). Undefined from a server that does not send it.
+   */
+  readonly organizationId: string | undefined
 }
 
 /** The answer to a conditional `list` whose page has not changed since the ETag sent (HTTP 304). */
@@ -56,18 +62,19 @@ export interface NotModified {
   readonly etag: string | undefined
   readonly requestId: string | undefined
   readonly keyExpiresAt: Date | undefined
+  readonly organizationId: string | undefined
 }
 
 /** A page, or NotModified for a 304. */
 function pageOrNotModified<T>(answer: JsonAnswer): Page<T> | NotModified {
-  const { requestId, etag, keyExpiresAt } = answer
-  if (answer.status === 304) return { notModified: true, etag, requestId, keyExpiresAt }
+  const { requestId, etag, keyExpiresAt, organizationId } = answer
+  if (answer.status === 304) return { notModified: true, etag, requestId, keyExpiresAt, organizationId }
   const body = answer.body as { data: T[]; pagination: Pagination }
-  return { ...body, requestId, etag, keyExpiresAt }
+  return { ...body, requestId, etag, keyExpiresAt, organizationId }
 }
 
 export interface AllOptions extends Pick<PerRequestOptions, 'signal'> {
-  /** New rows per request when nothing changes meanwhile: 1 to 99, default 50. */
+  /** New rows per request when nothing changes meanwhile: 1 to 99, default 99 (pages of 100). */
   readonly pageSize?: number
   /** Go on from a page's `cursor`, saved by an earlier iteration over the same list. */
   readonly resumeFrom?: Cursor | undefined
@@ -124,7 +131,7 @@ function toWire(params: object, allowed: readonly string[]): Wire {
 }
 
 function checkPageSize(pageSize: number | undefined): number {
-  const size = pageSize ?? 50
+  const size = pageSize ?? 99
   if (!Number.isInteger(size) || size < 1 || size > 99)
     throw new UsageError(`pageSize must be an integer from 1 to 99, got ${String(pageSize)}`)
   return size
@@ -150,10 +157,36 @@ export class AutoPaginator<T> implements AsyncIterable<T> {
   etag: string | undefined
   /** True when the first request, conditional (`ifNoneMatch`), was answered 304: nothing was yielded. */
   notModified = false
+  /**
+   * The key's expiry as the latest answer gave it (a 304 too); undefined for a key without one, or
+   * before the first request. Check it in a nightly job whose lists are unchanged for weeks.
+   */
+  keyExpiresAt: Date | undefined
+  /** The key's organization as the latest answer named it (a 304 too): whose rows these are. */
+  organizationId: string | undefined
   readonly #start: (stats: PaginationStats, paginator: AutoPaginator<T>) => AsyncGenerator<AutoPage<T>>
+  readonly #recheck: (etag: string) => Promise<boolean>
 
-  constructor(start: (stats: PaginationStats, paginator: AutoPaginator<T>) => AsyncGenerator<AutoPage<T>>) {
+  constructor(
+    start: (stats: PaginationStats, paginator: AutoPaginator<T>) => AsyncGenerator<AutoPage<T>>,
+    recheck: (etag: string) => Promise<boolean> = async () => false,
+  ) {
     this.#start = start
+    this.#recheck = recheck
+  }
+
+  /**
+   * Whether the list has not changed at all since this iteration read its first page (one request:
+   * that page asked again with `etag`, answered 304). True after an iteration that ran to its end
+   * means it read a list that did not change under it: the rows it did not yield are not in the
+   * list. That is what makes a deletion exact: a row missing from an iteration during which the
+   * list changed may only have moved (its sort key changed), so keep it and ask again next time.
+   * False without an `etag` (an iteration resumed from a cursor, or a server that sent none).
+   */
+  async unchanged(): Promise<boolean> {
+    if (this.etag === undefined) return false
+    this.stats.requests++
+    return this.#recheck(this.etag)
   }
 
   /** Whole pages of rows not yielded before. */
@@ -195,6 +228,8 @@ function conditionalFetch<T>(
       ...(top && options.ifNoneMatch !== undefined ? { ifNoneMatch: options.ifNoneMatch } : {}),
     })
     if (top) paginator.etag = page.etag
+    paginator.keyExpiresAt = page.keyExpiresAt
+    paginator.organizationId = page.organizationId
     if (page.notModified) {
       paginator.notModified = true
       return undefined
@@ -235,22 +270,30 @@ class Customers {
   /** Every active customer, newest first, without a miss: see `AutoPaginator`. */
   all(options: AllOptions = {}): AutoPaginator<Customer> {
     const pageSize = checkPageSize(options.pageSize)
-    return new AutoPaginator((stats, paginator) =>
-      paginate<Customer>(
-        {
-          fetchPage: conditionalFetch(
-            (offset, limit, request) => this.#read({ offset, limit }, request),
-            options,
-            paginator,
-          ),
-          sortKey: (customer) => customer.createdAt,
-          id: (customer) => customer.id,
-          pageSize,
-          resumeFrom: options.resumeFrom,
-          seen: options.seen,
-        },
-        stats,
-      ),
+    return new AutoPaginator(
+      (stats, paginator) =>
+        paginate<Customer>(
+          {
+            fetchPage: conditionalFetch(
+              (offset, limit, request) => this.#read({ offset, limit }, request),
+              options,
+              paginator,
+            ),
+            sortKey: (customer) => customer.createdAt,
+            id: (customer) => customer.id,
+            pageSize,
+            resumeFrom: options.resumeFrom,
+            seen: options.seen,
+          },
+          stats,
+        ),
+      async (etag) =>
+        (
+          await this.#read(
+            { offset: 0, limit: Math.min(100, pageSize + 1) },
+            { ifNoneMatch: etag, signal: options.signal },
+          )
+        ).notModified === true,
     )
   }
 }
@@ -298,22 +341,30 @@ class Appointments {
         ),
       ),
     )
-    return new AutoPaginator((stats, paginator) =>
-      paginate<Appointment>(
-        {
-          fetchPage: conditionalFetch(
-            (offset, limit, request) => this.#read({ ...filters, offset, limit }, request),
-            options,
-            paginator,
-          ),
-          sortKey: (appointment) => appointment.start,
-          id: (appointment) => appointment.id,
-          pageSize,
-          resumeFrom: options.resumeFrom,
-          seen: options.seen,
-        },
-        stats,
-      ),
+    return new AutoPaginator(
+      (stats, paginator) =>
+        paginate<Appointment>(
+          {
+            fetchPage: conditionalFetch(
+              (offset, limit, request) => this.#read({ ...filters, offset, limit }, request),
+              options,
+              paginator,
+            ),
+            sortKey: (appointment) => appointment.start,
+            id: (appointment) => appointment.id,
+            pageSize,
+            resumeFrom: options.resumeFrom,
+            seen: options.seen,
+          },
+          stats,
+        ),
+      async (etag) =>
+        (
+          await this.#read(
+            { ...filters, offset: 0, limit: Math.min(100, pageSize + 1) },
+            { ifNoneMatch: etag, signal: options.signal },
+          )
+        ).notModified === true,
     )
   }
 }

@@ -14,6 +14,8 @@ export interface RawPage<T> {
   readonly requestId: string | undefined
   /** The key's expiry, when it has one (the server's Openbook-Key-Expires). */
   readonly keyExpiresAt?: Date | undefined
+  /** The key's organization (the server's Openbook-Organization). */
+  readonly organizationId?: string | undefined
 }
 
 /**
@@ -39,6 +41,8 @@ export interface AutoPage<T> {
   readonly requestId: string | undefined
   /** The key's expiry as the request that brought these rows reported it; undefined: it has none. */
   readonly keyExpiresAt: Date | undefined
+  /** The key's organization as the request that brought these rows named it. */
+  readonly organizationId: string | undefined
   /** Where the iteration stands after this page. */
   readonly cursor: Cursor
   /**
@@ -182,6 +186,7 @@ export async function* paginate<T>(
         pagination: page.pagination,
         requestId: page.requestId,
         keyExpiresAt: page.keyExpiresAt,
+        organizationId: page.organizationId,
         cursor,
         moved,
       }

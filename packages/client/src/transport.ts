@@ -88,6 +88,8 @@ export interface JsonAnswer {
   readonly etag: string | undefined
   /** The key's expiry, from Openbook-Key-Expires; undefined for a key that does not expire. */
   readonly keyExpiresAt: Date | undefined
+  /** The key's organization, from Openbook-Organization (undefined from a server that sends none). */
+  readonly organizationId: string | undefined
 }
 
 /** The server's Openbook-Key-Expires (an HTTP-date) as a Date; undefined when absent or unreadable. */
@@ -263,6 +265,7 @@ export class Transport {
           etag,
           retryAfter: null,
           keyExpiresAt: keyExpiry(response.headers.get('openbook-key-expires')),
+          organizationId: response.headers.get('openbook-organization') ?? undefined,
         }
       let body: unknown
       try {
@@ -285,6 +288,7 @@ export class Transport {
         etag,
         retryAfter: response.headers.get('retry-after'),
         keyExpiresAt: keyExpiry(response.headers.get('openbook-key-expires')),
+        organizationId: response.headers.get('openbook-organization') ?? undefined,
       }
     } catch (error) {
       if (error instanceof NetworkError) throw error

@@ -274,16 +274,18 @@ describe.skipIf(!hasPostgres)('openbook-sync, several organizations', () => {
   )
 
   it(
-    'needs --org for an organization without appointments, and keeps it apart too',
+    'syncs an organization without appointments with the defaults (the server names it), and keeps it apart too',
     async () => {
-      const without = await run(C, ['customers', '--pg', target.url]).done
-      expect(without.code).toBe(2)
-      expect(oneLine(without.stderr)).toContain('give it with --org')
-      expect(existsSync(defaultState(C, 'customers'))).toBe(false)
+      const without = await run(C, ['customers', '--pg', target.url, '--json']).done
+      expect(without.code, without.stderr).toBe(0)
+      expect(JSON.parse(without.stdout)).toMatchObject({ orgId: C.org, out: defaultTable(C, 'customers') })
+      await expectTableEqualsSource(C, 'customers')
+      // --org is only checked.
       const given = await run(C, ['customers', '--pg', target.url, '--org', C.org, '--json']).done
       expect(given.code, given.stderr).toBe(0)
-      expect(JSON.parse(given.stdout)).toMatchObject({ orgId: C.org, out: defaultTable(C, 'customers') })
-      await expectTableEqualsSource(C, 'customers')
+      const wrong = await run(C, ['customers', '--pg', target.url, '--org', A.org]).done
+      expect(wrong.code).toBe(2)
+      expect(oneLine(wrong.stderr)).toContain(`the key is organization ${C.org}'s, not --org ${A.org}'s`)
     },
     patience(120_000),
   )

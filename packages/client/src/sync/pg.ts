@@ -2,15 +2,17 @@ import type { Cursor } from '../paginate.js'
 import {
   asSyncError,
   Checkpoints,
-  checkMissing,
   checkOrganization,
+  checkPageOrganization,
   INCOMPLETE_PASS,
   identityOf,
+  NO_VERDICTS,
   openState,
   organizationOf,
   orgTag,
   readPass,
   readState,
+  resolveMissing,
   type SyncOptions,
   type SyncSummary,
   SyncUsageError,
@@ -225,6 +227,7 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
     }
     try {
       for await (const page of paginator.pages()) {
+        checkPageOrganization(page, orgId)
         checkOrganization(page.data, orgId)
         checkOrganization(page.moved, orgId)
         try {
@@ -275,28 +278,31 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
     }
     if (!cursor?.done) return { ...summary, rows, ...INCOMPLETE_PASS, durationMs: Date.now() - started }
 
-    // Complete. Customers this pass did not see are gone. Appointments are checked first
-    // (checkMissing): moved ones are written, ones outside the window marked left-window, and
-    // only the ones no longer listed are marked deleted. Counted from the table, so a page
-    // re-read after a crash between its commit and the state file is not counted twice.
-    let verdicts: Verdicts = { gone: [], left: [], back: [], requests: 0 }
-    let checked = 0
-    if (options.resource === 'appointments') {
-      const missing = await db.query(
-        `select id, data->>'start' as start, data->>'customerId' as customer from ${table}
-         where org_id = $1 and sync_pass < $2 and deleted_at is null and left_window_at is null`,
-        [orgId, pass],
-      )
-      checked = missing.rows.length
-      verdicts = await checkMissing(
+    // Complete. What became of the rows an earlier pass saw and this one did not
+    // (resolveMissing): moved ones are written, ones outside the window marked left-window, ones
+    // not decided kept as they are (the next pass checks them again), and only the ones certainly
+    // no longer listed marked deleted. A row that an earlier complete pass missed already (its
+    // sync_pass older than that pass) was deferred by it.
+    let verdicts: Verdicts = NO_VERDICTS
+    const missing = await db.query(
+      `select id, data->>'start' as start, data->>'customerId' as customer, sync_pass from ${table}
+       where org_id = $1 and sync_pass < $2 and deleted_at is null and left_window_at is null`,
+      [orgId, pass],
+    )
+    const checked = missing.rows.length
+    if (checked > 0) {
+      verdicts = await resolveMissing(
         client,
+        options,
         missing.rows.map((row) => ({
           id: String(row.id),
           start: row.start === null ? undefined : String(row.start),
           customerId: row.customer === null ? undefined : String(row.customer),
+          deferredSince: Number(row.sync_pass) < state.completePass ? Number(row.sync_pass) + 1 : undefined,
         })),
         window,
-        options.signal,
+        current.etag ?? paginator.etag,
+        pass,
       )
       checkOrganization(verdicts.back, orgId)
     }
@@ -315,18 +321,11 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
           `update ${table} set left_window_at = now() where org_id = $1 and id = any($2::text[])`,
           [orgId, verdicts.left],
         )
-      marked =
-        options.resource === 'appointments'
-          ? await db.query(
-              `update ${table} set deleted_at = now()
-               where org_id = $1 and id = any($2::text[]) and deleted_at is null returning id`,
-              [orgId, verdicts.gone],
-            )
-          : await db.query(
-              `update ${table} set deleted_at = now()
-               where org_id = $2 and sync_pass < $1 and deleted_at is null returning id`,
-              [pass, orgId],
-            )
+      marked = await db.query(
+        `update ${table} set deleted_at = now()
+         where org_id = $1 and id = any($2::text[]) and deleted_at is null returning id`,
+        [orgId, verdicts.gone],
+      )
       await db.query('commit')
     } catch (error) {
       await db.query('rollback').catch(() => {})
@@ -336,7 +335,9 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
       `select count(*)::int as n from ${table} where org_id = $2 and sync_pass = $1`,
       [pass, orgId],
     )
-    const validator = validatorOf(options, state.current?.etag, window)
+    // Rows left undecided are checked by the next pass: it must read, whatever the list did.
+    const validator =
+      verdicts.deferred.length === 0 ? validatorOf(options, state.current?.etag, window) : undefined
     writeState(statePath, { version: 2, orgId, identity, completePass: pass, current: null, validator })
     return {
       ...summary,
@@ -348,6 +349,7 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
       checked,
       recovered: verdicts.back.length,
       leftWindow: verdicts.left.length,
+      deferred: verdicts.deferred.length,
       durationMs: Date.now() - started,
     }
   } finally {

@@ -145,6 +145,11 @@ export interface SyncSummary {
   readonly recovered: number
   /** Of those, rows now outside the window (aged out or moved out): marked left-window. */
   readonly leftWindow: number
+  /**
+   * Of those, rows neither marked nor found: the list changed while the pass read it, so a
+   * missing row may only have moved. Kept as they are; the next pass checks them again.
+   */
+  readonly deferred: number
   readonly durationMs: number
 }
 
@@ -334,10 +339,21 @@ function append(path: string, text: string): void {
 
 /**
  * A pass's ids file: one JSON line per row, `"id"` for a customer, `["id","start","customerId"]`
- * for an appointment (what checkMissing needs to know of a row that goes missing).
+ * for an appointment (what resolveMissing needs to know of a row that goes missing), and for a
+ * row kept unresolved (deferred) the same as an array with the pass that first missed it last.
  */
-function idsLine(row: { id: string; start?: string; customerId?: string }, resource: SyncResource): string {
-  return `${JSON.stringify(resource === 'customers' ? row.id : [row.id, row.start ?? null, row.customerId ?? null])}\n`
+function idsLine(
+  row: {
+    id: string
+    start?: string | undefined
+    customerId?: string | undefined
+    deferredSince?: number | undefined
+  },
+  resource: SyncResource,
+): string {
+  const fields = [row.id, row.start ?? null, row.customerId ?? null]
+  if (row.deferredSince !== undefined) return `${JSON.stringify([...fields, row.deferredSince])}\n`
+  return `${JSON.stringify(resource === 'customers' ? row.id : fields)}\n`
 }
 
 function readIds(path: string): Map<string, Missing> {
@@ -345,9 +361,14 @@ function readIds(path: string): Map<string, Missing> {
   if (!existsSync(path)) return entries
   for (const line of readFileSync(path, 'utf8').split('\n')) {
     if (line === '') continue
-    const value = JSON.parse(line) as string | [string, string | null, string | null]
-    const [id, start, customerId] = typeof value === 'string' ? [value, null, null] : value
-    entries.set(id, { id, start: start ?? undefined, customerId: customerId ?? undefined })
+    const value = JSON.parse(line) as string | [string, string | null, string | null, number?]
+    const [id, start, customerId, deferredSince] = typeof value === 'string' ? [value, null, null] : value
+    entries.set(id, {
+      id,
+      start: start ?? undefined,
+      customerId: customerId ?? undefined,
+      ...(deferredSince === undefined ? {} : { deferredSince }),
+    })
   }
   return entries
 }
@@ -362,6 +383,7 @@ export const INCOMPLETE_PASS = {
   checked: 0,
   recovered: 0,
   leftWindow: 0,
+  deferred: 0,
 } as const
 
 const WINDOW = /^([+-]?\d{1,5})([dh])\.\.([+-]?\d{1,5})([dh])$/
@@ -397,79 +419,138 @@ export function inWindow(start: string, window: PassWindow): boolean {
   )
 }
 
-/** An appointment the previous pass saw and this one did not: what is known of it. */
+/** A row the previous complete pass saw (or kept) and this one did not: what is known of it. */
 export interface Missing {
   readonly id: string
+  /** Appointments: its last known start. */
   readonly start: string | undefined
   readonly customerId: string | undefined
+  /** The pass that first missed it, when an earlier pass kept it unresolved (deferred). */
+  readonly deferredSince?: number | undefined
 }
 
 export interface Verdicts {
-  /** No longer listed: deactivated or deleted. */
+  /** Not in the list, checked exactly: deactivated or deleted. */
   readonly gone: string[]
   /** Outside the window now: aged out of a rolling window, or moved out of it. */
   readonly left: string[]
-  /** Active and in the window, at another start: moved ahead of the cursor during the pass. */
-  readonly back: Appointment[]
+  /** Active after all (moved while the pass read the list, so it missed them): written now. */
+  readonly back: Record<string, unknown>[]
+  /** Not decided: the list kept changing while it was read. Kept as they are, checked next pass. */
+  readonly deferred: Missing[]
   /** Requests the check made. */
   readonly requests: number
 }
 
+export const NO_VERDICTS: Verdicts = { gone: [], left: [], back: [], deferred: [], requests: 0 }
+
+/** Reads of the whole list a second night makes, at most, to find one during which nothing changed. */
+const CONFIRMATION_READS = 2
+
 /**
- * What became of the appointments a complete pass did not see. One whose last known start is
- * outside the window left it. The others are looked for among all the active appointments of
- * their customer (one list per customer, any start), or for one without a customer, in a
- * re-read of the window: not found, it is gone; found outside the window, it left it; found
- * inside, it moved while the pass read the list, and is written now. So an active appointment
- * is never marked deleted, except one without a customer that moved out of the window (then it
- * is marked deleted, and written again if it comes back).
+ * Whether the list has not changed since `etag` (its first page's, with this window and limit) was
+ * read: that page asked again with it, answered 304. One request.
  */
-export async function checkMissing(
+export async function listUnchanged(
   client: Openbook,
+  options: Pick<SyncOptions, 'resource' | 'pageSize' | 'signal'>,
+  window: PassWindow,
+  etag: string | undefined,
+): Promise<boolean> {
+  if (etag === undefined) return false
+  const conditional = { ifNoneMatch: etag, signal: options.signal }
+  const first = { offset: 0, limit: limitOf(options) }
+  const page =
+    options.resource === 'customers'
+      ? await client.customers.list(first, conditional)
+      : await client.appointments.list({ ...windowFilters(window), ...first }, conditional)
+  return page.notModified === true
+}
+
+/**
+ * What became of the rows of the previous complete pass that this complete pass did not see.
+ *
+ * A row is marked deleted only when that is certain. The paginator yields every row that stays
+ * active and keeps its sort key for a whole read; a row it missed was deactivated, or its sort
+ * key (createdAt, start) changed during the read. When nothing at all changed in the list while
+ * the pass read it (its first page, asked again with the ETag read when the pass began, is
+ * answered 304: one request), the pass read a list that stood still, and the rows it missed are
+ * not in it. When the list changed meanwhile, a missing row may only have moved: it is kept as it
+ * is (deferred) and checked by the next pass, which sees it if it is active. A row missing a
+ * second time from a pass during which the list changed again is settled at once by reading the
+ * list again (at most twice) until one read finds the list standing still.
+ *
+ * Appointments of a window: one whose last known start is outside the window left it. The others,
+ * missing from a window that stood still, are looked for among their customer's appointments
+ * (one list per customer, any start): found outside the window, they left it; not found, they are
+ * deleted. One without a customer cannot be looked for outside the window: it is marked
+ * left-window, never deleted.
+ */
+export async function resolveMissing(
+  client: Openbook,
+  options: Omit<SyncOptions, 'out'>,
   missing: readonly Missing[],
   window: PassWindow,
-  signal: AbortSignal | undefined,
+  passEtag: string | undefined,
+  pass: number,
 ): Promise<Verdicts> {
-  const gone: string[] = []
   const left: string[] = []
-  const back: Appointment[] = []
+  const back: Record<string, unknown>[] = []
   let requests = 0
-  const wanted = new Map<string, Missing[]>()
-  const orphans: Missing[] = []
-  for (const row of missing) {
-    if (row.start !== undefined && !inWindow(row.start, window)) left.push(row.id)
-    else if (row.customerId !== undefined)
-      wanted.set(row.customerId, [...(wanted.get(row.customerId) ?? []), row])
-    else orphans.push(row)
+  const windowed =
+    options.resource === 'appointments' && (window.since !== undefined || window.until !== undefined)
+  let rest: Missing[] = []
+  for (const row of missing)
+    if (windowed && row.start !== undefined && !inWindow(row.start, window)) left.push(row.id)
+    else rest.push(row)
+  if (rest.length === 0) return { ...NO_VERDICTS, left }
+  requests++
+  let still = await listUnchanged(client, options, window, passEtag)
+  if (!still) {
+    if (rest.every((row) => row.deferredSince === undefined))
+      return {
+        ...NO_VERDICTS,
+        left,
+        deferred: rest.map((row) => ({ ...row, deferredSince: pass })),
+        requests,
+      }
+    for (let read = 0; read < CONFIRMATION_READS && !still; read++) {
+      const paginator = readPass(options, client, undefined, window)
+      const wanted = new Set(rest.map((row) => row.id))
+      for await (const row of paginator)
+        if (wanted.has(row.id)) back.push(row as unknown as Record<string, unknown>)
+      const found = new Set(back.map((row) => String(row.id)))
+      rest = rest.filter((row) => !found.has(row.id))
+      still = await paginator.unchanged()
+      requests += paginator.stats.requests
+    }
+    if (!still) return { ...NO_VERDICTS, left, back, deferred: rest, requests }
   }
-  const found = new Map<string, Appointment>()
-  const look = async (paginator: AutoPaginator<Appointment>, ids: Set<string>) => {
+  if (!windowed) return { gone: rest.map((row) => row.id), left, back, deferred: [], requests }
+  const gone: string[] = []
+  const deferred: Missing[] = []
+  const byCustomer = new Map<string, Missing[]>()
+  for (const row of rest)
+    if (row.customerId === undefined) left.push(row.id)
+    else byCustomer.set(row.customerId, [...(byCustomer.get(row.customerId) ?? []), row])
+  for (const [customerId, rows] of byCustomer) {
+    const paginator = client.appointments.all({ customerId }, { pageSize: 99, signal: options.signal })
+    const found = new Map<string, Appointment>()
+    const ids = new Set(rows.map((row) => row.id))
     for await (const row of paginator) if (ids.has(row.id)) found.set(row.id, row)
+    // One page is one statement: exact. Over several, a move during the read could hide a row.
+    const exact = paginator.stats.requests === 1 || (await paginator.unchanged())
     requests += paginator.stats.requests
+    for (const row of rows) {
+      const now = found.get(row.id)
+      if (now !== undefined) {
+        if (inWindow(now.start, window)) back.push(now as unknown as Record<string, unknown>)
+        else left.push(row.id)
+      } else if (exact) gone.push(row.id)
+      else deferred.push({ ...row, deferredSince: row.deferredSince ?? pass })
+    }
   }
-  for (const [customerId, rows] of wanted)
-    await look(
-      client.appointments.all({ customerId }, { pageSize: 99, signal }),
-      new Set(rows.map((r) => r.id)),
-    )
-  if (orphans.length > 0)
-    await look(
-      client.appointments.all(
-        {
-          ...(window.since ? { startDate: window.since } : {}),
-          ...(window.until ? { endDate: window.until } : {}),
-        },
-        { pageSize: 99, signal },
-      ),
-      new Set(orphans.map((r) => r.id)),
-    )
-  for (const row of [...wanted.values()].flat().concat(orphans)) {
-    const now = found.get(row.id)
-    if (now === undefined) gone.push(row.id)
-    else if (inWindow(now.start, window)) back.push(now)
-    else left.push(row.id)
-  }
-  return { gone, left, back, requests }
+  return { gone, left, back, deferred, requests }
 }
 
 /** The client a sync reads with; `retries()` counts the retries made so far. */
@@ -494,9 +575,10 @@ export function syncClient(options: Omit<SyncOptions, 'out'>): { client: Openboo
 }
 
 /**
- * The key's organization. The API names it in no response but in the appointments' `orgId`, so
- * it is read from the first appointment (one request of one row); `expected` (`--org`) is needed
- * only when the organization has no active appointment, and is refused when the API shows another.
+ * The key's organization, as the server names it on every answer (Openbook-Organization): one
+ * request of one row. `expected` (`--org`) is only checked against it. From a server that does not
+ * name it, it is read from an appointment's `orgId` instead, and `expected` is needed when there
+ * is none.
  */
 export async function organizationOf(
   client: Openbook,
@@ -506,15 +588,27 @@ export async function organizationOf(
   if (expected !== undefined && (expected === '' || expected.length > 128))
     throw new SyncUsageError('--org must be an organization id (1 to 128 characters)')
   const page = await client.appointments.list({ limit: 1 }, { signal })
-  const shown = page.data[0]?.orgId
+  const shown = page.organizationId ?? page.data[0]?.orgId
   if (shown !== undefined && expected !== undefined && shown !== expected)
     throw new SyncUsageError(`the key is organization ${shown}'s, not --org ${expected}'s`)
   const orgId = shown ?? expected
   if (orgId === undefined)
     throw new SyncUsageError(
-      "the key's organization cannot be read from the API (it has no active appointment): give it with --org",
+      "the server does not name the key's organization (no Openbook-Organization header, no active appointment): give it with --org",
     )
   return orgId
+}
+
+/** A page the server says is another organization's stops the sync before it is written anywhere. */
+export function checkPageOrganization(
+  page: { readonly organizationId?: string | undefined },
+  orgId: string,
+): void {
+  if (page.organizationId !== undefined && page.organizationId !== orgId)
+    throw new SyncUsageError(
+      `the API sent a page of organization ${page.organizationId} to a sync of organization ${orgId}: nothing of it was written`,
+      'organization_mismatch',
+    )
 }
 
 /**
@@ -637,6 +731,7 @@ export function unchangedSummary(
     checked: 0,
     recovered: 0,
     leftWindow: 0,
+    deferred: 0,
     durationMs: Date.now() - started,
   }
 }
@@ -713,6 +808,7 @@ async function fileSync(options: SyncOptions): Promise<SyncSummary> {
   }
   try {
     for await (const page of paginator.pages()) {
+      checkPageOrganization(page, orgId)
       checkOrganization(page.data, orgId)
       checkOrganization(page.moved, orgId)
       // Rows moved since they were written come again as they are now: a later line, an update.
@@ -758,31 +854,43 @@ async function fileSync(options: SyncOptions): Promise<SyncSummary> {
   if (!cursor?.done) return { ...summary, ...INCOMPLETE_PASS, durationMs: Date.now() - started }
 
   // The pass is complete: what became of the rows of the previous complete pass that this one
-  // did not see. Customers are gone; appointments are checked first (checkMissing).
-  let verdicts: Verdicts = { gone: [], left: [], back: [], requests: 0 }
+  // did not see (resolveMissing): only rows certainly gone are marked deleted.
+  let verdicts: Verdicts = NO_VERDICTS
   let checked = 0
   if (state.completePass > 0) {
     const thisPass = readIds(idsPath(current.pass))
     const missing = [...readIds(idsPath(state.completePass)).values()].filter((row) => !thisPass.has(row.id))
     checked = missing.length
-    verdicts =
-      options.resource === 'appointments'
-        ? await checkMissing(client, missing, window, options.signal)
-        : { gone: missing.map((row) => row.id), left: [], back: [], requests: 0 }
+    verdicts = await resolveMissing(
+      client,
+      options,
+      missing,
+      window,
+      current.etag ?? paginator.etag,
+      current.pass,
+    )
     checkOrganization(verdicts.back, orgId)
     const at = new Date().toISOString()
     append(
       options.out,
       [
-        ...verdicts.back.map((row) => render(row as Record<string, unknown>)),
+        ...verdicts.back.map((row) => render(row)),
         ...verdicts.left.map((id) => render({ id, leftWindowAt: at })),
         ...verdicts.gone.map((id) => render({ id, deletedAt: at })),
       ].join(''),
     )
-    append(idsPath(current.pass), verdicts.back.map((row) => idsLine(row, options.resource)).join(''))
+    append(
+      idsPath(current.pass),
+      [
+        ...verdicts.back.map((row) => idsLine(row as { id: string }, options.resource)),
+        ...verdicts.deferred.map((row) => idsLine(row, options.resource)),
+      ].join(''),
+    )
   }
   const previousPass = state.completePass
-  const validator = validatorOf(options, state.current?.etag, window)
+  // Rows left undecided are checked by the next pass: it must read, whatever the list did.
+  const validator =
+    verdicts.deferred.length === 0 ? validatorOf(options, state.current?.etag, window) : undefined
   writeState(statePath, { version: 2, orgId, identity, completePass: current.pass, current: null, validator })
   if (previousPass > 0) rmSync(idsPath(previousPass), { force: true })
   return {
@@ -795,6 +903,7 @@ async function fileSync(options: SyncOptions): Promise<SyncSummary> {
     checked,
     recovered: verdicts.back.length,
     leftWindow: verdicts.left.length,
+    deferred: verdicts.deferred.length,
     durationMs: Date.now() - started,
   }
 }

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
-import { createServer, type Server } from 'node:http'
+import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -111,6 +111,28 @@ export function closedPort(): Promise<number> {
   })
 }
 
+/** The request headers the test proxies pass on: the key, and a conditional request's tags. */
+function forwarded(request: IncomingMessage): Record<string, string> {
+  const headers: Record<string, string> = { authorization: request.headers.authorization ?? '' }
+  const tags = request.headers['if-none-match']
+  if (tags !== undefined) headers['if-none-match'] = tags
+  return headers
+}
+
+/** The response headers the test proxies pass back (the body is sent decoded). */
+function answered(upstream: Response, body: Buffer): Record<string, string> {
+  const headers: Record<string, string> = {
+    'content-type': upstream.headers.get('content-type') ?? 'application/json',
+    'x-request-id': upstream.headers.get('x-request-id') ?? '',
+    'content-length': String(body.length),
+  }
+  for (const name of ['etag', 'openbook-key-expires', 'openbook-organization']) {
+    const value = upstream.headers.get(name)
+    if (value !== null) headers[name] = value
+  }
+  return headers
+}
+
 export type Fault = 'ok' | '5xx' | 'reset' | 'slow' | 'cut'
 
 /**
@@ -136,15 +158,9 @@ export async function faultyProxy(target: string, plan: readonly Fault[], delayM
     else if (delayMs) await new Promise((resolve) => setTimeout(resolve, delayMs))
     if (response.destroyed) return
     try {
-      const upstream = await fetch(new URL(request.url ?? '/', target), {
-        headers: { authorization: request.headers.authorization ?? '' },
-      })
+      const upstream = await fetch(new URL(request.url ?? '/', target), { headers: forwarded(request) })
       const body = Buffer.from(await upstream.arrayBuffer())
-      response.writeHead(upstream.status, {
-        'content-type': upstream.headers.get('content-type') ?? 'application/json',
-        'x-request-id': upstream.headers.get('x-request-id') ?? '',
-        'content-length': String(body.length),
-      })
+      response.writeHead(upstream.status, answered(upstream, body))
       if (fault === 'cut') {
         response.write(body.subarray(0, Math.floor(body.length / 2)))
         return setTimeout(() => request.socket.destroy(), 10)
@@ -210,15 +226,9 @@ export async function switchableProxy(
     const upstreamUrl = current
     if (upstreamUrl === null) return request.socket.destroy()
     try {
-      const upstream = await fetch(new URL(request.url ?? '/', upstreamUrl), {
-        headers: { authorization: request.headers.authorization ?? '' },
-      })
+      const upstream = await fetch(new URL(request.url ?? '/', upstreamUrl), { headers: forwarded(request) })
       const body = Buffer.from(await upstream.arrayBuffer())
-      response.writeHead(upstream.status, {
-        'content-type': upstream.headers.get('content-type') ?? 'application/json',
-        'x-request-id': upstream.headers.get('x-request-id') ?? '',
-        'content-length': String(body.length),
-      })
+      response.writeHead(upstream.status, answered(upstream, body))
       response.end(body)
     } catch {
       request.socket.destroy()
