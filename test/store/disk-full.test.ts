@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { STORE_UNAVAILABLE_MESSAGE } from '../../src/errors.js'
+import { Readiness, storeReadiness } from '../../src/ops/readiness.js'
 import { createPostgresStore, isStoreUnreachable } from '../../src/store/postgres.js'
 import type { Store } from '../../src/store/types.js'
 import { openbook } from '../cli/run.js'
@@ -87,6 +88,26 @@ describe.skipIf(!postgresAvailable())(
       )
       proxy.stopRefusing()
       expect(await store.read((sql) => sql.query<{ one: number }>('SELECT 1 AS one'))).toEqual([{ one: 1 }])
+    })
+
+    it('readiness keeps its grace rule: 200 while the outage is younger than the grace, 503 after, 200 once there is room', async () => {
+      store = createPostgresStore({ connectionString: proxy.urlFor(database.url), maxConnections: 2 })
+      await diskFull()
+      const first = await storeReadiness(store, 10_000).refresh()
+      expect(first).toMatchObject({ statusCode: 200, body: { status: 'ready', store: 'unreachable' } })
+      expect(String(first.body.reason)).toMatch(/could not write init file/)
+      let now = 0
+      const probe = (store as Store).probe ?? (store as Store).admin
+      const readiness = new Readiness(
+        () => probe((sql) => sql.query('SELECT 1')).then(() => undefined),
+        10_000,
+        () => now,
+      )
+      expect((await readiness.refresh()).statusCode).toBe(200)
+      now = 10_001
+      expect(readiness.report().statusCode).toBe(503)
+      proxy.stopRefusing()
+      expect(await readiness.refresh()).toMatchObject({ statusCode: 200, body: { store: 'ok' } })
     })
 
     it.each([
