@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { readFileSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -232,23 +232,9 @@ describe.skipIf(!hasPostgres)('openbook-sync, several organizations', () => {
   )
 
   it(
-    "refuses, in one line, another organization's table or state, a table keyed on id alone, and a wrong --org",
+    "refuses, in one line, another organization's state, a table keyed on id alone, and a wrong --org",
     async () => {
-      // A's default table exists (first test); B's key pointed at it.
       const before = await tableRows(defaultTable(A, 'customers'))
-      const table = await run(B, [
-        'customers',
-        '--pg',
-        target.url,
-        '--table',
-        defaultTable(A, 'customers'),
-        '--state',
-        join(directory, 'salon-b.state.json'),
-      ]).done
-      expect(table.code).toBe(2)
-      expect(oneLine(table.stderr)).toContain(`holds organization ${A.org}'s rows`)
-      expect(await tableRows(defaultTable(A, 'customers'))).toEqual(before)
-
       const state = await run(B, [
         'customers',
         '--pg',
@@ -260,6 +246,7 @@ describe.skipIf(!hasPostgres)('openbook-sync, several organizations', () => {
       ]).done
       expect(state.code).toBe(2)
       expect(oneLine(state.stderr)).toContain(`organization ${A.org}'s sync`)
+      expect(await tableRows(defaultTable(A, 'customers'))).toEqual(before)
 
       await db.query('create table legacy_customers (id text primary key, data jsonb not null)')
       const legacy = await run(A, ['customers', '--pg', target.url, '--table', 'legacy_customers']).done
@@ -271,6 +258,55 @@ describe.skipIf(!hasPostgres)('openbook-sync, several organizations', () => {
       expect(oneLine(wrongOrg.stderr)).toContain(`the key is organization ${A.org}'s, not --org ${B.org}'s`)
     },
     patience(120_000),
+  )
+
+  it(
+    'syncs three salons with the same ids into one --table, each with its own state and deletions',
+    async () => {
+      const table = 'crm_customers'
+      const all = async () =>
+        (await db.query<TableRow>(`select org_id, id, data, deleted_at from ${table} order by org_id, id`))
+          .rows
+      const night = async () => {
+        for (const salon of [A, B, C]) {
+          const result = await run(salon, ['customers', '--pg', target.url, '--table', table, '--json']).done
+          expect(result.code, result.stderr).toBe(0)
+          expect(JSON.parse(result.stdout)).toMatchObject({ orgId: salon.org, out: table, complete: true })
+        }
+      }
+      await night()
+      const first = await all()
+      for (const salon of [A, B, C]) {
+        const own = first.filter((row) => row.org_id === salon.org)
+        expect(new Map(own.map((row) => [row.id, row.data]))).toEqual(await sourceRows(salon, 'customers'))
+      }
+      // The same ids in every salon (ids are unique within an organization only).
+      expect(first.filter((row) => row.id === customerId(A, 0)).map((row) => row.org_id)).toEqual([
+        A.org,
+        B.org,
+        C.org,
+      ])
+      // Salon B deactivates customers, two of them with ids the others use too.
+      const gone = [0, 1, SHARED + 3].map((n) => customerId(B, n))
+      await server.importLines([0, 1, SHARED + 3].map((n) => customerLine(B, n, false)))
+      await night()
+      const after = await all()
+      const deleted = after.filter((row) => row.deleted_at !== null)
+      expect(deleted.map((row) => `${row.org_id}/${row.id}`).sort()).toEqual(
+        gone.map((id) => `${B.org}/${id}`).sort(),
+      )
+      for (const salon of [A, B, C]) {
+        const live = after.filter((row) => row.org_id === salon.org && row.deleted_at === null)
+        expect(new Map(live.map((row) => [row.id, row.data]))).toEqual(await sourceRows(salon, 'customers'))
+      }
+      // Each salon's own state file.
+      for (const salon of [A, B, C])
+        expect(
+          statSync(join(directory, `openbook-sync.${target.name}.${table}.${salon.org}.state.json`)).size,
+        ).toBeGreaterThan(0)
+      await server.importLines([0, 1, SHARED + 3].map((n) => customerLine(B, n, true)))
+    },
+    patience(240_000),
   )
 
   it(

@@ -8,6 +8,7 @@ export {
   CHECKPOINT,
   runSync,
   SYNC_RETRY,
+  SyncBusyError,
   type SyncOptions,
   type SyncProgress,
   type SyncResource,

@@ -10,17 +10,25 @@ import {
   UsageError,
 } from '../errors.js'
 import type { ClientEvent } from '../transport.js'
-import { runSync, type SyncProgress, type SyncResource, SyncTargetError, SyncUsageError } from './sync.js'
+import {
+  runSync,
+  SyncBusyError,
+  type SyncProgress,
+  type SyncResource,
+  SyncTargetError,
+  SyncUsageError,
+} from './sync.js'
 
 const USAGE = `Usage: openbook-sync customers|appointments (--key-file FILE | --key-env NAME) --base-url URL (--out FILE.ndjson|FILE.csv | --pg postgres://…) [options]
 
 Copies an organization's customers or appointments from the openbook public API into a file or
 a PostgreSQL table, without missing a row. A rerun after an interruption (even kill -9) goes on
 where it stopped: no row twice, none skipped. When a pass completes, the ids the previous complete
-pass had and this one has not get a tombstone: {"id":…,"deletedAt":…} in NDJSON, a row with only
-id and deletedAt in CSV, deleted_at set in PostgreSQL. An interrupted pass marks none. Missing
-appointments are looked up first: moved ones are written, ones outside the window now are marked
-left-window ({"id":…,"leftWindowAt":…}, left_window_at), and only ones no longer listed deleted.
+pass had and this one has not are marked deleted ({"id":…,"deletedAt":…} in NDJSON, a row with
+only id and deletedAt in CSV, deleted_at set in PostgreSQL) only when that is certain: when the
+list did not change while the pass read it (one request), else the next pass checks them again.
+An interrupted pass marks none. Appointments that left the window are marked left-window
+({"id":…,"leftWindowAt":…}, left_window_at), never deleted.
 
 Options:
   --key-file FILE     read the API key from FILE (the key is never printed)
@@ -30,9 +38,9 @@ Options:
   --pg URL            postgres://… : upsert into a table it creates (needs the pg package):
                       org_id, id (the primary key), data jsonb, synced_at, deleted_at, sync_pass
   --table NAME        with --pg: the table (default openbook_customers_ORG /
-                      openbook_appointments_ORG, ORG the key's organization)
-  --org ID            the key's organization, needed only when it has no active appointment
-                      (the API names the organization in appointments only); else checked
+                      openbook_appointments_ORG, ORG the key's organization); several
+                      organizations may share one, each with its own state
+  --org ID            the organization the key must be of (the API names it): checked
   --since ISO         appointments: start time at or after (inclusive)
   --until ISO         appointments: start time at or before (inclusive)
   --window A..B       appointments: a rolling window on the start time, from now: -90d..+30d
@@ -41,8 +49,9 @@ Options:
                       deleted; one state for every night (instead of --since/--until)
   --now ISO           what --window is relative to (default: now), e.g. to redo a missed night
   --state FILE        the state file (default: FILE.state.json next to --out;
-                      with --pg, openbook-sync.DATABASE.TABLE.state.json here);
-                      it records the organization: another organization's key is refused
+                      with --pg, openbook-sync.DATABASE.TABLE[.ORG].state.json here);
+                      it records the organization: another organization's key is refused.
+                      One run at a time on a state: STATE.lock holds it
   --page-size N       rows per request (the API's limit), 2 to 100 (default 100); each request
                       re-reads the previous one's last row, so N-1 are new
   --checkpoint-every T  save the state every T (default 5s) ...
@@ -53,24 +62,55 @@ Options:
                       for a server restart), with backoff of up to 5 s between attempts
   --max-attempts N    attempts of one request, the first included (default: no limit but
                       --max-elapsed); 1 for no retry
-  --json              print a JSON summary on standard output
+  --json              print a JSON summary on standard output, also when the run fails
+                      (then with exitCode and error)
   -h, --help          this text
 
 One request at a time (the contract asks for at most two). Progress goes to standard error: a
-bar with rate and ETA on a terminal, plain lines otherwise.
+bar with rate and ETA on a terminal, plain lines otherwise, and one line for each retry.
 Exit codes, for a scheduler:
   0  the pass completed, or none was needed: the list had not changed since the last complete
      pass began (one request, answered 304; not with a rolling --window, which moves)
-  1  temporary: the server or the network failed beyond the retries, PostgreSQL is unreachable,
-     or the run was interrupted; retry later, the rerun resumes where this one stopped
-  2  usage: a wrong option, file, table or --org; the same command fails again, fix it first
-  3  the key is refused (401: unknown, revoked or expired); fix the key first`
+  1  temporary: the server or the network failed beyond the retries, PostgreSQL is unreachable
+     or failed (a restart, a full disk), or the run was interrupted; retry later, the rerun
+     resumes where this one stopped
+  2  usage: a wrong option, a file that cannot be written, a table of the wrong shape or in a
+     schema that does not exist, PostgreSQL refusing (password, database, privilege), --org;
+     the same command fails again, fix it first
+  3  the key is refused (401: unknown, revoked or expired); fix the key first
+  4  another openbook-sync is running on the same state: this run did nothing`
 
-/** The exit codes (USAGE): 1 retry later, 2 fix the command, 3 fix the key. */
-const EXIT = { temporary: 1, usage: 2, key: 3 } as const
+/** The exit codes (USAGE): 1 retry later, 2 fix the command, 3 fix the key, 4 another run is on it. */
+const EXIT = { temporary: 1, usage: 2, key: 3, busy: 4 } as const
 
-function fail(code: 1 | 2 | 3, message: string): never {
+/** Set once the options are read: `--json` prints a summary on failure too. */
+const failure: { json: boolean; resource: string | undefined; started: number; retries: number } = {
+  json: false,
+  resource: undefined,
+  started: Date.now(),
+  retries: 0,
+}
+
+function fail(code: 1 | 2 | 3 | 4, message: string, error?: unknown): never {
   process.stderr.write(`openbook-sync: ${message}\n`)
+  if (failure.json) {
+    const cause = error instanceof OpenbookError ? error : undefined
+    const summary = {
+      resource: failure.resource,
+      complete: false,
+      exitCode: code,
+      error: {
+        name: cause?.name ?? 'UsageError',
+        code: cause?.code ?? null,
+        status: cause?.status ?? null,
+        requestId: cause?.requestId ?? null,
+        message,
+      },
+      retries: failure.retries,
+      durationMs: Date.now() - failure.started,
+    }
+    process.stdout.write(`${JSON.stringify(summary)}\n`)
+  }
   process.exit(code)
 }
 
@@ -212,6 +252,8 @@ async function main(): Promise<void> {
     fail(2, `${(error as Error).message}\n\n${USAGE}`)
   }
   const { values, positionals } = parsed
+  failure.json = values.json === true
+  failure.resource = positionals[0]
   if (values.help) {
     process.stdout.write(`${USAGE}\n`)
     return
@@ -253,6 +295,13 @@ async function main(): Promise<void> {
       checkpointPages: number('checkpoint-pages', values['checkpoint-pages']),
       onClientEvent: (event: ClientEvent) => {
         if (event.type === 'response') expiry.seen(event.keyExpiresAt)
+        if (event.type === 'retry') {
+          failure.retries++
+          // One line a retry, so that a run riding out an outage is not silent.
+          process.stderr.write(
+            `openbook-sync: attempt ${event.attempt} failed (${event.reason}${event.requestId ? `, request ${event.requestId}` : ''}): attempt ${event.attempt + 1} in ${(event.delayMs / 1000).toFixed(1)}s\n`,
+          )
+        }
         if (event.type !== 'request') return
         if (event.attempt === 1) attempts.since = Date.now()
         attempts.count = event.attempt
@@ -291,26 +340,30 @@ async function main(): Promise<void> {
               ? 'the key was revoked: ask the organization for a new one'
               : 'check the key'
         }`,
+        error,
       )
     if (error instanceof BadRequestError)
-      fail(EXIT.usage, `${error.message} (${error.code ?? error.status}${request(error)})`)
-    if (error instanceof SyncUsageError) fail(EXIT.usage, error.message)
+      fail(EXIT.usage, `${error.message} (${error.code ?? error.status}${request(error)})`, error)
+    if (error instanceof SyncBusyError) fail(EXIT.busy, error.message, error)
+    if (error instanceof SyncUsageError) fail(EXIT.usage, error.message, error)
     // 404, 405, 403 from a proxy …: the base URL is wrong, a rerun gets the same.
     if (error instanceof ApiError && !error.retryable)
-      fail(EXIT.usage, `${error.message} (HTTP ${error.status}${request(error)}): check --base-url`)
-    if (error instanceof UsageError) fail(EXIT.usage, error.message)
-    if (error instanceof SyncTargetError) fail(EXIT.temporary, `${error.message}; rerun to resume`)
+      fail(EXIT.usage, `${error.message} (HTTP ${error.status}${request(error)}): check --base-url`, error)
+    if (error instanceof UsageError) fail(EXIT.usage, error.message, error)
+    if (error instanceof SyncTargetError) fail(EXIT.temporary, `${error.message}; rerun to resume`, error)
     if (error instanceof OpenbookError && error.retryable) {
       const seconds = Math.round((Date.now() - attempts.since) / 1000)
       fail(
         EXIT.temporary,
         `${error.message} (after ${attempts.count} attempt${attempts.count === 1 ? '' : 's'} in ${seconds}s${request(error)}); rerun to resume`,
+        error,
       )
     }
     if (error instanceof OpenbookError)
       fail(
         EXIT.temporary,
         `${error.message}${error.requestId ? ` (request ${error.requestId})` : ''}; rerun to resume`,
+        error,
       )
     fail(EXIT.temporary, `${(error as Error)?.message ?? String(error)}; rerun to resume`)
   }

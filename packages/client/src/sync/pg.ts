@@ -1,3 +1,4 @@
+import type { Openbook } from '../client.js'
 import type { Cursor } from '../paginate.js'
 import {
   asSyncError,
@@ -6,10 +7,12 @@ import {
   checkPageOrganization,
   INCOMPLETE_PASS,
   identityOf,
+  lockState,
   NO_VERDICTS,
   openState,
   organizationOf,
   orgTag,
+  type PassWindow,
   readPass,
   readState,
   resolveMissing,
@@ -79,30 +82,63 @@ async function loadPg(): Promise<PgClientConstructor> {
   return Client as PgClientConstructor
 }
 
+/** The columns openbook-sync writes, with the types it needs (`information_schema` spelling). */
+const COLUMNS: Readonly<Record<string, string>> = {
+  org_id: 'text',
+  id: 'text',
+  data: 'jsonb',
+  synced_at: 'timestamp with time zone',
+  deleted_at: 'timestamp with time zone',
+  left_window_at: 'timestamp with time zone',
+  sync_pass: 'integer',
+}
+
 /**
- * A table is one organization's: one made by an earlier openbook-sync (keyed on `id` alone, with
- * no `org_id`) or holding another organization's rows is refused, in one line.
+ * A table of the wrong shape is refused before anything is written, in one line: one made by an
+ * earlier openbook-sync (keyed on `id` alone, with no `org_id`), a column missing or of another
+ * type, or no unique key on `(org_id, id)`. Rows of several organizations are its purpose.
  */
-async function checkTable(db: PgClient, table: string, tableName: string, orgId: string): Promise<void> {
-  let rows: Record<string, unknown>[]
-  try {
-    ;({ rows } = await db.query(`select org_id from ${table} where org_id <> $1 limit 1`, [orgId]))
-  } catch (error) {
-    if ((error as { code?: unknown }).code === '42703')
-      throw new SyncUsageError(
-        `table ${tableName} has no org_id column (an earlier openbook-sync keyed it on id alone, for any organization): rename or drop it, or give another --table`,
-      )
-    throw error
-  }
-  const other = rows[0]?.org_id
-  if (other !== undefined)
+async function checkTable(db: PgClient, table: string, tableName: string): Promise<void> {
+  const { rows } = await db.query(
+    `select a.attname as name, format_type(a.atttypid, a.atttypmod) as type
+     from pg_attribute a where a.attrelid = $1::regclass and a.attnum > 0 and not a.attisdropped`,
+    [table],
+  )
+  const types = new Map(rows.map((row) => [String(row.name), String(row.type)]))
+  if (!types.has('org_id'))
     throw new SyncUsageError(
-      `table ${tableName} holds organization ${String(other)}'s rows, and this key is organization ${orgId}'s: give another --table`,
+      `table ${tableName} has no org_id column (an earlier openbook-sync keyed it on id alone, for any organization): rename or drop it, or give another --table`,
+    )
+  const wrong = Object.entries(COLUMNS)
+    .filter(([name, type]) => name !== 'left_window_at' && types.get(name) !== type)
+    .map(([name, type]) => `${name} ${type}${types.has(name) ? ` (it is ${types.get(name)})` : ''}`)
+  const { rows: keys } = await db.query(
+    `select 1 from pg_index i where i.indrelid = $1::regclass and i.indisunique and i.indnkeyatts = 2
+       and (select array_agg(a.attname::text order by a.attname) from pg_attribute a
+            where a.attrelid = i.indrelid and a.attnum = any(i.indkey)) = array['id', 'org_id']`,
+    [table],
+  )
+  if (keys.length === 0) wrong.push('a primary key on (org_id, id)')
+  if (wrong.length > 0)
+    throw new SyncUsageError(
+      `table ${tableName} is not an openbook-sync table: it needs ${wrong.join(', ')}; give another --table, or let openbook-sync create it`,
     )
 }
 
-/** SQLSTATEs that a rerun will not cure: bad password, no such database or role, no privilege. */
-const REFUSALS = /^(28|3D|42501)/
+/**
+ * SQLSTATE classes that a rerun will not cure: a bad password (28), no such database (3D) or
+ * schema (3F), a statement the table refuses (42: no such table or column, a wrong type, no
+ * privilege), a constraint of the table's own (23). The rest (a connection lost, a restart, a
+ * full disk, a deadlock) a rerun may cure.
+ */
+const REFUSALS = /^(28|3D|3F|42|23)/
+
+/** A PostgreSQL failure as openbook-sync reports it: a usage error when a rerun will not cure it. */
+function pgFailure(error: unknown): unknown {
+  const code = String((error as { code?: unknown } | undefined)?.code ?? '')
+  if (!REFUSALS.test(code) || error instanceof SyncUsageError) return error
+  return new PgTargetError(`PostgreSQL refused: ${(error as Error).message} (SQLSTATE ${code})`)
+}
 
 /**
  * One run of openbook-sync into PostgreSQL. Each page is upserted in one transaction (keyed by
@@ -131,28 +167,70 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
     throw new SyncUsageError('--pg: name the database with letters, digits, _ . or -')
   const Client = await loadPg()
   const { client, retries } = syncClient(options)
-  const statePathOf = (tableName: string) =>
-    options.statePath ?? `openbook-sync.${databaseName}.${tableName}.state.json`
-  // An unchanged list costs one request where the state is known before the organization (given
-  // --table or --state), else two: the organization's look-up names the default table.
+  // Each organization of a table keeps its own state: a table given with --table may hold several
+  // (the default one is named after its organization already).
+  const statePathOf = (tableName: string, orgId: string) =>
+    options.statePath ??
+    (options.table === undefined
+      ? `openbook-sync.${databaseName}.${tableName}.state.json`
+      : `openbook-sync.${databaseName}.${tableName}.${orgTag(orgId)}.state.json`)
+  // An unchanged list costs one request given --state, else two: the organization's look-up names
+  // the state (and the default table).
   const unchanged = async (statePath: string) => {
     const previous = readState(statePath)
     return previous && (await unchangedSince(client, options, previous))
       ? unchangedSummary(options, previous, options.table ?? statePath, 'pg', retries(), started)
       : undefined
   }
-  if (options.table !== undefined || options.statePath !== undefined) {
-    const summary = await unchanged(statePathOf(options.table ?? ''))
+  if (options.statePath !== undefined) {
+    const summary = await unchanged(options.statePath)
     if (summary) return summary
   }
   const orgId = await organizationOf(client, options.org, options.signal)
   const tableName = options.table ?? `openbook_${options.resource}_${orgTag(orgId)}`
   const table = quoteTable(tableName)
-  const statePath = statePathOf(tableName)
-  if (options.table === undefined && options.statePath === undefined) {
+  const statePath = statePathOf(tableName, orgId)
+  if (options.statePath === undefined) {
     const summary = await unchanged(statePath)
     if (summary) return { ...summary, out: tableName, requests: 2 }
   }
+  const lock = lockState(statePath)
+  try {
+    return await pgPass(options, {
+      Client,
+      client,
+      retries,
+      started,
+      freshWindow,
+      databaseName,
+      orgId,
+      tableName,
+      table,
+      statePath,
+    })
+  } catch (error) {
+    throw pgFailure(error)
+  } finally {
+    lock.release()
+  }
+}
+
+interface PgRun {
+  readonly Client: PgClientConstructor
+  readonly client: Openbook
+  readonly retries: () => number
+  readonly started: number
+  readonly freshWindow: PassWindow
+  readonly databaseName: string
+  readonly orgId: string
+  readonly tableName: string
+  readonly table: string
+  readonly statePath: string
+}
+
+async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> {
+  const { Client, client, retries, started, freshWindow, databaseName, orgId, tableName, table, statePath } =
+    run
   // The database and the table, not the host: the same database may be reached another way.
   const identity = identityOf(options, orgId, `pg:${databaseName}/${tableName}`)
   let state = openState(
@@ -171,6 +249,7 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
       throw new PgTargetError(`PostgreSQL refused the connection: ${(error as Error).message}`)
     throw error
   }
+
   try {
     await db.query(
       `create table if not exists ${table} (
@@ -184,8 +263,8 @@ async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
          primary key (org_id, id)
        )`,
     )
-    await checkTable(db, table, tableName, orgId)
     await db.query(`alter table ${table} add column if not exists left_window_at timestamptz`)
+    await checkTable(db, table, tableName)
     const resumed = state.current !== null
     let current = state.current
     if (current === null) {

@@ -224,15 +224,73 @@ export class SyncTargetError extends OpenbookError {
 }
 
 /**
+ * Another run of openbook-sync is working on the same state (a scheduler started the next run
+ * before this one ended): this run did nothing. Not a usage error; the scheduler should not pile
+ * up runs.
+ */
+export class SyncBusyError extends OpenbookError {
+  override readonly name: string = 'SyncBusyError'
+  constructor(message: string) {
+    super({ error: 'Sync busy', message, code: 'sync_busy', retryable: false })
+  }
+}
+
+/** Errnos of a file that a rerun will not cure: no permission, a directory or a file in the way, a read-only disk. */
+const FILE_REFUSALS = new Set(['EACCES', 'EPERM', 'EISDIR', 'ENOTDIR', 'EEXIST', 'EROFS', 'ENAMETOOLONG', 'ELOOP'])
+
+/**
  * Runs `work`; a failure that is not an OpenbookError (the file system, PostgreSQL) becomes a
- * SyncTargetError, except an abort, which is thrown as the signal's reason.
+ * SyncTargetError, or a SyncUsageError when a rerun will not cure it, except an abort, which is
+ * thrown as the signal's reason.
  */
 export async function asSyncError<T>(signal: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
   try {
     return await work()
   } catch (error) {
     if (error instanceof OpenbookError || (signal?.aborted && error === signal.reason)) throw error
+    const code = (error as { code?: unknown } | undefined)?.code
+    if (typeof code === 'string' && FILE_REFUSALS.has(code))
+      throw new SyncUsageError(`${(error as Error).message}: fix the path or its permissions`, code)
     throw new SyncTargetError(error)
+  }
+}
+
+/**
+ * Holds `<state>.lock` (created exclusively, with this process's id) while a run works on a state:
+ * a second run on the same state is refused (SyncBusyError) rather than writing beside the first.
+ * A lock left by a process that is gone (kill -9) is taken over.
+ */
+export function lockState(statePath: string): { release(): void } {
+  const path = `${statePath}.lock`
+  mkdirSync(dirname(path), { recursive: true })
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const fd = openSync(path, 'wx')
+      writeSync(fd, `${JSON.stringify({ pid: process.pid, since: new Date().toISOString() })}\n`)
+      closeSync(fd)
+      return { release: () => rmSync(path, { force: true }) }
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw error
+    }
+    let holder: { pid?: unknown; since?: unknown } = {}
+    try {
+      holder = JSON.parse(readFileSync(path, 'utf8')) as typeof holder
+    } catch {}
+    const pid = typeof holder.pid === 'number' ? holder.pid : undefined
+    if (pid !== undefined && pid !== process.pid && alive(pid))
+      throw new SyncBusyError(
+        `another openbook-sync (process ${pid}, since ${String(holder.since)}) is running on ${statePath}: this run did nothing; let that one end (or, if no such run exists, remove ${path})`,
+      )
+    rmSync(path, { force: true })
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
   }
 }
 
@@ -754,6 +812,25 @@ async function fileSync(options: SyncOptions): Promise<SyncSummary> {
   mkdirSync(dirname(statePath), { recursive: true })
   const idsPath = (pass: number) => `${statePath}.pass-${pass}.ids`
   const { client, retries } = syncClient(options)
+  const lock = lockState(statePath)
+  try {
+    return await filePass(options, { started, format, statePath, idsPath, client, retries })
+  } finally {
+    lock.release()
+  }
+}
+
+interface FileRun {
+  readonly started: number
+  readonly format: OutputFormat
+  readonly statePath: string
+  readonly idsPath: (pass: number) => string
+  readonly client: Openbook
+  readonly retries: () => number
+}
+
+async function filePass(options: SyncOptions, run: FileRun): Promise<SyncSummary> {
+  const { started, format, statePath, idsPath, client, retries } = run
   // An unchanged list costs one request: no organization look-up, no pass.
   const previous = readState(statePath)
   if (previous && (await unchangedSince(client, options, previous)))
