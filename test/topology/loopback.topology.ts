@@ -45,6 +45,8 @@ const RATE = 200
 const CONNECTIONS = 16
 const SHUTDOWN_DELAY_MS = 2_000
 const SEED = 7
+/** Between a failover's steps (docs/scaling.md, Failover): the primary is stopped, the replica promoted, PgBouncer repointed. */
+const OPERATOR_PAUSE_MS = 1_500
 /** Clock granularity between an event's timestamp and a request's: sent within it counts as before. */
 const SLACK_MS = 2
 
@@ -1109,10 +1111,14 @@ describe('the production topology on loopback', () => {
           after,
         } = await loadWithEvent(
           `failover (${settings.label})`,
-          12,
+          // Long enough after the reload to see requests still failing there, as they once did for 15 s.
+          20,
           async () => {
             await primary.stop()
+            // An operator's pace, not a script's: the old primary confirmed down, then the replica promoted.
+            await sleep(OPERATOR_PAUSE_MS)
             await query(replica.url(), 'SELECT pg_promote(true, 30)')
+            await sleep(OPERATOR_PAUSE_MS)
             await bouncer.repoint(replica.port)
           },
           balancer(settings),
