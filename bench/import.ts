@@ -26,7 +26,6 @@ const { values } = parseArgs({
     'no-build': { type: 'boolean', default: false },
     // The writer's cost of the list versions (migration 010), measured alone: the same import with
     // their triggers dropped after the migration.
-    'without-list-versions': { type: 'boolean', default: false },
   },
 })
 const LINES = Number(values.lines)
@@ -55,17 +54,6 @@ async function freshDatabase(): Promise<void> {
   await runOk(process.execPath, ['bin/openbook.js', 'migrate', '--json'], {
     env: { ...process.env, DATABASE_URL },
   })
-  if (values['without-list-versions']) {
-    const client = new pg.Client({ connectionString: DATABASE_URL })
-    await client.connect()
-    try {
-      for (const table of ['customers', 'appointments'])
-        for (const trigger of ['1_insert', '2_update', '3_delete', '4_truncate'])
-          await client.query(`DROP TRIGGER list_versions_${trigger} ON ${table}`)
-    } finally {
-      await client.end()
-    }
-  }
 }
 
 async function tableCounts(): Promise<Record<string, number>> {

@@ -51,7 +51,8 @@ const versionOf = (etag: string) => /^"(\d+)-/.exec(etag)?.[1] ?? 'none'
 /** The active list as the page statement orders it, read by the writer before it commits. */
 async function truthOf(sql: AdminSql, list: List): Promise<{ version: string; rows: Row[] }> {
   const [v] = await sql.query<{ version: string }>(
-    "SELECT coalesce((SELECT version::text FROM list_versions WHERE org_id = $1 AND list = $2), '0') AS version",
+    `SELECT (coalesce((SELECT changes FROM list_folds WHERE org_id = $1 AND list = $2), 0)
+       + (SELECT count(*) FROM list_changes WHERE org_id = $1 AND list = $2))::text AS version`,
     [ORG, list],
   )
   const rows =

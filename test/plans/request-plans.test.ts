@@ -8,7 +8,6 @@ import { customersPage } from '../../src/queries/customers.js'
 import { type PageStatement, pageParams, SEEK_FROM } from '../../src/queries/page.js'
 import {
   APPOINTMENT_LIST,
-  bucketListOf,
   FEW_ROWS,
   type FilterDescription,
   filterColumn,
@@ -29,7 +28,7 @@ import { createTestStore, postgresAvailable, type TestStore } from '../helpers/s
 // falls in.
 
 const LIMIT = 50
-/** The most entries a bucket of list_buckets holds (migration 009). */
+/** The most folded entries a bucket holds (migration 013). */
 const BUCKET_MAX = 2000
 /** The tables whose rows a page reads; the counts tables are checked for their scans only. */
 const ROW_TABLES = new Set(['customers', 'appointments'])
@@ -172,11 +171,11 @@ class Db {
         [
           'customers',
           'appointments',
-          'customer_counts',
           'customer_day_counts',
-          'appointment_counts',
           'appointment_day_counts',
-          'list_buckets',
+          'buckets',
+          'list_changes',
+          'list_folds',
         ]
           .map((table) => `ALTER TABLE ${table} SET (autovacuum_enabled = false)`)
           .join('; '),
@@ -498,14 +497,14 @@ async function countEntries(store: Store, shape: Shape, orgId: string, values: O
     )
     return Math.max(...counts)
   }
-  // A range's ends: in the bucket each falls in (list_buckets, migrations 009 and 012), the
-  // entries from the bucket's bound up to the end.
+  // A range's ends: in the bucket each falls in (migration 013), the entries from the bucket's
+  // bound up to the end. The list is named by its many values, by column.
   const equals = shape.filters.filter(({ filter }) => filter.compare === 'equals')
-  const bucketList = bucketListOf(
-    APPOINTMENT_LIST,
-    equals.map((given) => ({ filter: given.filter, value: valueFor(values, given) })),
+  const list = JSON.stringify(
+    Object.fromEntries(
+      equals.map((given) => [filterColumn(APPOINTMENT_LIST, given.filter), valueFor(values, given)]),
+    ),
   )
-  const list = bucketList.name + bucketList.parts.map(({ part, value }) => part + value).join('')
   const valueCondition = [
     '$3::text IS NOT NULL',
     ...equals.map(
@@ -516,7 +515,8 @@ async function countEntries(store: Store, shape: Shape, orgId: string, values: O
     store.admin(async (sql) => {
       const [row] = await sql.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM (
-           SELECT b.lo_at, b.lo_id FROM list_buckets b WHERE b.org_id = $1 AND b.list = $2 AND ${bucket}
+           SELECT b.lo_at, b.lo_id FROM buckets b
+           WHERE b.org_id = $1 AND b.list = 'appointments' AND b.filters = $2::jsonb AND ${bucket}
            ORDER BY b.lo_at DESC, b.lo_id DESC LIMIT 1) b
          JOIN appointments k ON k.org_id = $1 AND k.is_active AND ${valueCondition}
            AND (k.start_at, k.id) >= (b.lo_at, b.lo_id) AND ${end}`,
@@ -565,8 +565,8 @@ async function tooManyForFew(
       found.push(
         `${orgId} ${filter.param}=${value} selects ${n} rows, more than a 'few' filter is built for ` +
           `(FEW_ROWS, ${FEW_ROWS}): its total counts them all on every request. Describe ${filter.param} ` +
-          "as rows: 'many' in src/schemas/filters.ts, with a bucket list per value in list_buckets (a migration " +
-          'like 009: its triggers and list_buckets_key_after), or keep it few only where no value can select that many.',
+          "as rows: 'many' in src/schemas/filters.ts, with its column in list_definitions (a migration that adds it, " +
+          'calls list_install and list_rebuild and creates its index), or keep it few only where no value can select that many.',
       )
   }
   return found

@@ -286,6 +286,7 @@ BEGIN
 END $$;
 
 -- Writes the list's change trigger from its definition: static SQL whose plans PostgreSQL keeps.
+-- (Names are qualified: the function's search_path starts with pg_catalog, where CREATE would go.)
 -- An INSERT adds its active rows, a DELETE removes them, an UPDATE removes the old entries and
 -- adds the new ones, netted per entry: one row changed in place is one change of 0.
 CREATE FUNCTION list_install(p_list text) RETURNS void
@@ -298,7 +299,7 @@ BEGIN
   SELECT * INTO STRICT d FROM list_definitions WHERE list = p_list;
   v_entry := format('r.org_id, %L, r.%I, r.id, %s', p_list, d.at_column, list_attrs_sql(p_list, 'r'));
   EXECUTE format($f$
-    CREATE OR REPLACE FUNCTION %1$I() RETURNS trigger
+    CREATE OR REPLACE FUNCTION public.%1$I() RETURNS trigger
     LANGUAGE plpgsql SET search_path = pg_catalog, public AS $body$
     BEGIN
       IF TG_OP = 'INSERT' THEN
@@ -317,19 +318,19 @@ BEGIN
       END IF;
       RETURN NULL;
     END $body$ $f$, v_function, v_entry);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I() FROM PUBLIC', v_function);
+  EXECUTE format('REVOKE ALL ON FUNCTION public.%I() FROM PUBLIC', v_function);
   EXECUTE format('DROP TRIGGER IF EXISTS list_changes_insert ON %1$I;
     CREATE TRIGGER list_changes_insert AFTER INSERT ON %1$I
-      REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION %2$I();
+      REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.%2$I();
     DROP TRIGGER IF EXISTS list_changes_update ON %1$I;
     CREATE TRIGGER list_changes_update AFTER UPDATE ON %1$I
-      REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION %2$I();
+      REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.%2$I();
     DROP TRIGGER IF EXISTS list_changes_delete ON %1$I;
     CREATE TRIGGER list_changes_delete AFTER DELETE ON %1$I
-      REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION %2$I();
+      REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.%2$I();
     DROP TRIGGER IF EXISTS list_changes_truncate ON %1$I;
     CREATE TRIGGER list_changes_truncate AFTER TRUNCATE ON %1$I
-      FOR EACH STATEMENT EXECUTE FUNCTION list_truncate()', p_list, v_function);
+      FOR EACH STATEMENT EXECUTE FUNCTION public.list_truncate()', p_list, v_function);
 END $$;
 
 -- Counts a list's buckets again from its rows, for every organization: after its definition
