@@ -13,11 +13,14 @@ export const REFERENCE_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '
 
 const BASE_URL = 'https://api.example.com'
 
-/** Examples with `@openbook/client`, per operationId (Redoc shows them as `x-codeSamples`). */
-const CLIENT_SAMPLES: Record<string, string> = {
+/**
+ * Examples with `@openbook/client`, per operationId (Redoc shows them as `x-codeSamples`). The
+ * client's tests compile them under `strict` and `exactOptionalPropertyTypes`.
+ */
+export const CLIENT_SAMPLES: Record<string, string> = {
   listCustomers: `import { Openbook } from '@openbook/client'
 
-const openbook = new Openbook({ apiKey: process.env.OPENBOOK_KEY, baseUrl: '${BASE_URL}' })
+const openbook = new Openbook({ apiKey: process.env.OPENBOOK_KEY ?? '', baseUrl: '${BASE_URL}' })
 
 // One page
 const page = await openbook.customers.list({ limit: 25 })
@@ -27,7 +30,7 @@ console.log(page.data, page.pagination.hasMore)
 for await (const customer of openbook.customers.all()) console.log(customer.id)`,
   listAppointments: `import { Openbook } from '@openbook/client'
 
-const openbook = new Openbook({ apiKey: process.env.OPENBOOK_KEY, baseUrl: '${BASE_URL}' })
+const openbook = new Openbook({ apiKey: process.env.OPENBOOK_KEY ?? '', baseUrl: '${BASE_URL}' })
 
 // One page of a window
 const page = await openbook.appointments.list({

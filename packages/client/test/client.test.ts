@@ -239,6 +239,50 @@ describe('errors', () => {
     expect((await plain.openbook.customers.list()).keyExpiresAt).toBeUndefined()
   })
 
+  it("every result carries the key's expiry and organization, a 304 too, and all() after an unchanged night", async () => {
+    const headers = {
+      'openbook-key-expires': 'Fri, 02 Jan 2099 03:04:05 GMT',
+      'openbook-organization': 'org_x',
+      etag: '"7-abc"',
+    }
+    const { openbook, calls } = client((_url, init) =>
+      (init.headers as Record<string, string>)['if-none-match']
+        ? new Response(null, { status: 304, headers })
+        : json(200, { data: [], pagination: { limit: 100, offset: 0, total: 0, hasMore: false } }, headers),
+    )
+    const expires = new Date('2099-01-02T03:04:05Z')
+    const listed = await openbook.customers.list()
+    expect(listed).toMatchObject({ keyExpiresAt: expires, organizationId: 'org_x', etag: '"7-abc"' })
+    const notModified = await openbook.customers.list({}, { ifNoneMatch: '"7-abc"' })
+    expect(notModified).toMatchObject({ notModified: true, keyExpiresAt: expires, organizationId: 'org_x' })
+    const all = openbook.customers.all({ ifNoneMatch: '"7-abc"' })
+    expect(await all.toArray()).toEqual([])
+    expect(all).toMatchObject({ notModified: true, keyExpiresAt: expires, organizationId: 'org_x' })
+    // all() reads pages of 100 by default, as openbook-sync does.
+    expect(calls.at(-1)?.url.searchParams.get('limit')).toBe('100')
+  })
+
+  it('unchanged() tells whether the list changed since the iteration began: one conditional request', async () => {
+    let version = 1
+    const { openbook, calls } = client((_url, init) => {
+      const tag = `"${version}-abc"`
+      if ((init.headers as Record<string, string>)['if-none-match'] === tag)
+        return new Response(null, { status: 304, headers: { etag: tag } })
+      return json(
+        200,
+        { data: [], pagination: { limit: 100, offset: 0, total: 0, hasMore: false } },
+        { etag: tag },
+      )
+    })
+    const customers = openbook.customers.all()
+    await customers.toArray()
+    expect(await customers.unchanged()).toBe(true)
+    version = 2
+    expect(await customers.unchanged()).toBe(false)
+    expect(calls.map((call) => call.headers['if-none-match'])).toEqual([undefined, '"1-abc"', '"1-abc"'])
+    expect(customers.stats.requests).toBe(3)
+  })
+
   it('asks for compressed pages (br, then gzip)', async () => {
     const { openbook, calls } = client(() => page())
     await openbook.customers.list()

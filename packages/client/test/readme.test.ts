@@ -92,10 +92,17 @@ describe('the client README', () => {
   )
 
   it(
-    "the JavaScript examples of both READMEs compile under TypeScript's strict",
-    () => {
-      const blocks = [...codeBlocks(CLIENT_README, 'js'), ...codeBlocks(FOR_INTEGRATORS, 'js')]
-      expect(blocks.length).toBeGreaterThanOrEqual(4)
+    "the JavaScript examples of both READMEs and of the reference page compile under TypeScript's strict, exactOptionalPropertyTypes",
+    async () => {
+      // The reference page's samples (docs/api.html), from the script that writes it.
+      const script = new URL('../../../scripts/build-docs.ts', import.meta.url).href
+      const { CLIENT_SAMPLES } = (await import(script)) as { CLIENT_SAMPLES: Record<string, string> }
+      const blocks = [
+        ...codeBlocks(CLIENT_README, 'js'),
+        ...codeBlocks(FOR_INTEGRATORS, 'js'),
+        ...Object.values(CLIENT_SAMPLES),
+      ]
+      expect(blocks.length).toBeGreaterThanOrEqual(6)
       const project = mkdtempSync(join(directory, 'strict-'))
       const files = blocks.map((block, n) => {
         writeFileSync(join(project, `example-${n}.mts`), block)
@@ -109,6 +116,8 @@ describe('the client README', () => {
             moduleResolution: 'nodenext',
             target: 'ES2022',
             strict: true,
+            exactOptionalPropertyTypes: true,
+            noUncheckedIndexedAccess: true,
             noEmit: true,
             typeRoots: [join(REPOSITORY_ROOT, 'node_modules/@types')],
             types: ['node'],

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
@@ -97,6 +97,17 @@ describe('openbook-sync exit codes', () => {
     const { code, why } = outcome(await run(['--out', join(blocker, 'customers.ndjson')]).done)
     expect(code).toBe(2)
     expect(why).toMatch(/ENOTDIR|EEXIST|not a directory/i)
+  })
+
+  it("2: a CSV file whose header is not this version's columns, left as it was", async () => {
+    const path = join(directory, 'older.csv')
+    const older = 'id,firstName,createdAt\r\ncus_1,Ada,2026-01-01T00:00:00.000Z\r\n'
+    writeFileSync(path, older)
+    const { code, why } = outcome(await run(['--out', path]).done)
+    expect(code).toBe(2)
+    expect(why).toContain('has another header than this version')
+    expect(why).toContain('Start a new file')
+    expect(readFileSync(path, 'utf8')).toBe(older)
   })
 
   it('3: the key is refused', async () => {

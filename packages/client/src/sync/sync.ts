@@ -6,6 +6,7 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
+  readSync,
   renameSync,
   rmSync,
   statSync,
@@ -236,7 +237,16 @@ export class SyncBusyError extends OpenbookError {
 }
 
 /** Errnos of a file that a rerun will not cure: no permission, a directory or a file in the way, a read-only disk. */
-const FILE_REFUSALS = new Set(['EACCES', 'EPERM', 'EISDIR', 'ENOTDIR', 'EEXIST', 'EROFS', 'ENAMETOOLONG', 'ELOOP'])
+const FILE_REFUSALS = new Set([
+  'EACCES',
+  'EPERM',
+  'EISDIR',
+  'ENOTDIR',
+  'EEXIST',
+  'EROFS',
+  'ENAMETOOLONG',
+  'ELOOP',
+])
 
 /**
  * Runs `work`; a failure that is not an OpenbookError (the file system, PostgreSQL) becomes a
@@ -375,6 +385,30 @@ export function writeState(path: string, state: SyncState): void {
 }
 
 const size = (path: string) => (existsSync(path) ? statSync(path).size : 0)
+
+/**
+ * A CSV file is appended to only under this version's header: rows of other columns (the API
+ * added a field, within v1) would shift under an older header, silently. Refused in one line.
+ */
+function checkCsvHeader(path: string, columns: readonly string[], statePath: string): void {
+  const fd = openSync(path, 'r')
+  let head: string
+  try {
+    const buffer = Buffer.alloc(64 * 1024)
+    head = buffer.subarray(0, readSync(fd, buffer, 0, buffer.length, 0)).toString('utf8')
+  } finally {
+    closeSync(fd)
+  }
+  const header = head.split('\r\n')[0] ?? ''
+  const expected = columns.join(',')
+  if (header === expected) return
+  const theirs = new Set(header.split(','))
+  const added = columns.filter((column) => !theirs.has(column))
+  throw new SyncUsageError(
+    `${path} has another header than this version's columns${added.length > 0 ? ` (new: ${added.join(', ')})` : ''}: appending would shift them. Start a new file (move ${path} and ${statePath} away), or write .ndjson, which keeps every field`,
+    'csv_header',
+  )
+}
 
 /** Writes all of `text`; returns its length in bytes. */
 function writeAll(fd: number, text: string): number {
@@ -831,6 +865,8 @@ interface FileRun {
 
 async function filePass(options: SyncOptions, run: FileRun): Promise<SyncSummary> {
   const { started, format, statePath, idsPath, client, retries } = run
+  const columns = options.resource === 'customers' ? CUSTOMER_COLUMNS : APPOINTMENT_COLUMNS
+  if (format === 'csv' && size(options.out) > 0) checkCsvHeader(options.out, columns, statePath)
   // An unchanged list costs one request: no organization look-up, no pass.
   const previous = readState(statePath)
   if (previous && (await unchangedSince(client, options, previous)))
@@ -858,7 +894,6 @@ async function filePass(options: SyncOptions, run: FileRun): Promise<SyncSummary
   state = { ...state, current }
   writeState(statePath, state)
 
-  const columns = options.resource === 'customers' ? CUSTOMER_COLUMNS : APPOINTMENT_COLUMNS
   const render = (row: Record<string, unknown>) =>
     format === 'ndjson' ? `${JSON.stringify(row)}\n` : csvLine(columns, row)
   if (format === 'csv' && size(options.out) === 0) append(options.out, `${columns.join(',')}\r\n`)
