@@ -1,18 +1,23 @@
+import { existsSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import type { Openbook } from '../client.js'
 import type { Cursor } from '../paginate.js'
 import {
+  appendSynced,
   asSyncError,
   Checkpoints,
   checkOrganization,
   checkPageOrganization,
   INCOMPLETE_PASS,
   identityOf,
+  idsLine,
   lockState,
+  type Missing,
   NO_VERDICTS,
   openState,
   organizationOf,
   orgTag,
   type PassWindow,
+  readIds,
   readPass,
   readState,
   resolveMissing,
@@ -280,12 +285,17 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
     }
     const pass = current.pass
     const window = current.window ?? freshWindow
+    // The pass's seen-set: the ids it read, in a file beside the state, appended after each commit
+    // (a row that did not change is not written again; the set says it was seen). Whatever was
+    // appended after the last saved state goes: those pages are read again from the cursor.
+    const idsPath = (n: number) => `${statePath}.pass-${n}.ids`
+    if (existsSync(idsPath(pass))) truncateSync(idsPath(pass), current.idsBytes)
+    else writeFileSync(idsPath(pass), '')
+    let idsBytes = current.idsBytes
+    /** Ids of the pages in the open transaction: appended to the seen-set once it commits. */
+    let pendingIds = ''
     // After a resume, the rows this pass saw already are not yielded again (a row moved since).
-    const seen = current.cursor
-      ? (
-          await db.query(`select id from ${table} where org_id = $1 and sync_pass = $2`, [orgId, pass])
-        ).rows.map((row) => String(row.id))
-      : []
+    const seen = current.cursor ? readIds(idsPath(pass)).keys() : []
 
     const paginator = readPass(options, client, current.cursor, window, seen)
     const checkpoints = Checkpoints.of(options)
@@ -299,8 +309,10 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
     const checkpoint = async () => {
       if (open) await db.query('commit')
       open = false
+      idsBytes += appendSynced(idsPath(pass), pendingIds)
+      pendingIds = ''
       const etag = current?.etag ?? paginator.etag
-      state = { ...state, current: { pass, cursor, outBytes: 0, idsBytes: 0, rows, window, etag } }
+      state = { ...state, current: { pass, cursor, outBytes: 0, idsBytes, rows, window, etag } }
       writeState(statePath, state)
       checkpoints.done()
     }
@@ -312,12 +324,16 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
         try {
           if (!open) await db.query('begin')
           open = true
+          // Only rows that changed (or come back) are written: an unchanged row is left as it is,
+          // without a new row version, and the seen-set says this pass saw it.
           await db.query(
-            `insert into ${table} (org_id, id, data, synced_at, deleted_at, sync_pass)
+            `insert into ${table} as t (org_id, id, data, synced_at, deleted_at, sync_pass)
              select $3, e->>'id', e, now(), null, $2 from jsonb_array_elements($1::jsonb) as e
              on conflict (org_id, id) do update
                set data = excluded.data, synced_at = excluded.synced_at, deleted_at = null,
-                   left_window_at = null, sync_pass = excluded.sync_pass`,
+                   left_window_at = null, sync_pass = excluded.sync_pass
+               where t.data is distinct from excluded.data or t.deleted_at is not null
+                  or t.left_window_at is not null`,
             // Rows moved since they were upserted come again as they are now: updated.
             [JSON.stringify([...page.data, ...page.moved]), pass, orgId],
           )
@@ -325,6 +341,7 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
           healthy = false
           throw error
         }
+        pendingIds += page.data.map((row) => idsLine(row, options.resource)).join('')
         rows += page.data.length
         cursor = page.cursor
         if (checkpoints.page()) await checkpoint()
@@ -360,24 +377,29 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
     // Complete. What became of the rows an earlier pass saw and this one did not
     // (resolveMissing): moved ones are written, ones outside the window marked left-window, ones
     // not decided kept as they are (the next pass checks them again), and only the ones certainly
-    // no longer listed marked deleted. A row that an earlier complete pass missed already (its
-    // sync_pass older than that pass) was deferred by it.
+    // no longer listed marked deleted. A row that the previous complete pass missed already was
+    // kept by it (deferred): its seen-set says so.
     let verdicts: Verdicts = NO_VERDICTS
-    const missing = await db.query(
-      `select id, data->>'start' as start, data->>'customerId' as customer, sync_pass from ${table}
-       where org_id = $1 and sync_pass < $2 and deleted_at is null and left_window_at is null`,
-      [orgId, pass],
-    )
-    const checked = missing.rows.length
+    const seenNow = readIds(idsPath(pass))
+    const previous =
+      state.completePass > 0 ? readIds(idsPath(state.completePass)) : new Map<string, Missing>()
+    const missing = (
+      await db.query(
+        `select id, data->>'start' as start, data->>'customerId' as customer from ${table}
+         where org_id = $1 and deleted_at is null and left_window_at is null and sync_pass <> $2`,
+        [orgId, pass],
+      )
+    ).rows.filter((row) => !seenNow.has(String(row.id)))
+    const checked = missing.length
     if (checked > 0) {
       verdicts = await resolveMissing(
         client,
         options,
-        missing.rows.map((row) => ({
+        missing.map((row) => ({
           id: String(row.id),
           start: row.start === null ? undefined : String(row.start),
           customerId: row.customer === null ? undefined : String(row.customer),
-          deferredSince: Number(row.sync_pass) < state.completePass ? Number(row.sync_pass) + 1 : undefined,
+          deferredSince: previous.get(String(row.id))?.deferredSince,
         })),
         window,
         current.etag ?? paginator.etag,
@@ -410,18 +432,24 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
       await db.query('rollback').catch(() => {})
       throw error
     }
-    const seenRows = await db.query(
-      `select count(*)::int as n from ${table} where org_id = $2 and sync_pass = $1`,
-      [pass, orgId],
+    appendSynced(
+      idsPath(pass),
+      [
+        ...verdicts.back.map((row) => idsLine(row as { id: string }, options.resource)),
+        ...verdicts.deferred.map((row) => idsLine(row, options.resource)),
+      ].join(''),
     )
     // Rows left undecided are checked by the next pass: it must read, whatever the list did.
     const validator =
       verdicts.deferred.length === 0 ? validatorOf(options, state.current?.etag, window) : undefined
     writeState(statePath, { version: 2, orgId, identity, completePass: pass, current: null, validator })
+    if (state.completePass > 0 && state.completePass !== pass)
+      rmSync(idsPath(state.completePass), { force: true })
     return {
       ...summary,
       requests: summary.requests + verdicts.requests,
-      rows: Number(seenRows.rows[0]?.n ?? rows),
+      // Counted from the seen-set, so a page read again after a crash is not counted twice.
+      rows: seenNow.size + verdicts.back.length,
       complete: true,
       unchanged: false,
       tombstones: marked.rows.length,

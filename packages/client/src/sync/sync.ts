@@ -417,6 +417,19 @@ function writeAll(fd: number, text: string): number {
   return bytes.length
 }
 
+/** Appends and flushes to disk; returns the bytes appended. */
+export function appendSynced(path: string, text: string): number {
+  if (!text) return 0
+  const fd = openSync(path, 'a')
+  try {
+    const bytes = writeAll(fd, text)
+    fsyncSync(fd)
+    return bytes
+  } finally {
+    closeSync(fd)
+  }
+}
+
 /** Appends and flushes to disk. */
 function append(path: string, text: string): void {
   if (!text) return
@@ -434,7 +447,7 @@ function append(path: string, text: string): void {
  * for an appointment (what resolveMissing needs to know of a row that goes missing), and for a
  * row kept unresolved (deferred) the same as an array with the pass that first missed it last.
  */
-function idsLine(
+export function idsLine(
   row: {
     id: string
     start?: string | undefined
@@ -448,7 +461,7 @@ function idsLine(
   return `${JSON.stringify(resource === 'customers' ? row.id : fields)}\n`
 }
 
-function readIds(path: string): Map<string, Missing> {
+export function readIds(path: string): Map<string, Missing> {
   const entries = new Map<string, Missing>()
   if (!existsSync(path)) return entries
   for (const line of readFileSync(path, 'utf8').split('\n')) {
