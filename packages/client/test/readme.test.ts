@@ -72,6 +72,13 @@ describe('the client README', () => {
       const out = execFileSync(process.execPath, [file], { env: env(), encoding: 'utf8' })
       expect(out).toContain('limit: limit must be at most 100')
       expect(out).toMatch(/401 Invalid or expired API key req-/)
+      // The nightly recipe: a first night copies every customer and marks nothing.
+      const recipe = codeBlocks(CLIENT_README, 'js').find((block) => block.includes('.unchanged()'))
+      const nightly = join(directory, 'nightly.mjs')
+      writeFileSync(nightly, local(recipe ?? ''))
+      const night = execFileSync(process.execPath, [nightly], { env: env(), encoding: 'utf8' })
+      const customers = await activeIds(server, 'customers')
+      expect(night.trim()).toBe(`${customers.length} rows, 0 missing, key expires never`)
     },
     patience(120_000),
   )

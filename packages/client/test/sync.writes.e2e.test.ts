@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { runPgSync } from '../src/sync/index.js'
 import { patience } from './helpers/patience.js'
 import { createDatabase, hasPostgres, type TestDatabase } from './helpers/postgres.js'
-import { customerLine, type Salon, setUpSalon } from './helpers/salons.js'
+import { appointmentLine, customerLine, type Salon, setUpSalon } from './helpers/salons.js'
 import { type ServerProcess, startPostgresServer } from './helpers/server.js'
 
 /**
@@ -14,7 +14,7 @@ import { type ServerProcess, startPostgresServer } from './helpers/server.js'
  * 3,000, into PostgreSQL. Each pass writes (inserts or updates) only the changed rows, not every
  * row it read; the table stays the size of its rows. MEASURE=1 prints the figures.
  */
-const SALON: Salon = { org: 'org_nights', customers: 3_000, appointments: 0, key: '' }
+const SALON: Salon = { org: 'org_nights', customers: 3_000, appointments: 3_000, key: '' }
 const NIGHTS = 10
 const CHANGES = 200
 
@@ -81,6 +81,39 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg, night after night', () => {
       if (process.env.MEASURE)
         console.log(
           `openbook-sync --pg, ${NIGHTS} nights of ${CHANGES} changes in ${SALON.customers} customers: rows written a night ${written.join(', ')}; table ${size.rows[0]?.rows} rows, ${size.rows[0]?.bytes} bytes`,
+        )
+    },
+    patience(600_000),
+  )
+
+  it(
+    'a purge between two nights costs one request more than the pass: the deletions are exact without a look-up each',
+    async () => {
+      const night = (window?: string) =>
+        runPgSync({
+          resource: 'appointments',
+          apiKey: SALON.key,
+          baseUrl: server.baseUrl,
+          pg: target.url,
+          table: window ? 'crm_purge_window' : 'crm_purge',
+          statePath: join(directory, `purge${window ? '-window' : ''}.state.json`),
+          ...(window ? { window, now: '2026-03-01T00:00:00Z' } : {}),
+        })
+      await night()
+      await night('-30d..+30d')
+      // A third of the appointments deactivated (old no-shows purged), spread over every customer.
+      const purged = Array.from({ length: SALON.appointments / 3 }, (_, k) => k * 3)
+      await server.importLines(purged.map((k) => ({ ...appointmentLine(SALON, k), isActive: false })))
+      const summary = await night()
+      const pages = Math.ceil((SALON.appointments - purged.length) / 99)
+      expect(summary).toMatchObject({ complete: true, tombstones: purged.length, deferred: 0 })
+      // The pass's pages, and one request that finds the list stood still while they were read.
+      expect(summary.requests).toBe(pages + 1)
+      const windowed = await night('-30d..+30d')
+      expect(windowed).toMatchObject({ complete: true, deferred: 0 })
+      if (process.env.MEASURE)
+        console.log(
+          `a purge of ${purged.length} of ${SALON.appointments} appointments: the next pass ${summary.requests} requests (${pages} pages), ${summary.tombstones} marked deleted; with a window of -30d..+30d, ${windowed.requests} requests, ${windowed.checked} checked, ${windowed.tombstones} marked deleted`,
         )
     },
     patience(600_000),
