@@ -35,7 +35,8 @@ function entries(): string {
 /**
  * Buckets whose folded count plus the pending changes in their range is not the number of
  * entries in their range, that hold more than 2,000 folded entries, or lists with entries and
- * neither a bucket nor pending changes that account for them.
+ * neither a bucket nor pending changes that account for them. Each entry is placed in its bucket
+ * along the buckets' index, so that the check reads each entry once.
  */
 export async function bucketFaults(store: Store): Promise<unknown[]> {
   return store.admin((sql) =>
@@ -46,26 +47,30 @@ export async function bucketFaults(store: Store): Promise<unknown[]> {
          FROM buckets WINDOW w AS (PARTITION BY org_id, list, filters ORDER BY lo_at, lo_id)),
        e AS (
          ${entries()}),
+       placed AS (
+         SELECT e.org_id, e.list, e.filters, f.lo_at, f.lo_id, count(*)::int AS n
+         FROM e LEFT JOIN LATERAL (
+           SELECT c.lo_at, c.lo_id FROM buckets c
+           WHERE c.org_id = e.org_id AND c.list = e.list AND c.filters = e.filters AND (c.lo_at, c.lo_id) <= (e.at, e.id)
+           ORDER BY c.lo_at DESC, c.lo_id DESC LIMIT 1) f ON true
+         GROUP BY 1, 2, 3, 4, 5),
        inside AS (
-         SELECT b.*, (SELECT count(*)::int FROM e WHERE e.org_id = b.org_id AND e.list = b.list
-                        AND e.filters = b.filters AND (e.at, e.id) >= (b.lo_at, b.lo_id)
-                        AND (b.hi_at IS NULL OR (e.at, e.id) < (b.hi_at, b.hi_id))) AS actual,
-                     (SELECT coalesce(sum(p.delta), 0)::int FROM list_changes p
-                      WHERE p.org_id = b.org_id AND p.list = b.list AND p.attrs @> b.filters
-                        AND (p.at, p.id) >= (b.lo_at, b.lo_id)
-                        AND (b.hi_at IS NULL OR (p.at, p.id) < (b.hi_at, b.hi_id))) AS pending
-         FROM b)
+         SELECT b.*, coalesce(p.n, 0) AS actual,
+                (SELECT coalesce(sum(c.delta), 0)::int FROM list_changes c
+                 WHERE c.org_id = b.org_id AND c.list = b.list AND c.attrs @> b.filters
+                   AND (c.at, c.id) >= (b.lo_at, b.lo_id)
+                   AND (b.hi_at IS NULL OR (c.at, c.id) < (b.hi_at, b.hi_id))) AS pending
+         FROM b LEFT JOIN placed p ON p.org_id = b.org_id AND p.list = b.list AND p.filters = b.filters
+           AND p.lo_at = b.lo_at AND p.lo_id = b.lo_id)
        SELECT org_id, list, filters, lo_at, lo_id, n, pending, actual FROM inside
        WHERE n + pending <> actual OR n > 2000
        UNION ALL
-       SELECT e.org_id, e.list, e.filters, NULL, NULL, NULL,
-              (SELECT coalesce(sum(p.delta), 0)::int FROM list_changes p
-               WHERE p.org_id = e.org_id AND p.list = e.list AND p.attrs @> e.filters), count(*)::int
-       FROM e
-       WHERE NOT EXISTS (SELECT 1 FROM buckets x WHERE x.org_id = e.org_id AND x.list = e.list AND x.filters = e.filters)
-       GROUP BY 1, 2, 3
-       HAVING count(*) <> (SELECT coalesce(sum(p.delta), 0) FROM list_changes p
-                           WHERE p.org_id = e.org_id AND p.list = e.list AND p.attrs @> e.filters)`,
+       SELECT p.org_id, p.list, p.filters, NULL, NULL, NULL,
+              (SELECT coalesce(sum(c.delta), 0)::int FROM list_changes c
+               WHERE c.org_id = p.org_id AND c.list = p.list AND c.attrs @> p.filters), p.n
+       FROM placed p
+       WHERE p.lo_at IS NULL AND p.n <> (SELECT coalesce(sum(c.delta), 0) FROM list_changes c
+                                        WHERE c.org_id = p.org_id AND c.list = p.list AND c.attrs @> p.filters)`,
     ),
   )
 }

@@ -58,7 +58,8 @@ CREATE TABLE list_changes (
   id      text NOT NULL,
   attrs   jsonb NOT NULL,
   delta   smallint NOT NULL CHECK (delta BETWEEN -1 AND 1),
-  PRIMARY KEY (org_id, list, seq)
+  -- In key order: the readers and the splits sum the changes of a range of keys.
+  PRIMARY KEY (org_id, list, at, id, seq)
 );
 
 -- The number of changes folded per organization and list. A list's version (the pages' ETag) is
@@ -71,14 +72,24 @@ CREATE TABLE list_folds (
   PRIMARY KEY (org_id, list)
 );
 
--- Every subset of an entry's filter values: the lists it is an entry of.
+-- Every subset of an entry's filter values: the lists it is an entry of. (PL/pgSQL, so that the
+-- planner takes its ROWS; the folds call it once per distinct set of values, not per change.)
 CREATE FUNCTION list_filter_sets(attrs jsonb) RETURNS SETOF jsonb
-LANGUAGE sql IMMUTABLE AS $$
-  SELECT coalesce((SELECT jsonb_object_agg(e.key, e.value)
-                   FROM jsonb_each(attrs) WITH ORDINALITY e(key, value, i)
-                   WHERE m & (1 << (e.i - 1)::int) <> 0), '{}'::jsonb)
-  FROM generate_series(0, (1 << (SELECT count(*) FROM jsonb_each(attrs))::int) - 1) m
-$$;
+LANGUAGE plpgsql IMMUTABLE ROWS 4 SET search_path = pg_catalog, public AS $$
+DECLARE
+  v_keys text[] := ARRAY(SELECT jsonb_object_keys(attrs));
+  v_set jsonb;
+BEGIN
+  FOR m IN 0 .. (1 << cardinality(v_keys)) - 1 LOOP
+    v_set := '{}';
+    FOR i IN 1 .. cardinality(v_keys) LOOP
+      IF m & (1 << (i - 1)) <> 0 THEN
+        v_set := v_set || jsonb_build_object(v_keys[i], attrs -> v_keys[i]);
+      END IF;
+    END LOOP;
+    RETURN NEXT v_set;
+  END LOOP;
+END $$;
 
 -- SQL of a row's filter values under `alias`, from the list's definition.
 CREATE FUNCTION list_attrs_sql(p_list text, p_alias text) RETURNS text
@@ -109,13 +120,13 @@ BEGIN
     v_where := v_where || format(' AND k.%I = $3->>%L', v_column, v_column);
   END LOOP;
   EXECUTE format(
-    'SELECT k.%1$I, k.id, (SELECT coalesce(sum(p.delta), 0)::int FROM list_changes p
+    'SELECT x.key_at, x.key_id, (SELECT coalesce(sum(p.delta), 0)::int FROM list_changes p
        WHERE p.org_id = $1 AND p.list = %2$L AND p.delta <> 0 AND p.attrs @> $3
-         AND (p.at, p.id) >= ($4, $5) AND (p.at, p.id) < (k.%1$I, k.id))
-     FROM %2$I k
-     WHERE k.org_id = $1 AND k.is_active%3$s AND (k.%1$I, k.id) >= ($4, $5)
-       AND ($7::timestamptz IS NULL OR (k.%1$I, k.id) < ($7, $8))
-     ORDER BY k.%1$I, k.id OFFSET $6 LIMIT 1', d.at_column, p_list, v_where)
+         AND (p.at, p.id) >= ($4, $5) AND (p.at, p.id) < (x.key_at, x.key_id))
+     FROM (SELECT k.%1$I AS key_at, k.id AS key_id FROM %2$I k
+           WHERE k.org_id = $1 AND k.is_active%3$s AND (k.%1$I, k.id) >= ($4, $5)
+             AND ($7::timestamptz IS NULL OR (k.%1$I, k.id) < ($7, $8))
+           ORDER BY k.%1$I, k.id OFFSET $6 LIMIT 1) x', d.at_column, p_list, v_where)
   INTO key_at, key_id, pending
   USING p_org, p_list, p_filters, p_at, p_id, p_skip, p_hi_at, p_hi_id;
 END $$;
@@ -189,15 +200,19 @@ LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
   r record;
 BEGIN
+  -- Each distinct set of filter values is expanded into its lists once.
   INSERT INTO buckets (org_id, list, filters, lo_at, lo_id, n)
-  SELECT DISTINCT p_org, p_list, s.filters, '-infinity'::timestamptz, '', 0
-  FROM unnest(p_attrs) a(attrs) CROSS JOIN LATERAL list_filter_sets(a.attrs) s(filters)
+  SELECT DISTINCT p_org, p_list, f.filters, '-infinity'::timestamptz, '', 0
+  FROM (SELECT DISTINCT a.attrs FROM unnest(p_attrs) a(attrs)) d CROSS JOIN LATERAL list_filter_sets(d.attrs) f(filters)
   ON CONFLICT DO NOTHING;
   FOR r IN
+    WITH s AS MATERIALIZED (
+      SELECT d.attrs, f.filters FROM (SELECT DISTINCT a.attrs FROM unnest(p_attrs) a(attrs)) d
+      CROSS JOIN LATERAL list_filter_sets(d.attrs) f(filters))
     UPDATE buckets b SET n = b.n + a.n
     FROM (SELECT s.filters, f.lo_at, f.lo_id, sum(e.delta)::int AS n
           FROM unnest(p_at, p_id, p_attrs, p_delta) e(at, id, attrs, delta)
-          CROSS JOIN LATERAL list_filter_sets(e.attrs) s(filters)
+          JOIN s ON s.attrs = e.attrs
           CROSS JOIN LATERAL (
             SELECT c.lo_at, c.lo_id FROM buckets c
             WHERE c.org_id = p_org AND c.list = p_list AND c.filters = s.filters AND (c.lo_at, c.lo_id) <= (e.at, e.id)
@@ -221,7 +236,7 @@ END $$;
 -- only append changes), and only in READ COMMITTED, where each statement sees the folds committed
 -- before it.
 CREATE FUNCTION list_fold(p_org text, p_list text) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public SET jit = off AS $$
 DECLARE
   v_changes bigint;
   v_at timestamptz[];

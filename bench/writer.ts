@@ -1,0 +1,384 @@
+/**
+ * npm run bench:writer: what a booking application's writes cost on openbook's tables, against the
+ * same statements on copies of the tables without openbook's triggers (same columns, indexes,
+ * checks and foreign keys), alternating statement by statement in one run.
+ *
+ * For each organization size and time shape: every one-row statement a booking screen makes
+ * (insert, status change, move, deactivation, delete, move to another organization; customers too),
+ * each alone in autocommit with synchronous_commit off so that the disk hides nothing, p50 and
+ * p99; then 1, 4 and 16 concurrent writers of one organization (40 % appointment inserts, 40 %
+ * status changes, 20 % customer inserts), writes a second.
+ */
+import { performance } from 'node:perf_hooks'
+import { parseArgs } from 'node:util'
+import pg from 'pg'
+import { assertLoopbackUrl } from './options.js'
+import { runFromRoot } from './paths.js'
+import { runOk } from './proc.js'
+import { writeResultsSection } from './report.js'
+
+runFromRoot()
+
+const { values } = parseArgs({
+  options: {
+    pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://root@127.0.0.1:5432' },
+    db: { type: 'string', default: 'openbook_bench_writer' },
+    // Appointments of the measured organization, and the shapes their times take.
+    sizes: { type: 'string', default: '200000,1000000' },
+    shapes: { type: 'string', default: 'spread,day,instant' },
+    // The shapes measured at the largest size (the others run at every size).
+    'large-shapes': { type: 'string', default: 'spread' },
+    iterations: { type: 'string', default: '300' },
+    writers: { type: 'string', default: '1,4,16' },
+    seconds: { type: 'string', default: '4' },
+    'no-write': { type: 'boolean', default: false },
+  },
+})
+assertLoopbackUrl(values.pg)
+const SERVER = values.pg.replace(/\/+$/, '')
+const DATABASE_URL = `${SERVER}/${values.db}`
+const SIZES = values.sizes.split(',').map(Number)
+const SHAPES = values.shapes.split(',') as Shape[]
+const LARGE_SHAPES = new Set(values['large-shapes'].split(','))
+const ITERATIONS = Number(values.iterations)
+const WRITERS = values.writers.split(',').map(Number)
+const SECONDS = Number(values.seconds)
+const log = (line: string) => process.stderr.write(`${line}\n`)
+
+type Shape = 'spread' | 'day' | 'instant'
+const ORG = 'org_big'
+const OTHER = 'org_other'
+const STAFF = 40
+
+/** SQL of the start of appointment `g` by shape: over years, within one day, or one instant. */
+const startOf = (shape: Shape, g: string) =>
+  shape === 'spread'
+    ? `timestamptz '2019-01-01' + ${g} * interval '7 minutes'`
+    : shape === 'day'
+      ? `timestamptz '2025-03-01' + (${g} % 86400) * interval '1 second'`
+      : `timestamptz '2025-03-01 09:00'`
+
+async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return await use(client)
+  } finally {
+    await client.end()
+  }
+}
+
+async function prepareDatabase(size: number, shape: Shape): Promise<void> {
+  await withClient(`${SERVER}/postgres`, async (client) => {
+    await client.query(`DROP DATABASE IF EXISTS ${values.db} WITH (FORCE)`)
+    await client.query(`CREATE DATABASE ${values.db}`)
+  })
+  await runOk(process.execPath, ['bin/openbook.js', 'migrate', '--json'], {
+    env: { ...process.env, DATABASE_URL },
+  })
+  await withClient(DATABASE_URL, async (client) => {
+    for (const org of [ORG, OTHER]) {
+      await client.query(`INSERT INTO organizations (id, name, plan) VALUES ($1, $1, 'professional')`, [org])
+      await client.query(
+        `INSERT INTO staff (org_id, id) SELECT $1, 'stf_' || g FROM generate_series(1, ${STAFF}) g`,
+        [org],
+      )
+    }
+    await client.query(
+      `INSERT INTO customers (org_id, id, first_name, is_active, created_at, updated_at)
+       SELECT '${ORG}', 'cus_' || g, 'Name', g % 10 <> 0, ${startOf(shape, 'g')}, now()
+       FROM generate_series(1, ${Math.ceil(size / 4)}) g`,
+    )
+    await client.query(
+      `INSERT INTO appointments (org_id, id, customer_id, staff_id, start_at, end_at, status, price_cents,
+                                 is_active, created_at, updated_at)
+       SELECT '${ORG}', 'apt_' || g, 'cus_' || (1 + g % ${Math.ceil(size / 4)}),
+              CASE WHEN g % 8 = 0 THEN NULL ELSE 'stf_' || (1 + g % ${STAFF}) END,
+              ${startOf(shape, 'g')}, ${startOf(shape, 'g')} + interval '45 minutes',
+              (ARRAY['scheduled','confirmed','checked_in','no_show','cancelled','completed'])[1 + g % 6], 4500,
+              g % 13 <> 0, now(), now()
+       FROM generate_series(1, ${size}) g`,
+    )
+    await client.query('SELECT list_fold_all()')
+    // The plain tables: the same rows, columns, checks, indexes and foreign keys, no trigger.
+    for (const table of ['customers', 'appointments']) {
+      await client.query(`CREATE TABLE plain_${table} (LIKE ${table} INCLUDING ALL)`)
+      await client.query(`INSERT INTO plain_${table} SELECT * FROM ${table}`)
+    }
+    await client.query(`ALTER TABLE plain_customers ADD FOREIGN KEY (org_id) REFERENCES organizations (id),
+      ADD FOREIGN KEY (org_id, preferred_staff_id) REFERENCES staff (org_id, id)`)
+    await client.query(`ALTER TABLE plain_appointments ADD FOREIGN KEY (org_id) REFERENCES organizations (id),
+      ADD FOREIGN KEY (org_id, customer_id) REFERENCES plain_customers (org_id, id),
+      ADD FOREIGN KEY (org_id, staff_id) REFERENCES staff (org_id, id),
+      ADD FOREIGN KEY (org_id, service_id) REFERENCES services (org_id, id)`)
+    await client.query('ANALYZE')
+  })
+}
+
+/** A one-row statement: its SQL on a table prefix ('' or 'plain_') and the parameters of its i-th run. */
+interface Statement {
+  readonly name: string
+  readonly sql: (prefix: string) => string
+  readonly params: (i: number) => unknown[]
+}
+
+async function sampleIds(client: pg.Client, staff: boolean, count: number): Promise<string[]> {
+  const { rows } = await client.query<{ id: string }>(
+    `SELECT id FROM appointments WHERE org_id = $1 AND is_active AND staff_id IS ${staff ? 'NOT ' : ''}NULL
+     ORDER BY md5(id) LIMIT $2`,
+    [ORG, count],
+  )
+  return rows.map((row) => row.id)
+}
+
+function statementsFor(shape: Shape, staffIds: string[], noStaffIds: string[]): Statement[] {
+  const per = ITERATIONS
+  // Each statement kind takes its own rows, so that no run finds its row gone.
+  const slice = (ids: string[], k: number) => ids.slice(k * per, (k + 1) * per)
+  const pick = (ids: string[]) => (i: number) => [ids[i % ids.length]]
+  const start = startOf(shape, '$2::int')
+  const kinds = (label: string, ids: string[], staff: string) => [
+    {
+      name: `INSERT an appointment${label}`,
+      sql: (p: string) =>
+        `INSERT INTO ${p}appointments (org_id, id, staff_id, start_at, end_at, status, is_active, created_at, updated_at)
+         VALUES ('${ORG}', $1, ${staff}, ${start}, ${start} + interval '1 hour', 'scheduled', true, now(), now())`,
+      params: (i: number) => [`apt_new${label.length}_${i}`, 1000 + i * 37],
+    },
+    {
+      name: `UPDATE its status${label}`,
+      sql: (p: string) =>
+        `UPDATE ${p}appointments SET status = 'confirmed', updated_at = now() WHERE org_id = '${ORG}' AND id = $1`,
+      params: pick(slice(ids, 0)),
+    },
+    {
+      name: `UPDATE its start (a move)${label}`,
+      sql: (p: string) =>
+        `UPDATE ${p}appointments SET start_at = start_at + interval '1 day', end_at = end_at + interval '1 day' WHERE org_id = '${ORG}' AND id = $1`,
+      params: pick(slice(ids, 1)),
+    },
+    {
+      name: `UPDATE its note${label}`,
+      sql: (p: string) =>
+        `UPDATE ${p}appointments SET note = 'call first' WHERE org_id = '${ORG}' AND id = $1`,
+      params: pick(slice(ids, 2)),
+    },
+    {
+      name: `UPDATE is_active = false${label}`,
+      sql: (p: string) => `UPDATE ${p}appointments SET is_active = false WHERE org_id = '${ORG}' AND id = $1`,
+      params: pick(slice(ids, 3)),
+    },
+    {
+      name: `UPDATE to another organization${label}`,
+      sql: (p: string) =>
+        `UPDATE ${p}appointments SET org_id = '${OTHER}', customer_id = NULL, staff_id = NULL WHERE org_id = '${ORG}' AND id = $1`,
+      params: pick(slice(ids, 4)),
+    },
+    {
+      name: `DELETE${label}`,
+      sql: (p: string) => `DELETE FROM ${p}appointments WHERE org_id = '${ORG}' AND id = $1`,
+      params: pick(slice(ids, 5)),
+    },
+  ]
+  return [
+    ...kinds(' (with a staff member)', staffIds, "'stf_7'"),
+    ...kinds(' (without)', noStaffIds, 'NULL'),
+    {
+      name: 'INSERT a customer',
+      sql: (p: string) =>
+        `INSERT INTO ${p}customers (org_id, id, first_name, is_active, created_at, updated_at)
+         VALUES ('${ORG}', $1, 'New', true, now(), now())`,
+      params: (i: number) => [`cus_new_${i}`],
+    },
+    {
+      name: 'UPDATE a customer',
+      sql: (p: string) =>
+        `UPDATE ${p}customers SET first_name = 'Renamed' WHERE org_id = '${ORG}' AND id = $1`,
+      params: (i: number) => [`cus_${1 + i * 7}`],
+    },
+    {
+      name: 'DELETE a customer',
+      sql: (p: string) => `DELETE FROM ${p}customers WHERE org_id = '${ORG}' AND id = $1`,
+      params: (i: number) => [`cus_new_${i}`],
+    },
+  ]
+}
+
+const quantile = (sorted: number[], q: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN
+
+interface Latency {
+  readonly name: string
+  readonly openbook: { p50: number; p99: number }
+  readonly plain: { p50: number; p99: number }
+}
+
+async function oneRowLatencies(client: pg.Client, statements: Statement[]): Promise<Latency[]> {
+  const results: Latency[] = []
+  for (const statement of statements) {
+    const times = { openbook: [] as number[], plain: [] as number[] }
+    for (let i = 0; i < ITERATIONS; i++) {
+      // Alternating, the order swapped every other run.
+      const order = i % 2 === 0 ? (['', 'plain_'] as const) : (['plain_', ''] as const)
+      for (const prefix of order) {
+        const started = performance.now()
+        await client.query(statement.sql(prefix), statement.params(i))
+        times[prefix === '' ? 'openbook' : 'plain'].push(performance.now() - started)
+      }
+    }
+    const summary = (list: number[]) => {
+      const sorted = [...list].sort((a, b) => a - b)
+      return { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99) }
+    }
+    results.push({ name: statement.name, openbook: summary(times.openbook), plain: summary(times.plain) })
+    log(
+      `  ${statement.name}: ${results.at(-1)?.openbook.p50.toFixed(2)} against ${results.at(-1)?.plain.p50.toFixed(2)} ms`,
+    )
+  }
+  return results
+}
+
+interface Throughput {
+  readonly writers: number
+  readonly openbook: { perSecond: number; p99: number }
+  readonly plain: { perSecond: number; p99: number }
+}
+
+/** `writers` clients of one organization, for SECONDS, on a table prefix: writes a second and p99. */
+async function concurrent(
+  writers: number,
+  prefix: string,
+  round: number,
+): Promise<{ perSecond: number; p99: number }> {
+  const clients = await Promise.all(
+    Array.from({ length: writers }, async () => {
+      const client = new pg.Client({ connectionString: DATABASE_URL })
+      await client.connect()
+      await client.query('SET synchronous_commit = off')
+      return client
+    }),
+  )
+  const ids = await sampleIds(clients[0] as pg.Client, true, 20_000)
+  const latencies: number[] = []
+  const deadline = performance.now() + SECONDS * 1000
+  let n = 0
+  await Promise.all(
+    clients.map(async (client, w) => {
+      let i = 0
+      while (performance.now() < deadline) {
+        const k = i++ % 5
+        const tag = `${prefix || 'o'}${round}_${writers}_${w}_${i}`
+        const started = performance.now()
+        if (k < 2)
+          await client.query(
+            `INSERT INTO ${prefix}appointments (org_id, id, staff_id, start_at, end_at, status, is_active, created_at, updated_at)
+             VALUES ('${ORG}', $1, 'stf_3', now(), now() + interval '1 hour', 'scheduled', true, now(), now())`,
+            [`apt_c_${tag}`],
+          )
+        else if (k < 4)
+          await client.query(
+            `UPDATE ${prefix}appointments SET status = (ARRAY['confirmed','checked_in','completed'])[1 + $2::int % 3] WHERE org_id = '${ORG}' AND id = $1`,
+            [ids[(w * 7919 + i * 13) % ids.length], i],
+          )
+        else
+          await client.query(
+            `INSERT INTO ${prefix}customers (org_id, id, is_active, created_at, updated_at) VALUES ('${ORG}', $1, true, now(), now())`,
+            [`cus_c_${tag}`],
+          )
+        latencies.push(performance.now() - started)
+        n++
+      }
+    }),
+  )
+  await Promise.all(clients.map((client) => client.end()))
+  const sorted = latencies.sort((a, b) => a - b)
+  return { perSecond: n / SECONDS, p99: quantile(sorted, 0.99) }
+}
+
+interface Run {
+  readonly size: number
+  readonly shape: Shape
+  readonly latencies: Latency[]
+  readonly throughput: Throughput[]
+  readonly pendingAfter: number
+}
+
+async function measure(size: number, shape: Shape): Promise<Run> {
+  log(`${size} appointments, ${shape}: preparing`)
+  await prepareDatabase(size, shape)
+  return withClient(DATABASE_URL, async (client) => {
+    await client.query('SET synchronous_commit = off')
+    const staffIds = await sampleIds(client, true, ITERATIONS * 6)
+    const noStaffIds = await sampleIds(client, false, ITERATIONS * 6)
+    const latencies = await oneRowLatencies(client, statementsFor(shape, staffIds, noStaffIds))
+    const throughput: Throughput[] = []
+    for (const writers of WRITERS) {
+      // openbook, plain, openbook, plain: the better of each pair's two rounds.
+      const rounds = {
+        openbook: [] as { perSecond: number; p99: number }[],
+        plain: [] as { perSecond: number; p99: number }[],
+      }
+      for (let round = 0; round < 2; round++) {
+        rounds.openbook.push(await concurrent(writers, '', round))
+        rounds.plain.push(await concurrent(writers, 'plain_', round))
+      }
+      const best = (list: { perSecond: number; p99: number }[]) =>
+        list.reduce((a, b) => (b.perSecond > a.perSecond ? b : a))
+      throughput.push({ writers, openbook: best(rounds.openbook), plain: best(rounds.plain) })
+      log(
+        `  ${writers} writers: ${best(rounds.openbook).perSecond.toFixed(0)} against ${best(rounds.plain).perSecond.toFixed(0)} writes/s`,
+      )
+    }
+    const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM list_changes')
+    return { size, shape, latencies, throughput, pendingAfter: rows[0]?.n ?? 0 }
+  })
+}
+
+const ms = (value: number) => value.toFixed(2)
+const ratio = (a: number, b: number) => (a / b).toFixed(2)
+
+function render(runs: Run[], machine: string): string {
+  const lines = [
+    '## Writer cost',
+    '',
+    `Command: \`npm run bench:writer -- --sizes ${values.sizes} --shapes ${values.shapes} --large-shapes ${values['large-shapes']} --iterations ${ITERATIONS} --seconds ${SECONDS}\`. ${machine}`,
+    '',
+    "Each one-row statement alone in autocommit (synchronous_commit off), on openbook's tables and on plain copies (same columns, checks, indexes and foreign keys, no trigger), alternating; client-side time in ms through node-postgres. Then 1, 4 and 16 writers of one organization: 40 % appointment inserts, 40 % status changes, 20 % customer inserts.",
+    '',
+  ]
+  for (const run of runs) {
+    lines.push(`### ${run.size.toLocaleString('en')} appointments, ${run.shape}`, '')
+    lines.push('| one-row statement | p50 openbook | p50 plain | × | p99 openbook | p99 plain | × |')
+    lines.push('|---|---:|---:|---:|---:|---:|---:|')
+    for (const l of run.latencies)
+      lines.push(
+        `| ${l.name} | ${ms(l.openbook.p50)} | ${ms(l.plain.p50)} | ${ratio(l.openbook.p50, l.plain.p50)} | ${ms(l.openbook.p99)} | ${ms(l.plain.p99)} | ${ratio(l.openbook.p99, l.plain.p99)} |`,
+      )
+    lines.push(
+      '',
+      '| writers of one organization | openbook writes/s (p99 ms) | plain writes/s (p99 ms) | × |',
+    )
+    lines.push('|---:|---:|---:|---:|')
+    for (const t of run.throughput)
+      lines.push(
+        `| ${t.writers} | ${t.openbook.perSecond.toFixed(0)} (${ms(t.openbook.p99)}) | ${t.plain.perSecond.toFixed(0)} (${ms(t.plain.p99)}) | ${ratio(t.openbook.perSecond, t.plain.perSecond)} |`,
+      )
+    lines.push('', `Changes pending after the run: ${run.pendingAfter}.`, '')
+  }
+  return lines.join('\n')
+}
+
+const runs: Run[] = []
+for (const size of SIZES)
+  for (const shape of SHAPES) {
+    if (size === Math.max(...SIZES) && SIZES.length > 1 && !LARGE_SHAPES.has(shape)) continue
+    runs.push(await measure(size, shape))
+  }
+await withClient(`${SERVER}/postgres`, (client) =>
+  client.query(`DROP DATABASE IF EXISTS ${values.db} WITH (FORCE)`),
+)
+const cpus = (await import('node:os')).cpus()
+const machine = `${cpus.length} × ${cpus[0]?.model ?? 'CPU'}, PostgreSQL on the same cores.`
+const report = render(runs, machine)
+process.stdout.write(`${report}\n`)
+if (!values['no-write']) writeResultsSection('writer', report)

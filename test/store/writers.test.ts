@@ -1,0 +1,272 @@
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
+import { createPostgresStore } from '../../src/store/postgres.js'
+import type { Store } from '../../src/store/types.js'
+import { bucketFaults } from '../helpers/buckets.js'
+import {
+  createTestDatabase,
+  createTestRole,
+  postgresAvailable,
+  type TestDatabase,
+  type TestRole,
+} from '../helpers/stores.js'
+
+// The salon software writes the tables one booking at a time, beside the API: what openbook keeps
+// beside its rows must not make it wait, deadlock, plan expensive statements, or do more work in
+// a large organization than in a small one (docs/writers.md).
+
+const SMALL = 'org_small'
+const LARGE = 'org_large'
+
+/** An organization with `n` appointments spread over years, a quarter as many customers, 12 staff. */
+async function addOrganization(client: pg.Client, org: string, n: number): Promise<void> {
+  await client.query(`INSERT INTO organizations (id, name, plan) VALUES ($1, $1, 'professional')`, [org])
+  await client.query(`INSERT INTO staff (org_id, id) SELECT $1, 'stf_' || g FROM generate_series(1, 12) g`, [
+    org,
+  ])
+  await client.query(
+    `INSERT INTO customers (org_id, id, is_active, created_at, updated_at)
+     SELECT $1, 'cus_' || g, g % 10 <> 0, timestamptz '2020-01-01' + g * interval '37 minutes', now()
+     FROM generate_series(1, $2::int) g`,
+    [org, Math.ceil(n / 4)],
+  )
+  await client.query(
+    `INSERT INTO appointments (org_id, id, customer_id, staff_id, start_at, end_at, status, is_active,
+                               created_at, updated_at)
+     SELECT $1, 'apt_' || g, 'cus_' || (1 + g % $3::int), CASE WHEN g % 7 = 0 THEN NULL ELSE 'stf_' || (1 + g % 12) END,
+            timestamptz '2020-01-01' + g * interval '9 minutes', timestamptz '2020-01-01' + g * interval '9 minutes' + interval '30 minutes',
+            (ARRAY['scheduled','confirmed','checked_in','no_show','cancelled','completed'])[1 + g % 6], g % 11 <> 0, now(), now()
+     FROM generate_series(1, $2::int) g`,
+    [org, n, Math.ceil(n / 4)],
+  )
+}
+
+/** The one-row writes of a booking application, on appointment `id` of `org`. */
+const oneRowWrites = (org: string, id: string, i: number): string[] => [
+  `INSERT INTO appointments (org_id, id, staff_id, start_at, end_at, status, is_active, created_at, updated_at)
+   VALUES ('${org}', 'apt_new_${i}', 'stf_3', now(), now() + interval '1 hour', 'scheduled', true, now(), now())`,
+  `UPDATE appointments SET status = 'confirmed' WHERE org_id = '${org}' AND id = '${id}'`,
+  `UPDATE appointments SET start_at = start_at + interval '1 day', end_at = end_at + interval '1 day' WHERE org_id = '${org}' AND id = '${id}'`,
+  `UPDATE appointments SET note = 'moved ${i}' WHERE org_id = '${org}' AND id = '${id}'`,
+  `UPDATE appointments SET is_active = false WHERE org_id = '${org}' AND id = '${id}'`,
+  `DELETE FROM appointments WHERE org_id = '${org}' AND id = 'apt_new_${i}'`,
+  `UPDATE customers SET first_name = 'Ada' WHERE org_id = '${org}' AND id = 'cus_${i + 1}'`,
+]
+
+interface AutoExplained {
+  readonly statement: string
+  readonly totalCost: number
+  readonly jit: boolean
+  readonly buffers: number
+}
+
+/**
+ * Every plan PostgreSQL makes for `statements` (each run alone, in autocommit), its triggers' and
+ * the fold's nested statements included, as auto_explain reports them to the client.
+ */
+async function explainedWrites(url: string, statements: readonly string[]): Promise<AutoExplained[]> {
+  const client = new pg.Client({ connectionString: url })
+  const plans: AutoExplained[] = []
+  client.on('notice', (notice) => {
+    const text = notice.message ?? ''
+    const start = text.indexOf('{')
+    if (!text.startsWith('duration:') || start < 0) return
+    const explained = JSON.parse(text.slice(start)) as {
+      'Query Text': string
+      Plan: Record<string, unknown>
+      JIT?: unknown
+    }
+    plans.push({
+      statement: explained['Query Text'],
+      totalCost: Number(explained.Plan['Total Cost']),
+      jit: explained.JIT !== undefined,
+      // A plan's top node counts the buffers of the nodes under it.
+      buffers:
+        Number(explained.Plan['Shared Hit Blocks'] ?? 0) + Number(explained.Plan['Shared Read Blocks'] ?? 0),
+    })
+  })
+  await client.connect()
+  try {
+    // PostgreSQL's defaults for the planner and JIT, whatever the test cluster was given.
+    await client.query(`LOAD 'auto_explain';
+      SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+      SET auto_explain.log_analyze = on; SET auto_explain.log_buffers = on; SET auto_explain.log_timing = off;
+      SET auto_explain.log_format = json; SET auto_explain.log_level = notice;
+      RESET jit; RESET jit_above_cost; RESET enable_seqscan; RESET enable_sort; RESET enable_bitmapscan;
+      RESET enable_hashjoin; RESET enable_mergejoin`)
+    for (const statement of statements) await client.query(statement)
+  } finally {
+    await client.end()
+  }
+  return plans
+}
+
+describe.skipIf(!postgresAvailable())('the salon software writing beside openbook (PostgreSQL)', () => {
+  let database: TestDatabase
+  let store: Store
+  let writerRole: TestRole
+  const url = () => database.url
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrated: true })
+    store = createPostgresStore({ connectionString: database.url, maxConnections: 2 })
+    const client = new pg.Client({ connectionString: database.url })
+    await client.connect()
+    try {
+      await addOrganization(client, SMALL, 10_000)
+      await addOrganization(client, LARGE, 200_000)
+      await client.query('SELECT list_fold_all()')
+      await client.query('ANALYZE')
+    } finally {
+      await client.end()
+    }
+    writerRole = await createTestRole('openbook_writer')
+  }, patience(300_000))
+
+  afterAll(async () => {
+    await store?.close()
+    await database?.drop()
+    await writerRole?.drop()
+  })
+
+  it('plans no statement of a one-row write, its triggers and its fold included, above jit_above_cost, and compiles none', async () => {
+    const statements = Array.from({ length: 40 }, (_, i) =>
+      oneRowWrites(LARGE, `apt_${1000 + i * 17}`, 5000 + i),
+    ).flat()
+    // Enough writes that several fold at their commit (one change in 128).
+    const plans = await explainedWrites(url(), statements)
+    expect(plans.some((plan) => plan.statement.includes('list_changes'))).toBe(true)
+    expect(plans.some((plan) => /DELETE FROM list_changes/.test(plan.statement))).toBe(true)
+    const expensive = plans.filter((plan) => plan.totalCost > 100_000 || plan.jit)
+    expect(expensive.map((plan) => `${plan.totalCost}: ${plan.statement.slice(0, 200)}`)).toEqual([])
+  })
+
+  it('does as much work for a one-row write in an organization of 200,000 appointments as in one of 10,000', async () => {
+    const buffersOf = async (org: string, from: number) => {
+      const totals: number[] = []
+      for (let i = 0; i < 15; i++) {
+        const plans = await explainedWrites(url(), [
+          `UPDATE appointments SET status = 'no_show' WHERE org_id = '${org}' AND id = 'apt_${from + i * 31}'`,
+        ])
+        totals.push(plans.reduce((sum, plan) => sum + plan.buffers, 0))
+      }
+      return totals.sort((a, b) => a - b)[Math.floor(totals.length / 2)] ?? 0
+    }
+    const small = await buffersOf(SMALL, 2000)
+    const large = await buffersOf(LARGE, 2000)
+    expect(small).toBeGreaterThan(0)
+    // The same statements; each of the table's seven indexes may be a level deeper.
+    expect(Math.abs(large - small), `${small} buffers against ${large}`).toBeLessThanOrEqual(16)
+  })
+
+  it('never makes a writer wait: two ORM transactions on different appointments of one organization both commit', async () => {
+    const [first, second] = [new pg.Client(url()), new pg.Client(url())]
+    await Promise.all([first.connect(), second.connect()])
+    try {
+      await first.query('BEGIN')
+      await first.query(
+        `UPDATE appointments SET status = 'confirmed' WHERE org_id = '${LARGE}' AND id = 'apt_301'`,
+      )
+      // The second writer changes B and commits while the first holds its transaction open: on
+      // tables that take an organization-wide row or lock it would wait for the first, and the
+      // first's next statement on B would then deadlock.
+      const started = Date.now()
+      await second.query(
+        `UPDATE appointments SET status = 'cancelled' WHERE org_id = '${LARGE}' AND id = 'apt_302'`,
+      )
+      expect(Date.now() - started).toBeLessThan(patience(2_000))
+      await first.query(`UPDATE appointments SET note = 'b' WHERE org_id = '${LARGE}' AND id = 'apt_302'`)
+      await first.query('COMMIT')
+      // Two organizations written in opposite orders, different rows: no deadlock, no wait.
+      await first.query('BEGIN')
+      await second.query('BEGIN')
+      await first.query(
+        `UPDATE appointments SET status = 'completed' WHERE org_id = '${SMALL}' AND id = 'apt_401'`,
+      )
+      await second.query(
+        `UPDATE appointments SET status = 'completed' WHERE org_id = '${LARGE}' AND id = 'apt_402'`,
+      )
+      await first.query(
+        `UPDATE appointments SET status = 'completed' WHERE org_id = '${LARGE}' AND id = 'apt_403'`,
+      )
+      await second.query(
+        `UPDATE appointments SET status = 'completed' WHERE org_id = '${SMALL}' AND id = 'apt_404'`,
+      )
+      await Promise.all([first.query('COMMIT'), second.query('COMMIT')])
+    } finally {
+      await Promise.all([first.end(), second.end()])
+    }
+    expect(await bucketFaults(store)).toEqual([])
+  })
+
+  it('takes no organization-wide lock for a write, and none at all for one that changes a note', async () => {
+    const client = new pg.Client(url())
+    await client.connect()
+    try {
+      await client.query('BEGIN')
+      await client.query(`UPDATE appointments SET note = 'n' WHERE org_id = '${LARGE}' AND id = 'apt_501'`)
+      await client.query(
+        `UPDATE appointments SET status = 'no_show' WHERE org_id = '${LARGE}' AND id = 'apt_502'`,
+      )
+      const { rows } = await client.query<{ locktype: string; relation: string | null; mode: string }>(
+        `SELECT locktype, relation::regclass::text AS relation, mode FROM pg_locks
+         WHERE pid = pg_backend_pid() AND locktype IN ('advisory', 'relation', 'tuple')
+           AND (relation IS NULL OR relation::regclass::text NOT LIKE 'pg_%') ORDER BY 1, 2, 3`,
+      )
+      await client.query('COMMIT')
+      // No advisory lock, no lock on openbook's shared rows: only the tables' row-exclusive locks,
+      // which writers share.
+      expect(rows.filter((row) => row.locktype !== 'relation')).toEqual([])
+      for (const row of rows)
+        expect(['RowExclusiveLock', 'AccessShareLock'], String(row.relation)).toContain(row.mode)
+      expect(rows.map((row) => row.relation).filter((r) => /buckets|list_folds/.test(String(r)))).toEqual([])
+    } finally {
+      await client.end()
+    }
+  })
+
+  it('lets a member of openbook_writer write customers and appointments of any organization, with the lists kept, and read nothing else', async () => {
+    const writer = new pg.Client({ connectionString: url().replace('root@', `${writerRole.name}@`) })
+    await writer.connect()
+    try {
+      for (const org of [SMALL, LARGE]) {
+        await writer.query(
+          `INSERT INTO customers (org_id, id, is_active, created_at, updated_at) VALUES ($1, 'cus_w1', true, now(), now())`,
+          [org],
+        )
+        await writer.query(
+          `INSERT INTO appointments (org_id, id, customer_id, start_at, end_at, status, is_active, created_at, updated_at)
+           VALUES ($1, 'apt_w1', 'cus_w1', now(), now() + interval '1 hour', 'scheduled', true, now(), now())`,
+          [org],
+        )
+        await writer.query(
+          `UPDATE appointments SET status = 'confirmed' WHERE org_id = $1 AND id = 'apt_w1'`,
+          [org],
+        )
+        await writer.query(`UPDATE customers SET is_active = false WHERE org_id = $1 AND id = 'cus_1'`, [org])
+        await writer.query(`DELETE FROM appointments WHERE org_id = $1 AND id = 'apt_5'`, [org])
+      }
+      // Enough changes that folds run at the writer's commits, through list_fold.
+      for (let i = 0; i < 200; i++)
+        await writer.query(`UPDATE appointments SET status = 'completed' WHERE org_id = $1 AND id = $2`, [
+          LARGE,
+          `apt_${700 + i}`,
+        ])
+      const { rows } = await writer.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM appointments WHERE id = 'apt_w1'`,
+      )
+      expect(rows[0]?.n).toBe(2)
+      for (const table of ['api_keys', 'buckets', 'list_changes', 'list_folds', 'organizations', 'users'])
+        await expect(writer.query(`SELECT 1 FROM ${table} LIMIT 1`), table).rejects.toThrow(
+          /permission denied/,
+        )
+      await expect(writer.query('SELECT list_rebuild($1)', ['customers'])).rejects.toThrow(
+        /permission denied/,
+      )
+    } finally {
+      await writer.end()
+    }
+    expect(await bucketFaults(store)).toEqual([])
+  })
+})
