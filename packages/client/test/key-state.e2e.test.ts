@@ -179,7 +179,8 @@ describe.skipIf(!hasPostgres)('compressed pages, against a server on PostgreSQL'
       expect(seen).toHaveLength(1)
       expect(seen[0]?.encoding).toBe('br')
       expect((seen[0]?.bytes ?? 0) * 3).toBeLessThan(Buffer.byteLength(plainText))
-      const { requestId: _id, keyExpiresAt: _expiry, etag, ...body } = compressed
+      const { requestId: _id, keyExpiresAt: _expiry, organizationId, etag, ...body } = compressed
+      expect(organizationId).toBe(SALON.org)
       expect(body).toEqual(JSON.parse(plainText))
       // Each coding is its own representation, with its own tag.
       expect(etag).toMatch(/^"\d+-[A-Za-z0-9_-]{22}"$/)
