@@ -99,7 +99,7 @@ export class Readiness {
     this.#unreachableSince = undefined
   }
 
-  /** A request failed: an outage of the store starts (or goes on); any other failure is the request's own. */
+  /** A request or a check failed: an outage of the store starts (or goes on); any other failure of a request is its own. */
   failed(error: unknown): void {
     if (!isOutage(error)) return
     this.#unreachableSince ??= this.now()
