@@ -6,6 +6,7 @@ import { type Dropped, FIRST_LOAD_MIN_ROWS, prepareFirstLoad, rebuildDropped } f
 import { mergeStaged } from './merge.js'
 import { type AddRow, type PipelineOptions, pipeChunks } from './pipeline.js'
 import { clearStaging, copyToStaging, createStagingSql, keyLog, logParentKeys } from './staging.js'
+import { sayWaits } from './waits.js'
 
 export { Chunk } from './chunk.js'
 export { ImportError } from './errors.js'
@@ -72,6 +73,9 @@ class BulkLoader {
     const rebuilt = this.dropped.splice(0)
     await rebuildDropped(this.sql, rebuilt)
     const revokedKeys = await revokeKeysWithoutApiAccess(this.sql, `SELECT id FROM ${keyLog('organization')}`)
+    // The load's changes of the lists, folded now, last: readers find them in the buckets, and
+    // no writer's fold is left a load's worth of them (migration 013).
+    await this.sql.exec('SELECT list_fold_all()')
     return { firstLoad: rebuilt.map((d) => d.table), revokedKeys }
   }
 }
@@ -89,13 +93,18 @@ export interface BulkLoadResult {
  */
 export async function bulkLoad(
   store: Store,
-  options: PipelineOptions,
+  options: PipelineOptions & { readonly onWait?: (line: string) => void },
   produce: (add: AddRow) => Promise<void>,
 ): Promise<BulkLoadResult> {
   return store.admin(async (sql) => {
-    // A table-wide exclusive lock would stall every organization's reads where they run beside us.
-    const loader = await BulkLoader.begin(sql, !store.concurrentReads)
-    await pipeChunks((chunk) => loader.load(chunk), options, produce)
-    return loader.finish()
+    const stopSaying = options.onWait ? await sayWaits(store, sql, options.onWait) : () => {}
+    try {
+      // A table-wide exclusive lock would stall every organization's reads where they run beside us.
+      const loader = await BulkLoader.begin(sql, !store.concurrentReads)
+      await pipeChunks((chunk) => loader.load(chunk), options, produce)
+      return await loader.finish()
+    } finally {
+      stopSaying()
+    }
   })
 }

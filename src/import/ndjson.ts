@@ -20,6 +20,8 @@ export interface ImportOptions {
   readonly onProgress?: (lines: number) => void
   /** Lines per chunk (tests use small chunks to cross chunk boundaries). */
   readonly chunkLines?: number
+  /** Told, within a second, when the import waits on another session's lock. */
+  readonly onWait?: (line: string) => void
   /**
    * The longest wait for the input's next bytes (0: none): a producer that stays open without
    * writing (`(cat f; sleep 100) | openbook import -`) would hold the store, and on the embedded
@@ -70,7 +72,7 @@ export interface ImportSummary {
 export async function importNdjson(
   store: Store,
   input: Readable,
-  { onProgress = () => {}, chunkLines = CHUNK_LINES, idleMs = 0 }: ImportOptions = {},
+  { onProgress = () => {}, chunkLines = CHUNK_LINES, idleMs = 0, onWait }: ImportOptions = {},
 ): Promise<ImportSummary> {
   const chunks: AsyncIterator<Buffer | string> = input.iterator({ destroyOnReturn: false })
   const source: AsyncIterable<Buffer | string> =
@@ -92,7 +94,7 @@ export async function importNdjson(
   let lines = 0
   const { firstLoad, revokedKeys } = await bulkLoad(
     store,
-    { chunkRows: chunkLines, onChunk: (chunk) => onProgress(chunk.lastLine) },
+    { chunkRows: chunkLines, onChunk: (chunk) => onProgress(chunk.lastLine), ...(onWait ? { onWait } : {}) },
     async (add) => {
       // Left open on a failure, as readline did: the caller owns the input.
       for await (const { bytes, number } of inputLines(source)) {

@@ -606,7 +606,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     // A membership would lend it another role's rights and policies; a definer function would run
     // with its owner's; CREATE in public would let it plant objects. The one definer function
     // folds the lists' pending changes for writers, and the reader may not call it.
-    expect(row).toEqual({ memberships: 0, definers: ['list_fold(text,text)'], callable: 0, create: false })
+    expect(row).toEqual({ memberships: 0, definers: ['list_fold(text,text,boolean)'], callable: 0, create: false })
   })
 
   it('the only policies that apply to it are the tenant policy of each table and the key lookup', async () => {

@@ -1,6 +1,8 @@
+import { Readable } from 'node:stream'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { patience } from '../../packages/client/test/helpers/patience.js'
+import { importNdjson } from '../../src/import/ndjson.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Store } from '../../src/store/types.js'
 import { bucketFaults } from '../helpers/buckets.js'
@@ -224,6 +226,43 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
     } finally {
       await client.end()
     }
+  })
+
+  it('an import that waits on a writer says so within a second, naming the holder, and goes on when it commits', async () => {
+    const writer = new pg.Client({ connectionString: url(), application_name: 'salon-app' })
+    await writer.connect()
+    try {
+      await writer.query('BEGIN')
+      await writer.query(
+        `UPDATE customers SET first_name = 'Held' WHERE org_id = '${SMALL}' AND id = 'cus_9'`,
+      )
+      const { rows } = await writer.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')
+      const lines: string[] = []
+      const line = JSON.stringify({
+        type: 'customer',
+        id: 'cus_9',
+        orgId: SMALL,
+        firstName: 'Imported',
+        isActive: true,
+        createdAt: '2020-01-01T00:00:00.000Z',
+        updatedAt: '2020-01-02T00:00:00.000Z',
+      })
+      const started = Date.now()
+      const imported = importNdjson(store, Readable.from([`${line}\n`]), {
+        onWait: (said) => lines.push(said),
+      })
+      while (lines.length === 0 && Date.now() - started < patience(5_000))
+        await new Promise((r) => setTimeout(r, 50))
+      expect(Date.now() - started).toBeLessThan(patience(1_600))
+      expect(lines[0]).toMatch(
+        new RegExp(`^waiting: .* held by pid ${rows[0]?.pid} \\(.*salon-app\\) since \\d{4}-`),
+      )
+      await writer.query('COMMIT')
+      await imported
+    } finally {
+      await writer.end()
+    }
+    expect(await bucketFaults(store)).toEqual([])
   })
 
   it('lets a member of openbook_writer write customers and appointments of any organization, with the lists kept, and read nothing else', async () => {

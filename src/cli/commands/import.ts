@@ -38,6 +38,7 @@ export const registerImport: RegisterCommand = (program, context) => {
           const imported = await importNdjson(store, input, {
             onProgress: (lines) => progress.update(lines),
             idleMs: options.idleTimeout * 1000,
+            onWait: (line) => context.stderr.write(`openbook: ${line}\n`),
           })
           await refreshStatistics(store)
           // Revoked keys, as after `keys revoke`: refused on every read replica before we return.

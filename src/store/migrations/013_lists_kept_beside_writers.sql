@@ -231,11 +231,12 @@ BEGIN
 END $$;
 
 -- Folds one organization's pending changes of a list into its buckets and its version. Only one
--- fold of a list runs at a time, and a fold never waits: when another holds the list, it leaves
--- the changes to the next. It runs as the schema owner, for any writer (openbook_writer may
--- only append changes), and only in READ COMMITTED, where each statement sees the folds committed
--- before it.
-CREATE FUNCTION list_fold(p_org text, p_list text) RETURNS void
+-- fold of a list runs at a time. A writer's fold never waits: when another holds the list, it
+-- leaves the changes to the next, and it folds at most 5,000 changes. An import's
+-- fold (`p_wait`), at its end, waits its turn and folds every change. It runs as the schema owner,
+-- for any writer (openbook_writer may only append changes), and only in READ COMMITTED, where
+-- each statement sees the folds committed before it.
+CREATE FUNCTION list_fold(p_org text, p_list text, p_wait boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public SET jit = off AS $$
 DECLARE
   v_changes bigint;
@@ -247,11 +248,16 @@ BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RETURN;
   END IF;
-  IF NOT pg_try_advisory_xact_lock(hashtext('openbook.list_fold'), hashtext(p_org || '/' || p_list)) THEN
+  IF p_wait THEN
+    PERFORM pg_advisory_xact_lock(hashtext('openbook.list_fold'), hashtext(p_org || '/' || p_list));
+  ELSIF NOT pg_try_advisory_xact_lock(hashtext('openbook.list_fold'), hashtext(p_org || '/' || p_list)) THEN
     RETURN;
   END IF;
   WITH gone AS (
-    DELETE FROM list_changes c WHERE c.org_id = p_org AND c.list = p_list
+    DELETE FROM list_changes c
+    WHERE c.org_id = p_org AND c.list = p_list
+      AND (p_wait OR c.ctid = ANY (ARRAY(
+             SELECT x.ctid FROM list_changes x WHERE x.org_id = p_org AND x.list = p_list LIMIT 5000)))
     RETURNING c.at, c.id, c.attrs, c.delta)
   SELECT count(*), array_agg(g.at) FILTER (WHERE g.delta <> 0), array_agg(g.id) FILTER (WHERE g.delta <> 0),
          array_agg(g.attrs) FILTER (WHERE g.delta <> 0), array_agg(g.delta::int) FILTER (WHERE g.delta <> 0)
@@ -271,7 +277,7 @@ END $$;
 -- bulk write, and the embedded server in its idle time.
 CREATE FUNCTION list_fold_all() RETURNS void
 LANGUAGE sql SET search_path = pg_catalog, public AS $$
-  SELECT count(list_fold(p.org_id, p.list)) FROM (SELECT DISTINCT org_id, list FROM list_changes) p
+  SELECT count(list_fold(p.org_id, p.list, true)) FROM (SELECT DISTINCT org_id, list FROM list_changes ORDER BY 1, 2) p
 $$;
 
 -- At the commit of about one write in 128 (by the change's number), the change's list is folded.
@@ -374,7 +380,7 @@ END $$;
 REVOKE ALL ON FUNCTION list_filter_sets(jsonb), list_attrs_sql(text, text),
   list_key_after(text, text, jsonb, timestamptz, text, integer, timestamptz, text),
   list_split(text, text, jsonb, timestamptz, text, integer), list_merge(text, text, jsonb, timestamptz, text),
-  list_apply(text, text, timestamptz[], text[], jsonb[], integer[]), list_fold(text, text), list_fold_all(),
+  list_apply(text, text, timestamptz[], text[], jsonb[], integer[]), list_fold(text, text, boolean), list_fold_all(),
   list_install(text), list_rebuild(text) FROM PUBLIC;
 
 -- The versions so far become the folded changes, so that every page's ETag stays valid.
@@ -473,7 +479,7 @@ GRANT EXECUTE ON FUNCTION list_filter_sets(jsonb) TO openbook_reader;
 -- their changes through the triggers, folds them through list_fold; reads nothing else.
 GRANT SELECT, INSERT, UPDATE, DELETE ON customers, appointments TO openbook_writer;
 GRANT INSERT ON list_changes TO openbook_writer;
-GRANT EXECUTE ON FUNCTION list_fold(text, text) TO openbook_writer;
+GRANT EXECUTE ON FUNCTION list_fold(text, text, boolean) TO openbook_writer;
 CREATE POLICY writer_access ON customers TO openbook_writer USING (true) WITH CHECK (true);
 CREATE POLICY writer_access ON appointments TO openbook_writer USING (true) WITH CHECK (true);
 CREATE POLICY writer_access ON list_changes FOR INSERT TO openbook_writer WITH CHECK (true);
