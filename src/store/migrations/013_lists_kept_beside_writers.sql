@@ -307,7 +307,9 @@ BEGIN
 END $$;
 
 -- Writes the list's change trigger from its definition: static SQL whose plans PostgreSQL keeps.
--- (Names are qualified: the function's search_path starts with pg_catalog, where CREATE would go.)
+-- Its names are qualified and it sets nothing, so that a write pays no setting's save and restore
+-- (it runs with the writer's rights: nothing to shield). The names list_install creates are
+-- qualified too: its own search_path starts with pg_catalog, where CREATE would go.
 -- An INSERT adds its active rows, a DELETE removes them, an UPDATE removes the old entries and
 -- adds the new ones, netted per entry: one row changed in place is one change of 0.
 CREATE FUNCTION list_install(p_list text) RETURNS void
@@ -321,16 +323,16 @@ BEGIN
   v_entry := format('r.org_id, %L, r.%I, r.id, %s', p_list, d.at_column, list_attrs_sql(p_list, 'r'));
   EXECUTE format($f$
     CREATE OR REPLACE FUNCTION public.%1$I() RETURNS trigger
-    LANGUAGE plpgsql SET search_path = pg_catalog, public AS $body$
+    LANGUAGE plpgsql AS $body$
     BEGIN
       IF TG_OP = 'INSERT' THEN
-        INSERT INTO list_changes (org_id, list, at, id, attrs, delta)
+        INSERT INTO public.list_changes (org_id, list, at, id, attrs, delta)
         SELECT %2$s, 1 FROM new_rows r WHERE r.is_active;
       ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO list_changes (org_id, list, at, id, attrs, delta)
+        INSERT INTO public.list_changes (org_id, list, at, id, attrs, delta)
         SELECT %2$s, -1 FROM old_rows r WHERE r.is_active;
       ELSE
-        INSERT INTO list_changes (org_id, list, at, id, attrs, delta)
+        INSERT INTO public.list_changes (org_id, list, at, id, attrs, delta)
         SELECT e.org_id, e.list, e.at, e.id, e.attrs, sum(e.delta)
         FROM (SELECT %2$s, -1 AS delta FROM old_rows r WHERE r.is_active
               UNION ALL

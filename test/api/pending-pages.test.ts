@@ -1,0 +1,178 @@
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
+import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
+import { customersPage } from '../../src/queries/customers.js'
+import { fetchPage, type PageStatement, SEEK_FROM } from '../../src/queries/page.js'
+import { bucketFaults } from '../helpers/buckets.js'
+import { describeEachStore } from '../helpers/stores.js'
+
+// Pages and totals read the folded buckets plus the changes not folded yet (docs/design/lists.md).
+// Here the folds are held off while a few hundred writes move, add, remove, restate and move rows
+// between lists, so that every bucket has changes pending beside it; every page at offsets on both
+// sides of SEEK_FROM, in both halves, near the ends and past them, must still be its slice of the
+// list in the contract's order. Then the changes are folded and the same holds.
+
+const ORG = 'org_pending'
+const STATUSES = ['scheduled', 'confirmed', 'completed'] as const
+const STAFF = ['stf_a', 'stf_b']
+
+describeEachStore('pages with changes pending on %s', (testStore) => {
+  beforeAll(async () => {
+    await testStore.store.admin(async (sql) => {
+      await sql.query(`INSERT INTO organizations (id, name, plan) VALUES ($1, $1, 'professional')`, [ORG])
+      await sql.query(`INSERT INTO staff (org_id, id) SELECT $1, unnest($2::text[])`, [ORG, STAFF])
+      // 6,000 customers over a few days, a third on one instant; 7,000 appointments likewise.
+      await sql.query(
+        `INSERT INTO customers (org_id, id, is_active, created_at, updated_at)
+         SELECT $1, 'cus_' || lpad(g::text, 5, '0'), g % 17 <> 3,
+                CASE WHEN g % 3 = 0 THEN timestamptz '2025-05-01 09:00' ELSE timestamptz '2025-05-01' + g * interval '61 seconds' END, now()
+         FROM generate_series(1, 6000) g`,
+        [ORG],
+      )
+      await sql.query(
+        `INSERT INTO appointments (org_id, id, staff_id, start_at, end_at, status, is_active, created_at, updated_at)
+         SELECT $1, 'apt_' || lpad(g::text, 5, '0'), CASE WHEN g % 5 = 0 THEN NULL ELSE ($2::text[])[1 + g % 2] END,
+                CASE WHEN g % 3 = 0 THEN timestamptz '2025-05-01 09:00' ELSE timestamptz '2025-05-01' + g * interval '53 seconds' END,
+                timestamptz '2025-06-01', ($3::text[])[1 + g % 3], g % 19 <> 5, now(), now()
+         FROM generate_series(1, 7000) g`,
+        [ORG, STAFF, STATUSES],
+      )
+    })
+    await testStore.store.admin((sql) => sql.query('SELECT list_fold_all()'))
+    // From here on no fold runs until the test says so.
+    await testStore.store.admin((sql) =>
+      sql.query('ALTER TABLE list_changes DISABLE TRIGGER list_fold_at_commit'),
+    )
+    // Writes one at a time, as a booking screen makes them.
+    const writes: string[] = []
+    for (let i = 1; i <= 240; i++) {
+      const apt = `apt_${String((i * 97) % 7000).padStart(5, '0')}`
+      const cus = `cus_${String((i * 89) % 6000).padStart(5, '0')}`
+      switch (i % 8) {
+        case 0:
+          writes.push(
+            `UPDATE appointments SET status = 'completed' WHERE org_id = '${ORG}' AND id = '${apt}'`,
+          )
+          break
+        case 1:
+          writes.push(
+            `UPDATE appointments SET start_at = start_at - interval '${i} minutes' WHERE org_id = '${ORG}' AND id = '${apt}'`,
+          )
+          break
+        case 2:
+          writes.push(
+            `UPDATE appointments SET is_active = NOT is_active WHERE org_id = '${ORG}' AND id = '${apt}'`,
+          )
+          break
+        case 3:
+          writes.push(
+            `INSERT INTO appointments (org_id, id, staff_id, start_at, end_at, status, is_active, created_at, updated_at)
+             VALUES ('${ORG}', 'apt_new_${i}', 'stf_b', timestamptz '2025-05-01 09:00', now(), 'scheduled', true, now(), now())`,
+          )
+          break
+        case 4:
+          writes.push(`UPDATE appointments SET staff_id = 'stf_a' WHERE org_id = '${ORG}' AND id = '${apt}'`)
+          break
+        case 5:
+          writes.push(
+            `UPDATE customers SET created_at = created_at + interval '1 day' WHERE org_id = '${ORG}' AND id = '${cus}'`,
+          )
+          break
+        case 6:
+          writes.push(
+            `INSERT INTO customers (org_id, id, is_active, created_at, updated_at)
+             VALUES ('${ORG}', 'cus_new_${i}', true, timestamptz '2025-05-01 09:00', now())`,
+          )
+          break
+        default:
+          writes.push(`DELETE FROM appointments WHERE org_id = '${ORG}' AND id = '${apt}'`)
+      }
+    }
+    for (const write of writes) await testStore.store.admin((sql) => sql.query(write))
+  }, patience(180_000))
+
+  afterAll(async () => {
+    await testStore.store.admin((sql) =>
+      sql.query('ALTER TABLE list_changes ENABLE TRIGGER list_fold_at_commit'),
+    )
+  })
+
+  /** The list as the contract orders it, from the rows. */
+  async function truth(list: 'customers' | 'appointments', filters: AppointmentFilters): Promise<string[]> {
+    const where: string[] = ['org_id = $1', 'is_active']
+    const params: unknown[] = [ORG]
+    const add = (condition: string, value: unknown) => {
+      params.push(value)
+      where.push(condition.replace('?', `$${params.length}`))
+    }
+    if (filters.status) add('status = ?', filters.status)
+    if (filters.staffId) add('staff_id = ?', filters.staffId)
+    if (filters.startDate) add('start_at >= ?::timestamptz', filters.startDate)
+    if (filters.endDate) add('start_at <= ?::timestamptz', filters.endDate)
+    const at = list === 'customers' ? 'created_at' : 'start_at'
+    const rows = await testStore.store.admin((sql) =>
+      sql.query<{ id: string }>(
+        `SELECT id FROM ${list} WHERE ${where.join(' AND ')} ORDER BY ${at} DESC, id DESC`,
+        params,
+      ),
+    )
+    return rows.map((row) => row.id)
+  }
+
+  async function check(list: 'customers' | 'appointments', filters: AppointmentFilters): Promise<void> {
+    const expected = await truth(list, filters)
+    const statement: PageStatement =
+      list === 'customers' ? customersPage(ORG) : appointmentsPage(ORG, filters)
+    const total = expected.length
+    const offsets = [
+      0,
+      SEEK_FROM - 1,
+      SEEK_FROM,
+      SEEK_FROM + 7,
+      Math.floor(total / 2) - 3,
+      Math.floor(total / 2) + 2,
+      total - SEEK_FROM - 30,
+      total - SEEK_FROM + 5,
+      total - 31,
+      total - 1,
+      total,
+      total + 10,
+    ].filter((offset) => offset >= 0)
+    for (const offset of offsets) {
+      const page = await testStore.store.read(async (sql) => {
+        await sql.query("SELECT set_config('openbook.org_id', $1, true)", [ORG])
+        return fetchPage(testStore.store.adapter, sql, statement, { limit: 30, offset })
+      })
+      const what = `${list} ${JSON.stringify(filters)} at ${offset}`
+      expect(page.pagination.total, what).toBe(total)
+      const ids =
+        page.items === '' ? [] : (JSON.parse(`[${page.items}]`) as { id: string }[]).map((i) => i.id)
+      expect(ids, what).toEqual(expected.slice(offset, offset + 30))
+    }
+  }
+
+  const cases: ['customers' | 'appointments', AppointmentFilters][] = [
+    ['customers', {}],
+    ['appointments', {}],
+    ['appointments', { status: 'completed' }],
+    ['appointments', { staffId: 'stf_a' }],
+    ['appointments', { staffId: 'stf_b', status: 'scheduled' }],
+    ['appointments', { startDate: '2025-05-01T09:00:00Z', endDate: '2025-05-03T12:00:00Z' }],
+    ['appointments', { status: 'completed', startDate: '2025-05-01T20:00:00Z' }],
+    ['appointments', { staffId: 'stf_a', endDate: '2025-05-02T00:00:00Z' }],
+  ]
+
+  it('every page is its slice of the list while changes are pending', async () => {
+    const [pending] = await testStore.store.admin((sql) =>
+      sql.query<{ n: number }>('SELECT count(*)::int AS n FROM list_changes WHERE org_id = $1', [ORG]),
+    )
+    expect(pending?.n).toBeGreaterThan(200)
+    for (const [list, filters] of cases) await check(list, filters)
+  })
+
+  it('and once they are folded', async () => {
+    await testStore.store.admin((sql) => sql.query('SELECT list_fold_all()'))
+    expect(await bucketFaults(testStore.store)).toEqual([])
+    for (const [list, filters] of cases) await check(list, filters)
+  })
+})
