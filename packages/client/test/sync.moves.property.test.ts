@@ -105,18 +105,37 @@ interface Row {
 }
 
 let runs = 0
+/** The resource of the runs: customers (moved by createdAt) or appointments (moved by start). */
+type Resource = 'customers' | 'appointments'
+let resource: Resource = 'customers'
 /** The rows of the previous run, deactivated by the next run's first import. */
-let leftovers: Row[] = []
+const leftovers: Record<Resource, Row[]> = { customers: [], appointments: [] }
 
-const line = (row: Row) => ({
-  type: 'customer',
-  id: row.id,
-  orgId: ORG,
-  displayName: row.id,
-  isActive: row.active,
-  createdAt: row.createdAt,
-  updatedAt: row.createdAt,
-})
+/** A row's sort key, `createdAt` or `start` (named createdAt in the model either way). */
+const sortField = () => (resource === 'customers' ? 'createdAt' : 'start')
+
+const line = (row: Row) =>
+  resource === 'customers'
+    ? {
+        type: 'customer',
+        id: row.id,
+        orgId: ORG,
+        displayName: row.id,
+        isActive: row.active,
+        createdAt: row.createdAt,
+        updatedAt: row.createdAt,
+      }
+    : {
+        type: 'appointment',
+        id: row.id,
+        orgId: ORG,
+        start: row.createdAt,
+        end: row.createdAt,
+        status: 'confirmed',
+        isActive: row.active,
+        createdAt: KEYS[0],
+        updatedAt: KEYS[0],
+      }
 
 /** One night: a copy of the list, and what it marked. */
 type Night = (baseUrl: string) => Promise<{ marked: string[]; summary?: SyncSummary }>
@@ -143,11 +162,11 @@ function records(out: string): Record<string, string>[] {
 }
 
 function fileTarget(run: number, format: 'ndjson' | 'csv'): Target {
-  const out = join(directory, `customers-${run}.${format}`)
+  const out = join(directory, `${resource}-${run}.${format}`)
   let lines = 0
   return {
     async night(baseUrl) {
-      const summary = await runSync({ resource: 'customers', apiKey: key, baseUrl, out, org: ORG, pageSize })
+      const summary = await runSync({ resource, apiKey: key, baseUrl, out, org: ORG, pageSize })
       const all = records(out)
       const fresh = all.slice(lines)
       lines = all.length
@@ -164,7 +183,7 @@ function fileTarget(run: number, format: 'ndjson' | 'csv'): Target {
           deleted.add(id)
         } else {
           deleted.delete(id)
-          active.set(id, String(row.createdAt))
+          active.set(id, String(row[sortField()]))
         }
       }
       return { active, deleted }
@@ -262,8 +281,11 @@ async function threeNights(kind: 'ndjson' | 'csv' | 'pg' | 'recipe', world: Scen
     createdAt: KEYS[n] ?? '',
     active: true,
   }))
-  await server.importLines([...leftovers.map((row) => line({ ...row, active: false })), ...rows.map(line)])
-  leftovers = rows
+  await server.importLines([
+    ...leftovers[resource].map((row) => line({ ...row, active: false })),
+    ...rows.map(line),
+  ])
+  leftovers[resource] = rows
   const target = kind === 'pg' ? pgTarget(run) : kind === 'recipe' ? recipeTarget() : fileTarget(run, kind)
 
   const deactivated = new Set<string>()
@@ -300,8 +322,9 @@ async function threeNights(kind: 'ndjson' | 'csv' | 'pg' | 'recipe', world: Scen
     const third = await target.night(proxy.url)
     const copy = await target.copy()
     const list = new Map<string, string>()
-    for await (const customer of new Openbook({ apiKey: key, baseUrl: server.baseUrl }).customers.all())
-      list.set(customer.id, customer.createdAt)
+    const api = new Openbook({ apiKey: key, baseUrl: server.baseUrl })
+    if (resource === 'customers') for await (const row of api.customers.all()) list.set(row.id, row.createdAt)
+    else for await (const row of api.appointments.all()) list.set(row.id, row.start)
     return { second, third, deactivated, copy, list, rows }
   } finally {
     await proxy.close()
@@ -309,6 +332,26 @@ async function threeNights(kind: 'ndjson' | 'csv' | 'pg' | 'recipe', world: Scen
 }
 
 describe.skipIf(!hasPostgres)('no active row is marked deleted while a writer moves createdAt', () => {
+  it(
+    'openbook-sync of appointments into a ndjson file, while a writer moves their start: the same',
+    async () => {
+      resource = 'appointments'
+      try {
+        await fc.assert(
+          fc.asyncProperty(scenario, async (world) => {
+            const { second, third, deactivated, copy, list } = await threeNights('ndjson', world)
+            for (const id of [...second.marked, ...third.marked]) expect(deactivated).toContain(id)
+            expect(copy.active).toEqual(list)
+          }),
+          { numRuns: RUNS, endOnFailure: true, ...SEED },
+        )
+      } finally {
+        resource = 'customers'
+      }
+    },
+    patience(600_000),
+  )
+
   for (const kind of ['ndjson', 'csv', 'pg', 'recipe'] as const)
     it(
       `${kind === 'recipe' ? "the client's nightly recipe" : `openbook-sync into ${kind === 'pg' ? 'PostgreSQL' : `a ${kind} file`}`}: marks only deactivated rows, and every one of them within two nights`,
