@@ -133,10 +133,10 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
   })
 
   it('plans no statement of a one-row write, its triggers and its fold included, above jit_above_cost, and compiles none', async () => {
-    const statements = Array.from({ length: 40 }, (_, i) =>
+    const statements = Array.from({ length: 160 }, (_, i) =>
       oneRowWrites(LARGE, `apt_${1000 + i * 17}`, 5000 + i),
     ).flat()
-    // Enough writes that several fold at their commit (one change in 128).
+    // Enough writes that several fold at their commit (one change in 512).
     const plans = await explainedWrites(url(), statements)
     expect(plans.some((plan) => plan.statement.includes('list_changes'))).toBe(true)
     expect(plans.some((plan) => /DELETE FROM list_changes/.test(plan.statement))).toBe(true)
@@ -287,7 +287,7 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
         await writer.query(`DELETE FROM appointments WHERE org_id = $1 AND id = 'apt_5'`, [org])
       }
       // Enough changes that folds run at the writer's commits, through list_fold.
-      for (let i = 0; i < 200; i++)
+      for (let i = 0; i < 400; i++)
         await writer.query(`UPDATE appointments SET status = 'completed' WHERE org_id = $1 AND id = $2`, [
           LARGE,
           `apt_${700 + i}`,

@@ -8,7 +8,7 @@
 -- and two ORM transactions could deadlock on the shared rows. From here on a write only appends
 -- its entries' changes to `list_changes` (one row per entry that changed, no lock on anything
 -- shared); readers add the pending changes to the folded counts, from the same snapshot; and a
--- fold moves the pending changes into the buckets at the commit of about one write in 128, under
+-- fold moves the pending changes into the buckets at the commit of about one write in 512, under
 -- a lock it only tries to take (`list_fold`).
 --
 -- Release 12 still serves this schema: the tables it read (list_buckets, list_versions,
@@ -224,7 +224,8 @@ BEGIN
   LOOP
     IF r.n > 2000 THEN
       PERFORM list_split(p_org, p_list, r.filters, r.lo_at, r.lo_id, r.n);
-    ELSIF r.change < 0 THEN
+    ELSIF r.change < 0 AND r.n < 500 THEN
+      -- Only a bucket under half its split size is worth a look at its neighbour.
       PERFORM list_merge(p_org, p_list, r.filters, r.lo_at, r.lo_id);
     END IF;
   END LOOP;
@@ -280,7 +281,8 @@ LANGUAGE sql SET search_path = pg_catalog, public AS $$
   SELECT count(list_fold(p.org_id, p.list, true)) FROM (SELECT DISTINCT org_id, list FROM list_changes ORDER BY 1, 2) p
 $$;
 
--- At the commit of about one write in 128 (by the change's number), the change's list is folded.
+-- At the commit of about one write in 512 (by the change's number), the change's list is folded:
+-- the more changes a fold takes, the more of them share a bucket row.
 -- Deferred, so that the fold's lock is held only while the transaction commits, after the
 -- writer's last statement: it never waits on a writer, and no writer waits on it.
 CREATE FUNCTION list_fold_at_commit() RETURNS trigger
@@ -290,7 +292,7 @@ BEGIN
   RETURN NULL;
 END $$;
 CREATE CONSTRAINT TRIGGER list_fold_at_commit AFTER INSERT ON list_changes
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.seq % 128 = 0)
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.seq % 512 = 0)
   EXECUTE FUNCTION list_fold_at_commit();
 
 -- TRUNCATE names no rows: the list starts again, at a new version of every organization.
