@@ -24,8 +24,6 @@ const { values } = parseArgs({
     db: { type: 'string', default: 'openbook_bench_import' },
     'no-write': { type: 'boolean', default: false },
     'no-build': { type: 'boolean', default: false },
-    // The writer's cost of the list versions (migration 010), measured alone: the same import with
-    // their triggers dropped after the migration.
   },
 })
 const LINES = Number(values.lines)
