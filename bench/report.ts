@@ -269,7 +269,14 @@ function formatMarkdown(text: string): string {
 
 /** Updates one marked section of bench/RESULTS.md, creating the file when needed. */
 export function writeResultsSection(
-  name: 'bench' | 'import' | 'first-start' | 'embedded-shapes' | 'postgres-shapes' | 'writer',
+  name:
+    | 'bench'
+    | 'import'
+    | 'import-against'
+    | 'first-start'
+    | 'embedded-shapes'
+    | 'postgres-shapes'
+    | 'writer',
   content: string,
 ): void {
   const text = existsSync(RESULTS_FILE) ? readFileSync(RESULTS_FILE, 'utf8') : RESULTS_HEADER
