@@ -20,10 +20,10 @@ import {
  * checks), the SQL conditions and the planner steering (queries/appointments.ts), how a total is
  * counted, the plan test's request shapes and data, and the benchmark's parameters.
  *
- * A new filter is one entry here, plus what its `rows` asks for: an index for `few`; for `many`, its
- * bucket lists (the triggers of migrations 009 and 012 keep one for every combination of the
- * `many` values, `bucketListOf`) and an index for each combination. The plan test then plans it at
- * its busiest and rarest values.
+ * A new filter is one entry here, plus what its `rows` asks for: an index for `few`; for `many`, a
+ * migration that adds its column to the lists' definition and creates its index
+ * (docs/design/lists.md): the database then keeps a list for every combination of the `many`
+ * values, named by them. The plan test then plans it at its busiest and rarest values.
  */
 export type FilterDescription = EqualsFilter | BoundFilter
 
@@ -51,12 +51,11 @@ export type EqualsFilter = FilterBase & { readonly compare: 'equals' } & (
     | {
         /**
          * One value may select up to all the organization's rows (a status, a staff member's
-         * appointments): list_buckets keeps a bucket list per value, and per combination of values
-         * with the other `many` filters (`bucketListOf`), which counts it and places its deep
-         * pages. `bucketPart` is this filter's part of the list's name, before the value.
+         * appointments): the database keeps a list per value, and per combination of values with
+         * the other `many` filters, cut into buckets, which counts it and places its deep pages
+         * (migration 013, docs/design/lists.md).
          */
         readonly rows: 'many'
-        readonly bucketPart: string
       }
   )
 
@@ -74,33 +73,12 @@ export interface ListFilters {
   readonly resource: ResourceDescription
   /** The field the list is ordered by (descending, then id): what `from`/`to` bound. */
   readonly orderField: string
-  /** The name of the bucket list of all the list's rows, which the filters' parts follow. */
-  readonly bucketList: string
   readonly filters: readonly FilterDescription[]
-}
-
-/**
- * The bucket list of the `many` value filters given: the list's name, then each such filter's
- * part and value in description order (`appointments:booked`, `appointments:staff:stf_1`,
- * `appointments:booked:staff:stf_1`); the migrations' triggers name the lists the same way. The
- * parts come back apart, so that SQL can put a parameter in place of each value.
- */
-export function bucketListOf<Value>(
-  list: ListFilters,
-  given: readonly { readonly filter: FilterDescription; readonly value: Value }[],
-): { readonly name: string; readonly parts: readonly { readonly part: string; readonly value: Value }[] } {
-  const parts = list.filters.flatMap((filter) => {
-    if (filter.compare !== 'equals' || filter.rows !== 'many') return []
-    const value = given.find((entry) => entry.filter.param === filter.param)?.value
-    return value === undefined ? [] : [{ part: filter.bucketPart, value }]
-  })
-  return { name: list.bucketList, parts }
 }
 
 export const APPOINTMENT_LIST = {
   resource: APPOINTMENT,
   orderField: 'start',
-  bucketList: 'appointments',
   filters: [
     {
       param: 'status',
@@ -108,7 +86,6 @@ export const APPOINTMENT_LIST = {
       compare: 'equals',
       description: 'Only appointments in this status',
       rows: 'many',
-      bucketPart: ':',
     },
     {
       param: 'customerId',
@@ -123,9 +100,8 @@ export const APPOINTMENT_LIST = {
       field: 'staffId',
       compare: 'equals',
       description: 'Only appointments of this staff member',
-      // A staff member of a large salon has ten thousand appointments and more (issue 32).
+      // A staff member of a large salon has ten thousand appointments and more.
       rows: 'many',
-      bucketPart: ':staff:',
     },
     {
       param: 'startDate',

@@ -70,7 +70,7 @@ async function ensureRole(sql: Sql, owner: string, role: string): Promise<void> 
  * openbook_reader, which reads no table but the request path's. So the version, and the oldest
  * release that serves it, are also published as a function that returns them as constants: it
  * reads nothing, and runs with the caller's rights. Its result changed from one integer (up to
- * cda75ce) to this pair: a release from before the version rules then fails its own `migrate`
+ * 1.0.0) to this pair: a release from before the version rules then fails its own `migrate`
  * (`CREATE OR REPLACE` may not change a function's result type), and rolls back what it did,
  * instead of rewriting a newer schema's grants.
  */

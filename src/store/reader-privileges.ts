@@ -28,11 +28,15 @@ export const READER_PRIVILEGES = [
  */
 export const EARLIER_RELEASE_PRIVILEGES = [
   { kind: 'table', object: 'appointment_counts', privilege: 'SELECT' },
+  { kind: 'table', object: 'appointment_counts_12', privilege: 'SELECT' },
   { kind: 'table', object: 'appointment_day_counts', privilege: 'SELECT' },
   { kind: 'table', object: 'customer_counts', privilege: 'SELECT' },
+  { kind: 'table', object: 'customer_counts_12', privilege: 'SELECT' },
   { kind: 'table', object: 'customer_day_counts', privilege: 'SELECT' },
   { kind: 'table', object: 'list_buckets', privilege: 'SELECT' },
+  { kind: 'table', object: 'list_buckets_12', privilege: 'SELECT' },
   { kind: 'table', object: 'list_versions', privilege: 'SELECT' },
+  { kind: 'table', object: 'list_versions_12', privilege: 'SELECT' },
   { kind: 'function', object: 'list_filter_sets(jsonb)', privilege: 'EXECUTE' },
   { kind: 'function', object: 'openbook_authenticate(text)', privilege: 'EXECUTE' },
 ] as const satisfies readonly ReaderPrivilege[]

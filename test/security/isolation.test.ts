@@ -606,7 +606,12 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     // A membership would lend it another role's rights and policies; a definer function would run
     // with its owner's; CREATE in public would let it plant objects. The one definer function
     // folds the lists' pending changes for writers, and the reader may not call it.
-    expect(row).toEqual({ memberships: 0, definers: ['list_fold(text,text,boolean)'], callable: 0, create: false })
+    expect(row).toEqual({
+      memberships: 0,
+      definers: ['list_fold(text,text,boolean)'],
+      callable: 0,
+      create: false,
+    })
   })
 
   it('the only policies that apply to it are the tenant policy of each table and the key lookup', async () => {
@@ -623,13 +628,17 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     expect(applying.map((p) => `${p.table}.${p.policy} ${p.command}`)).toEqual([
       'api_keys.key_lookup SELECT',
       'api_keys.tenant_isolation ALL',
+      'appointment_counts_12.tenant_isolation ALL',
       'appointment_day_counts.tenant_isolation ALL',
       'appointments.tenant_isolation ALL',
       'buckets.tenant_isolation ALL',
+      'customer_counts_12.tenant_isolation ALL',
       'customer_day_counts.tenant_isolation ALL',
       'customers.tenant_isolation ALL',
+      'list_buckets_12.tenant_isolation ALL',
       'list_changes.tenant_isolation ALL',
       'list_folds.tenant_isolation ALL',
+      'list_versions_12.tenant_isolation ALL',
       'memberships.tenant_isolation ALL',
       'organizations.tenant_isolation ALL',
       'services.tenant_isolation ALL',

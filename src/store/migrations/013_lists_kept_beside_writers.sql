@@ -401,7 +401,18 @@ BEGIN
     EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
   END LOOP;
 END $$;
-DROP TABLE list_buckets, list_versions, customer_counts, appointment_counts;
+-- Release 12's tables are renamed and emptied, not dropped: a request of release 12 that waited on
+-- this migration's locks runs, once it commits, on a snapshot from before it; there the new
+-- tables are still empty and these still hold its rows. The views below read both, and each
+-- snapshot sees the rows of exactly one. A release that no longer serves beside 12 drops them.
+ALTER TABLE list_buckets RENAME TO list_buckets_12;
+ALTER TABLE list_versions RENAME TO list_versions_12;
+ALTER TABLE customer_counts RENAME TO customer_counts_12;
+ALTER TABLE appointment_counts RENAME TO appointment_counts_12;
+DELETE FROM list_buckets_12;
+DELETE FROM list_versions_12;
+DELETE FROM customer_counts_12;
+DELETE FROM appointment_counts_12;
 DROP FUNCTION list_buckets_change(), list_buckets_clear(), list_buckets_lock(text[]),
   list_buckets_key_after(text, text, timestamptz, text, integer), list_buckets_split(text, text, timestamptz, text, integer),
   list_buckets_merge(text, text, timestamptz, text), list_buckets_appointment_lists(appointments),
@@ -428,25 +439,32 @@ END $$;
 -- The request path reads the folded counts and the pending changes (READER_PRIVILEGES).
 GRANT SELECT ON buckets, list_changes, list_folds TO openbook_reader;
 
--- What release 12 read, computed from the above with the pending changes added. Security
--- invoker: the reader's row-level security applies to what they read.
+-- What release 12 read, computed from the above with the pending changes added (and from its
+-- emptied tables, for a snapshot from before this migration). Security invoker: the reader's
+-- row-level security applies to what they read.
 CREATE VIEW list_versions WITH (security_invoker = true) AS
 SELECT v.org_id, v.list, sum(v.changes)::bigint AS version
-FROM (SELECT f.org_id, f.list, f.changes FROM list_folds f
+FROM (SELECT o.org_id, o.list, o.version AS changes FROM list_versions_12 o
+      UNION ALL
+      SELECT f.org_id, f.list, f.changes FROM list_folds f
       UNION ALL
       SELECT c.org_id, c.list, 1 FROM list_changes c) v
 GROUP BY v.org_id, v.list;
 
 CREATE VIEW customer_counts WITH (security_invoker = true) AS
 SELECT v.org_id, sum(v.n)::integer AS n
-FROM (SELECT b.org_id, b.n FROM buckets b WHERE b.list = 'customers' AND b.filters = '{}'
+FROM (SELECT o.org_id, o.n FROM customer_counts_12 o
+      UNION ALL
+      SELECT b.org_id, b.n FROM buckets b WHERE b.list = 'customers' AND b.filters = '{}'
       UNION ALL
       SELECT c.org_id, c.delta FROM list_changes c WHERE c.list = 'customers') v
 GROUP BY v.org_id;
 
 CREATE VIEW appointment_counts WITH (security_invoker = true) AS
 SELECT v.org_id, sum(v.n)::integer AS n
-FROM (SELECT b.org_id, b.n FROM buckets b WHERE b.list = 'appointments' AND b.filters = '{}'
+FROM (SELECT o.org_id, o.n FROM appointment_counts_12 o
+      UNION ALL
+      SELECT b.org_id, b.n FROM buckets b WHERE b.list = 'appointments' AND b.filters = '{}'
       UNION ALL
       SELECT c.org_id, c.delta FROM list_changes c WHERE c.list = 'appointments') v
 GROUP BY v.org_id;
@@ -456,6 +474,8 @@ GROUP BY v.org_id;
 -- includes the pending changes in its range, and a list with pending changes only has its lowest
 -- bucket.
 CREATE VIEW list_buckets WITH (security_invoker = true) AS
+SELECT o.org_id, o.list, o.lo_at, o.lo_id, o.n FROM list_buckets_12 o
+UNION ALL
 SELECT b.org_id,
   b.list || coalesce(':' || (b.filters->>'status'), '') || coalesce(':staff:' || (b.filters->>'staff_id'), '') AS list,
   b.lo_at, b.lo_id,
