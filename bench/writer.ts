@@ -56,7 +56,7 @@ const startOf = (shape: Shape, g: string) =>
     ? `timestamptz '2019-01-01' + ${g} * interval '7 minutes'`
     : shape === 'day'
       ? `timestamptz '2025-03-01' + (${g} % 86400) * interval '1 second'`
-      : `timestamptz '2025-03-01 09:00'`
+      : `timestamptz '2025-03-01 09:00' + (${g} * 0) * interval '1 second'`
 
 async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url })
