@@ -44,6 +44,13 @@ class BulkLoader {
       // The checks' hash joins and the first load's index builds stay in memory.
       "SET LOCAL work_mem = '64MB'",
       "SET LOCAL maintenance_work_mem = '256MB'",
+      // The lists (migration 013): beside other sessions, each statement's entries go straight
+      // into the buckets (no change rows to fold and leave dead); alone on the store (where the
+      // first load drops the indexes a split steps along), they are folded at the end, with no
+      // other session's pending changes to count.
+      firstLoadAllowed
+        ? "SELECT set_config('openbook.fold_alone', 'on', true)"
+        : "SELECT set_config('openbook.fold', 'now', true)",
       ...createStagingSql(),
     ]
     await sql.exec(statements.join(';\n'))

@@ -111,6 +111,7 @@ DECLARE
   d list_definitions;
   v_where text := '';
   v_column text;
+  v_pending text;
 BEGIN
   SELECT * INTO STRICT d FROM list_definitions WHERE list = p_list;
   FOR v_column IN SELECT jsonb_object_keys(p_filters) LOOP
@@ -119,14 +120,21 @@ BEGIN
     END IF;
     v_where := v_where || format(' AND k.%I = $3->>%L', v_column, v_column);
   END LOOP;
+  -- A load alone on its store (the embedded one: one session) has no pending changes beside it
+  -- to count: only the rows it folded, dead to it and many.
+  IF current_setting('openbook.fold_alone', true) = 'on' THEN
+    v_pending := '0';
+  ELSE
+    v_pending := format('(SELECT coalesce(sum(p.delta), 0)::int FROM list_changes p
+       WHERE p.org_id = $1 AND p.list = %L AND p.delta <> 0 AND p.attrs @> $3
+         AND (p.at, p.id) >= ($4, $5) AND (p.at, p.id) < (x.key_at, x.key_id))', p_list);
+  END IF;
   EXECUTE format(
-    'SELECT x.key_at, x.key_id, (SELECT coalesce(sum(p.delta), 0)::int FROM list_changes p
-       WHERE p.org_id = $1 AND p.list = %2$L AND p.delta <> 0 AND p.attrs @> $3
-         AND (p.at, p.id) >= ($4, $5) AND (p.at, p.id) < (x.key_at, x.key_id))
+    'SELECT x.key_at, x.key_id, %4$s
      FROM (SELECT k.%1$I AS key_at, k.id AS key_id FROM %2$I k
            WHERE k.org_id = $1 AND k.is_active%3$s AND (k.%1$I, k.id) >= ($4, $5)
              AND ($7::timestamptz IS NULL OR (k.%1$I, k.id) < ($7, $8))
-           ORDER BY k.%1$I, k.id OFFSET $6 LIMIT 1) x', d.at_column, p_list, v_where)
+           ORDER BY k.%1$I, k.id OFFSET $6 LIMIT 1) x', d.at_column, p_list, v_where, v_pending)
   INTO key_at, key_id, pending
   USING p_org, p_list, p_filters, p_at, p_id, p_skip, p_hi_at, p_hi_id;
 END $$;
@@ -274,6 +282,23 @@ BEGIN
   END IF;
 END $$;
 
+-- A bulk load's entry changes of one organization (`openbook.fold` = 'now', set by openbook's
+-- import for its transaction), applied to the buckets at once instead of appended: the load
+-- waits its turn for the list's fold, and holds it until it commits. One change of the version a
+-- statement. Only the owner may call it: a writer that sets the setting is refused.
+CREATE FUNCTION list_fold_entries(p_org text, p_list text, p_at timestamptz[], p_id text[], p_attrs jsonb[],
+  p_delta integer[])
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, public SET jit = off AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('openbook.list_fold'), hashtext(p_org || '/' || p_list));
+  INSERT INTO list_folds AS f (org_id, list, changes) VALUES (p_org, p_list, 1)
+  ON CONFLICT (org_id, list) DO UPDATE SET changes = f.changes + 1;
+  IF p_delta IS NOT NULL THEN
+    PERFORM list_apply(p_org, p_list, p_at, p_id, p_attrs, p_delta);
+  END IF;
+END $$;
+
 -- Every organization's pending changes of every list: what an import or an operator runs after a
 -- bulk write, and the embedded server in its idle time.
 CREATE FUNCTION list_fold_all() RETURNS void
@@ -327,6 +352,29 @@ BEGIN
     CREATE OR REPLACE FUNCTION public.%1$I() RETURNS trigger
     LANGUAGE plpgsql AS $body$
     BEGIN
+      IF current_setting('openbook.fold', true) = 'now' THEN
+        -- openbook's own bulk loads: the statement's entries go straight into the buckets.
+        IF TG_OP = 'INSERT' THEN
+          PERFORM public.list_fold_entries(e.org_id, %3$L, array_agg(e.at), array_agg(e.id), array_agg(e.attrs),
+            array_agg(1))
+          FROM (SELECT %2$s FROM new_rows r WHERE r.is_active) e(org_id, list, at, id, attrs) GROUP BY e.org_id;
+        ELSIF TG_OP = 'DELETE' THEN
+          PERFORM public.list_fold_entries(e.org_id, %3$L, array_agg(e.at), array_agg(e.id), array_agg(e.attrs),
+            array_agg(-1))
+          FROM (SELECT %2$s FROM old_rows r WHERE r.is_active) e(org_id, list, at, id, attrs) GROUP BY e.org_id;
+        ELSE
+          PERFORM public.list_fold_entries(e.org_id, %3$L, array_agg(e.at) FILTER (WHERE e.delta <> 0),
+            array_agg(e.id) FILTER (WHERE e.delta <> 0), array_agg(e.attrs) FILTER (WHERE e.delta <> 0),
+            array_agg(e.delta::int) FILTER (WHERE e.delta <> 0))
+          FROM (SELECT x.org_id, x.at, x.id, x.attrs, sum(x.delta) AS delta
+                FROM (SELECT %2$s, -1 FROM old_rows r WHERE r.is_active
+                      UNION ALL
+                      SELECT %2$s, 1 FROM new_rows r WHERE r.is_active) x(org_id, list, at, id, attrs, delta)
+                GROUP BY 1, 2, 3, 4) e
+          GROUP BY e.org_id;
+        END IF;
+        RETURN NULL;
+      END IF;
       IF TG_OP = 'INSERT' THEN
         INSERT INTO public.list_changes (org_id, list, at, id, attrs, delta)
         SELECT %2$s, 1 FROM new_rows r WHERE r.is_active;
@@ -342,7 +390,7 @@ BEGIN
         GROUP BY e.org_id, e.list, e.at, e.id, e.attrs;
       END IF;
       RETURN NULL;
-    END $body$ $f$, v_function, v_entry);
+    END $body$ $f$, v_function, v_entry, p_list);
   EXECUTE format('REVOKE ALL ON FUNCTION public.%I() FROM PUBLIC', v_function);
   EXECUTE format('DROP TRIGGER IF EXISTS list_changes_insert ON %1$I;
     CREATE TRIGGER list_changes_insert AFTER INSERT ON %1$I
@@ -385,6 +433,7 @@ REVOKE ALL ON FUNCTION list_filter_sets(jsonb), list_attrs_sql(text, text),
   list_key_after(text, text, jsonb, timestamptz, text, integer, timestamptz, text),
   list_split(text, text, jsonb, timestamptz, text, integer), list_merge(text, text, jsonb, timestamptz, text),
   list_apply(text, text, timestamptz[], text[], jsonb[], integer[]), list_fold(text, text, boolean), list_fold_all(),
+  list_fold_entries(text, text, timestamptz[], text[], jsonb[], integer[]),
   list_install(text), list_rebuild(text) FROM PUBLIC;
 
 -- The versions so far become the folded changes, so that every page's ETag stays valid.
