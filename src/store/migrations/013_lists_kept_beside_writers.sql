@@ -253,6 +253,9 @@ DECLARE
   v_id text[];
   v_attrs jsonb[];
   v_delta integer[];
+  v_last_at timestamptz;
+  v_last_id text;
+  v_last_seq bigint;
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RETURN;
@@ -262,16 +265,29 @@ BEGIN
   ELSIF NOT pg_try_advisory_xact_lock(hashtext('openbook.list_fold'), hashtext(p_org || '/' || p_list)) THEN
     RETURN;
   END IF;
-  WITH gone AS (
-    DELETE FROM list_changes c
-    WHERE c.org_id = p_org AND c.list = p_list
-      AND (p_wait OR c.ctid = ANY (ARRAY(
-             SELECT x.ctid FROM list_changes x WHERE x.org_id = p_org AND x.list = p_list LIMIT 5000)))
-    RETURNING c.at, c.id, c.attrs, c.delta)
-  SELECT count(*), array_agg(g.at) FILTER (WHERE g.delta <> 0), array_agg(g.id) FILTER (WHERE g.delta <> 0),
-         array_agg(g.attrs) FILTER (WHERE g.delta <> 0), array_agg(g.delta::int) FILTER (WHERE g.delta <> 0)
-  INTO v_changes, v_at, v_id, v_attrs, v_delta
-  FROM gone g;
+  -- A writer's fold takes the first 5,000 changes in key order: a range of the index.
+  IF NOT p_wait THEN
+    SELECT x.at, x.id, x.seq INTO v_last_at, v_last_id, v_last_seq FROM list_changes x
+    WHERE x.org_id = p_org AND x.list = p_list ORDER BY x.at, x.id, x.seq OFFSET 4999 LIMIT 1;
+  END IF;
+  IF v_last_seq IS NULL THEN
+    WITH gone AS (
+      DELETE FROM list_changes c WHERE c.org_id = p_org AND c.list = p_list
+      RETURNING c.at, c.id, c.attrs, c.delta)
+    SELECT count(*), array_agg(g.at) FILTER (WHERE g.delta <> 0), array_agg(g.id) FILTER (WHERE g.delta <> 0),
+           array_agg(g.attrs) FILTER (WHERE g.delta <> 0), array_agg(g.delta::int) FILTER (WHERE g.delta <> 0)
+    INTO v_changes, v_at, v_id, v_attrs, v_delta
+    FROM gone g;
+  ELSE
+    WITH gone AS (
+      DELETE FROM list_changes c WHERE c.org_id = p_org AND c.list = p_list
+        AND (c.at, c.id, c.seq) <= (v_last_at, v_last_id, v_last_seq)
+      RETURNING c.at, c.id, c.attrs, c.delta)
+    SELECT count(*), array_agg(g.at) FILTER (WHERE g.delta <> 0), array_agg(g.id) FILTER (WHERE g.delta <> 0),
+           array_agg(g.attrs) FILTER (WHERE g.delta <> 0), array_agg(g.delta::int) FILTER (WHERE g.delta <> 0)
+    INTO v_changes, v_at, v_id, v_attrs, v_delta
+    FROM gone g;
+  END IF;
   IF v_changes = 0 THEN
     RETURN;
   END IF;
