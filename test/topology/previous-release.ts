@@ -18,7 +18,7 @@ function latestReleaseTag(): { readonly tag: string; readonly commit: string } {
     if (commit !== head) return { tag, commit }
   }
   throw new Error(
-    "no release tag (vX.Y.Z) in this checkout's history: run the topology test in a clone with its tags (git fetch --tags)",
+    "no release tag (vX.Y.Z) in this checkout's history: make the release tags first (node scripts/release-tags.js)",
   )
 }
 
@@ -52,7 +52,7 @@ export function buildRelease(dir: string, tag: string, name = tag): PreviousRele
     commit = git('rev-parse', `${tag}^{commit}`)
   } catch {
     throw new Error(
-      `the release ${tag} is not in this checkout's history: run the topology test in a clone of the repository, with its tags`,
+      `the release ${tag} is not in this checkout's history: make the release tags first (node scripts/release-tags.js)`,
     )
   }
   const root = join(dir, name)
