@@ -586,10 +586,10 @@ export async function listUnchanged(
  * list again (at most twice) until one read finds the list standing still.
  *
  * Appointments of a window: one whose last known start is outside the window left it. The others,
- * missing from a window that stood still, are looked for among their customer's appointments
- * (one list per customer, any start): found outside the window, they left it; not found, they are
- * deleted. One without a customer cannot be looked for outside the window: it is marked
- * left-window, never deleted.
+ * missing from a window that stood still, are looked for outside it: among their customers'
+ * appointments (one list per customer, any start) or in the list outside the window read once,
+ * whichever costs fewer requests (two requests of one row tell the second's size). Found outside
+ * the window, they left it; not found while the list stood still, they are deleted.
  */
 export async function resolveMissing(
   client: Openbook,
@@ -610,6 +610,8 @@ export async function resolveMissing(
     else rest.push(row)
   if (rest.length === 0) return { ...NO_VERDICTS, left }
   requests++
+  /** The ETag of a read of the window during which the list stood still. */
+  let stillEtag = passEtag
   let still = await listUnchanged(client, options, window, passEtag)
   if (!still) {
     if (rest.every((row) => row.deferredSince === undefined))
@@ -627,17 +629,112 @@ export async function resolveMissing(
       const found = new Set(back.map((row) => String(row.id)))
       rest = rest.filter((row) => !found.has(row.id))
       still = await paginator.unchanged()
+      stillEtag = paginator.etag
       requests += paginator.stats.requests
     }
     if (!still) return { ...NO_VERDICTS, left, back, deferred: rest, requests }
   }
   if (!windowed) return { gone: rest.map((row) => row.id), left, back, deferred: [], requests }
-  const gone: string[] = []
-  const deferred: Missing[] = []
+  // Missing from a window that stood still: deactivated, or moved out of the window. Each is looked
+  // for where it could be now: in its customer's list, or in the list outside the window, whichever
+  // costs fewer requests (a purge of thousands touches thousands of customers).
   const byCustomer = new Map<string, Missing[]>()
+  let customerless = false
   for (const row of rest)
-    if (row.customerId === undefined) left.push(row.id)
+    if (row.customerId === undefined) customerless = true
     else byCustomer.set(row.customerId, [...(byCustomer.get(row.customerId) ?? []), row])
+  const outside = outsideOf(window)
+  let outsideCost = Number.POSITIVE_INFINITY
+  if (customerless || byCustomer.size > outside.length) {
+    outsideCost = 1 // the check that the list stood still meanwhile
+    for (const part of outside) {
+      const probe = await client.appointments.list({ ...part, limit: 1 }, { signal: options.signal })
+      requests++
+      outsideCost += requestsToRead(probe.pagination.total, limitOf(options))
+    }
+  }
+  const verdicts =
+    outsideCost <= byCustomer.size || customerless
+      ? await lookOutside(client, options, rest, window, outside, stillEtag, pass)
+      : await lookByCustomer(client, options, byCustomer, window, pass)
+  return {
+    ...verdicts,
+    left: [...left, ...verdicts.left],
+    back: [...back, ...verdicts.back],
+    requests: requests + verdicts.requests,
+  }
+}
+
+/**
+ * The filters of the list outside a window: before its start, after its end. Each bound is
+ * included on both sides (the API's bounds are inclusive), so no start falls between them.
+ */
+function outsideOf(window: PassWindow): Record<string, string>[] {
+  return [
+    ...(window.since === undefined ? [] : [{ endDate: window.since }]),
+    ...(window.until === undefined ? [] : [{ startDate: window.until }]),
+  ]
+}
+
+/** Requests to read `total` rows in pages of `limit` (each page after the first re-reads one). */
+function requestsToRead(total: number, limit: number): number {
+  return total <= limit ? 1 : 1 + Math.ceil((total - limit) / (limit - 1))
+}
+
+/**
+ * Looks for the missing rows in the list outside the window, read once, then asks whether the
+ * organization's list stood still since the window's still read began (its first page with that
+ * read's ETag, which any write to the list changes): if it did, a row not found is no longer
+ * listed anywhere; if not, it is kept for the next pass.
+ */
+async function lookOutside(
+  client: Openbook,
+  options: Omit<SyncOptions, 'out'>,
+  rows: readonly Missing[],
+  window: PassWindow,
+  outside: readonly Record<string, string>[],
+  stillEtag: string | undefined,
+  pass: number,
+): Promise<Verdicts> {
+  const wanted = new Set(rows.map((row) => row.id))
+  const found = new Map<string, Appointment>()
+  let requests = 0
+  for (const part of outside) {
+    const paginator = client.appointments.all(part, {
+      pageSize: limitOf(options) - 1,
+      signal: options.signal,
+    })
+    for await (const row of paginator) if (wanted.has(row.id)) found.set(row.id, row)
+    requests += paginator.stats.requests
+  }
+  requests++
+  const exact = await listUnchanged(client, options, window, stillEtag)
+  const verdicts = { gone: [] as string[], left: [] as string[], back: [] as Record<string, unknown>[] }
+  const deferred: Missing[] = []
+  for (const row of rows) {
+    const now = found.get(row.id)
+    if (now !== undefined) {
+      if (inWindow(now.start, window)) verdicts.back.push(now as unknown as Record<string, unknown>)
+      else verdicts.left.push(row.id)
+    } else if (exact) verdicts.gone.push(row.id)
+    else deferred.push({ ...row, deferredSince: row.deferredSince ?? pass })
+  }
+  return { ...verdicts, deferred, requests }
+}
+
+/** Looks for the missing rows among their customers' appointments (one list per customer, any start). */
+async function lookByCustomer(
+  client: Openbook,
+  options: Omit<SyncOptions, 'out'>,
+  byCustomer: ReadonlyMap<string, readonly Missing[]>,
+  window: PassWindow,
+  pass: number,
+): Promise<Verdicts> {
+  const gone: string[] = []
+  const left: string[] = []
+  const back: Record<string, unknown>[] = []
+  const deferred: Missing[] = []
+  let requests = 0
   for (const [customerId, rows] of byCustomer) {
     const paginator = client.appointments.all({ customerId }, { pageSize: 99, signal: options.signal })
     const found = new Map<string, Appointment>()
