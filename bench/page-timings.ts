@@ -13,7 +13,7 @@
 import pg from 'pg'
 import { appointmentsPage } from '../src/queries/appointments.js'
 import { customersPage } from '../src/queries/customers.js'
-import { type PageStatement, pageParams } from '../src/queries/page.js'
+import { type PageStatement, pageParams } from '../src/queries/page-statement.js'
 import { readerPreamble } from '../src/store/reader-settings.js'
 import { PAGE_SIZE } from './mixes.js'
 

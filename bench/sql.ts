@@ -4,10 +4,10 @@ import {
   APPOINTMENT_FILTERS,
   type AppointmentFilters,
   appointmentsPage,
-  listAppointments,
 } from '../src/queries/appointments.js'
-import { customersPage, listCustomers } from '../src/queries/customers.js'
-import { type Page, type PageRequest, pageParams } from '../src/queries/page.js'
+import { customersPage } from '../src/queries/customers.js'
+import { fetchVersionedPage, type Page } from '../src/queries/page.js'
+import { type PageRequest, pageParams } from '../src/queries/page-statement.js'
 import { readerPreamble } from '../src/store/reader-settings.js'
 import type { Sql, StoreAdapter, Tenant } from '../src/store/types.js'
 
@@ -32,10 +32,12 @@ export const READER_SETTINGS = readerPreamble(true, 5_000)
 export const POSTGRES_PAGES: StoreAdapter = { pageForm: 'rows' }
 
 /** Runs the service's own query functions: the one place the benchmark takes SQL from. */
-export function listPage(sql: Sql, tenant: Tenant, request: ListRequest): Promise<Page> {
-  return request.resource === 'customers'
-    ? listCustomers(POSTGRES_PAGES, sql, tenant, request.page)
-    : listAppointments(POSTGRES_PAGES, sql, tenant, request.page, request.filters)
+export async function listPage(sql: Sql, tenant: Tenant, request: ListRequest): Promise<Page> {
+  const statement =
+    request.resource === 'customers' ? customersPage(tenant) : appointmentsPage(tenant, request.filters)
+  const { page } = await fetchVersionedPage(POSTGRES_PAGES, sql, statement, request.page)
+  if (!page) throw new Error('an unconditional page statement read no page')
+  return page
 }
 
 const PREFIX = '/api/public/v1/'

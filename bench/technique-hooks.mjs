@@ -25,7 +25,7 @@ export const EDITS = {
   // Timestamps and dates written by the database with to_char (the JSON form's SQL), not as text
   // that Node rewrites.
   'text-timestamps': {
-    'queries/page.js': [["type === 'timestamp' || type === 'date'", 'false']],
+    'queries/page-statement.js': [["type === 'timestamp' || type === 'date'", 'false']],
   },
 }
 

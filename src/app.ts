@@ -30,25 +30,14 @@ export interface AppOptions {
   readonly logStream?: NodeJS.WritableStream
   /** Request counts, latencies and store failures, served on the ops port (src/ops/). */
   readonly metrics?: Metrics
-  /** Test-only: shorter HTTP deadlines, so that a slow-client test stays short. */
-  readonly httpTimeouts?: HttpTimeouts
 }
 
-export interface HttpTimeouts {
-  /** The request line and headers must arrive within this many milliseconds. */
-  readonly headersMs: number
-  /** The whole request must arrive within this many milliseconds. */
-  readonly requestMs: number
-  /** How often Node checks both deadlines: a slow client is cut at most this much after its deadline. */
-  readonly checkEveryMs: number
-}
-
-/** Production deadlines: a client that dribbles its headers is cut within 6 s. */
-export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = {
-  headersMs: 5_000,
-  requestMs: 10_000,
-  checkEveryMs: 1_000,
-}
+/**
+ * HTTP deadlines: the request line and headers within `headersMs`, the whole request within
+ * `requestMs`, both checked every `checkEveryMs` (a slow client is cut at most that much after
+ * its deadline, so one that dribbles its headers is cut within 6 s).
+ */
+const HTTP_DEADLINES = { headersMs: 5_000, requestMs: 10_000, checkEveryMs: 1_000 }
 
 /** The API reads no request body; a GET may carry at most this many bytes, which are ignored. */
 export const BODY_LIMIT = 1024
@@ -105,11 +94,12 @@ function hasValidHost(request: IncomingMessage): boolean {
  * Node hands a CONNECT request to a 'connect' listener, and without one closes the connection
  * unanswered: route it like any other method (405 on an API path, else 404), then close.
  */
-function routeConnectRequests(app: FastifyInstance, requestMs: number): void {
+function routeConnectRequests(app: FastifyInstance): void {
   app.server.on('connect', (request: IncomingMessage, duplex: Duplex) => {
     const socket = duplex as Socket
     socket.on('error', () => socket.destroy())
-    socket.setTimeout(requestMs, () => socket.destroy())
+    // The server's whole-request deadline, read when the request comes.
+    socket.setTimeout(app.server.requestTimeout, () => socket.destroy())
     const response = new ServerResponse(request)
     response.shouldKeepAlive = false
     response.assignSocket(socket)
@@ -150,7 +140,6 @@ function refuseBadHostsAndBodies(app: FastifyInstance): void {
 
 /** Builds the HTTP application: plugins in a fixed order, then routes, then the error handler. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
-  const timeouts = options.httpTimeouts ?? DEFAULT_HTTP_TIMEOUTS
   const app = Fastify({
     logger: {
       level: options.config.logLevel,
@@ -170,8 +159,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // both checked every second (Node's default check runs every 30 s); idle keep-alive 5 s.
     // Node answers an HTTP/1.1 request without Host with a bare 400 (no body, no request id, not
     // logged): the onRequest hook below refuses it instead, in the API's error shape.
-    http: { connectionsCheckingInterval: timeouts.checkEveryMs, requireHostHeader: false },
-    requestTimeout: timeouts.requestMs,
+    http: { connectionsCheckingInterval: HTTP_DEADLINES.checkEveryMs, requireHostHeader: false },
+    requestTimeout: HTTP_DEADLINES.requestMs,
     connectionTimeout: 15_000,
     keepAliveTimeout: 5_000,
     maxRequestsPerSocket: 10_000,
@@ -205,11 +194,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       }
     },
   })
-  app.server.headersTimeout = timeouts.headersMs
+  app.server.headersTimeout = HTTP_DEADLINES.headersMs
   // First, so that every request the hooks below refuse is counted too.
   if (options.metrics) await app.register(metricsPlugin, { metrics: options.metrics })
 
-  routeConnectRequests(app, timeouts.requestMs)
+  routeConnectRequests(app)
   refuseBadHostsAndBodies(app)
 
   await app.register(storePlugin, { store: options.store })

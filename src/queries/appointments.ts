@@ -5,16 +5,8 @@ import {
   type FilterValues,
   filterColumn,
 } from '../schemas/filters.js'
-import type { Sql, StoreAdapter, Tenant } from '../store/types.js'
-import {
-  fetchPage,
-  itemFieldsOf,
-  type Page,
-  type PageRequest,
-  type PageSql,
-  type PageStatement,
-  pageSql,
-} from './page.js'
+import type { Tenant } from '../store/types.js'
+import { itemFieldsOf, type PageSql, type PageStatement, pageSql } from './page-statement.js'
 import { tenantCondition } from './sql.js'
 
 /** The filters' values, by parameter (schemas/filters.ts). */
@@ -201,15 +193,4 @@ function sqlFor(given: readonly Numbered[]): PageSql {
     bottom,
     seekWhere: { up: up.join(' AND '), down: down.join(' AND ') },
   })
-}
-
-/** Active appointments of one organization, filters combined with AND, latest start first. */
-export function listAppointments(
-  store: StoreAdapter,
-  sql: Sql,
-  tenant: Tenant,
-  page: PageRequest,
-  filters: AppointmentFilters,
-): Promise<Page> {
-  return fetchPage(store, sql, appointmentsPage(tenant, filters), page)
 }

@@ -1,6 +1,6 @@
 import { CUSTOMER } from '../schemas/descriptions.js'
-import type { Sql, StoreAdapter, Tenant } from '../store/types.js'
-import { fetchPage, itemFieldsOf, type Page, type PageRequest, type PageStatement, pageSql } from './page.js'
+import type { Tenant } from '../store/types.js'
+import { itemFieldsOf, type PageStatement, pageSql } from './page-statement.js'
 import { tenantCondition } from './sql.js'
 
 /** A customer item, in the contract's order; empty fields are left out. */
@@ -29,14 +29,4 @@ const PAGE_SQL = pageSql({
 /** The page statement of active customers of `tenant`, newest first (`createdAt DESC, id DESC`). */
 export function customersPage(tenant: Tenant): PageStatement {
   return { ...PAGE_SQL, params: [tenant] }
-}
-
-/** Active customers of one organization, newest first. */
-export function listCustomers(
-  store: StoreAdapter,
-  sql: Sql,
-  tenant: Tenant,
-  page: PageRequest,
-): Promise<Page> {
-  return fetchPage(store, sql, customersPage(tenant), page)
 }

@@ -113,13 +113,8 @@ export interface MigrateResult {
 /**
  * Applies pending migrations (which hold the reader's grants), all in one transaction. On a schema
  * newer than this release knows it refuses before it writes anything (MigrateTooOldError).
- * `to` stops at an earlier version, as an earlier release would have left the schema: the tests of
- * a migration over rows stored before it use it.
  */
-export async function migrate(
-  store: Store,
-  { to = LATEST_VERSION }: { to?: number } = {},
-): Promise<MigrateResult> {
+export async function migrate(store: Store): Promise<MigrateResult> {
   return store.admin(async (sql) => {
     await sql.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
     const owner = await schemaOwner(sql)
@@ -139,7 +134,7 @@ export async function migrate(
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
     ALTER TABLE openbook_schema_migrations ADD COLUMN IF NOT EXISTS compatible_from integer`)
     const applied: string[] = []
-    for (const migration of readMigrations().filter((m) => m.version > from && m.version <= to)) {
+    for (const migration of readMigrations().filter((m) => m.version > from)) {
       await sql.exec(migration.sql)
       await sql.query(
         'INSERT INTO openbook_schema_migrations (version, name, compatible_from) VALUES ($1, $2, $3)',
@@ -148,7 +143,7 @@ export async function migrate(
       applied.push(migration.name)
     }
     await assertReaderUnprivileged(sql)
-    const version = Math.max(from, Math.min(to, LATEST_VERSION))
+    const version = LATEST_VERSION
     await publishVersion(sql, version)
     return { applied, version }
   })

@@ -113,11 +113,6 @@ export async function connectingRole(store: Store): Promise<ConnectingRole> {
   }
 }
 
-/** True when the connecting role can do more than openbook_reader (superuser, BYPASSRLS or owner). */
-export async function isPrivileged(store: Store): Promise<boolean> {
-  return (await connectingRole(store)).privileged
-}
-
 /**
  * Refuses, with what to do, an operator command whose role would see none of openbook's rows:
  * row-level security is forced, and only the schema owner's policy (or a superuser) admits them.

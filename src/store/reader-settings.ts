@@ -11,7 +11,7 @@ const LOCK_TIMEOUT_MS = 1_000
 /**
  * Plan shapes the request path never wants, whatever the planner expects of the rows: a page is
  * an index read in list order with its rows looked up by primary key, a total a counts table or
- * an index read in list order (src/queries/page.ts). Each setting only prices its kind of plan
+ * an index read in list order (src/queries/page-statement.ts). Each setting only prices its kind of plan
  * out while another exists, so a statement with no other way still runs. Without them, statistics
  * that misjudge an organization (one that dominates the table, one imported since the last
  * ANALYZE) turn a 1 ms page into a scan of the table, a hash join against it, or a sort of all
@@ -46,7 +46,7 @@ export function readerPreamble(readOnly: boolean, statementTimeoutMs: number): s
     // the plans above hold for any parameters (the plan test checks them as generic plans).
     ['plan_cache_mode', 'force_generic_plan'],
     // Timestamps and dates as text in one fixed form, whatever the server's or the role's
-    // defaults: a page's rows carry them so, and Node writes the ISO form (queries/page.ts).
+    // defaults: a page's rows carry them so, and Node writes the ISO form (queries/page-rows.ts).
     ['TimeZone', 'UTC'],
     ['DateStyle', 'ISO, YMD'],
   ]

@@ -4,9 +4,10 @@ import { beforeAll, expect, it } from 'vitest'
 import { patience } from '../../packages/client/test/helpers/patience.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
-import { fetchPage, type PageStatement, SEEK_FROM } from '../../src/queries/page.js'
+import { type PageStatement, SEEK_FROM } from '../../src/queries/page-statement.js'
 import { bucketFaults } from '../helpers/buckets.js'
 import { addAppointments, addCustomers, addStaff, createOrg } from '../helpers/fixtures.js'
+import { fetchPage } from '../helpers/pages.js'
 import { describeEachStore } from '../helpers/stores.js'
 
 // Rows that share a day or an instant (issue 33): the lists are cut into buckets by position

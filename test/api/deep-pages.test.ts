@@ -3,9 +3,10 @@ import { beforeAll, expect, it } from 'vitest'
 import { patience } from '../../packages/client/test/helpers/patience.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
-import { fetchPage, type PageStatement, SEEK_FROM } from '../../src/queries/page.js'
+import { type PageStatement, SEEK_FROM } from '../../src/queries/page-statement.js'
 import { APPOINTMENT_STATUSES } from '../../src/schemas/resources.js'
 import { addAppointments, addCustomers, addStaff, createOrg } from '../helpers/fixtures.js'
+import { fetchPage } from '../helpers/pages.js'
 import { describeEachStore } from '../helpers/stores.js'
 
 // A page deeper than SEEK_FROM starts at the end of the day its offset falls in, found from the

@@ -1,8 +1,9 @@
 import { beforeAll, expect, it } from 'vitest'
 import { appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
-import { fetchPage, type PageStatement } from '../../src/queries/page.js'
+import type { PageStatement } from '../../src/queries/page-statement.js'
 import { addAppointments, addCustomers, addStaff, createOrg } from '../helpers/fixtures.js'
+import { fetchPage } from '../helpers/pages.js'
 import { describeEachStore } from '../helpers/stores.js'
 
 /** Text that JSON must escape, or must pass as it is. */

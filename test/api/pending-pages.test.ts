@@ -2,8 +2,9 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { patience } from '../../packages/client/test/helpers/patience.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
-import { fetchPage, type PageStatement, SEEK_FROM } from '../../src/queries/page.js'
+import { type PageStatement, SEEK_FROM } from '../../src/queries/page-statement.js'
 import { bucketFaults } from '../helpers/buckets.js'
+import { fetchPage } from '../helpers/pages.js'
 import { describeEachStore } from '../helpers/stores.js'
 
 // Pages and totals read the folded buckets plus the changes not folded yet (docs/design/lists.md).

@@ -5,12 +5,13 @@ import { upsertRows } from '../../src/import/tables.js'
 import {
   APPOINTMENT_FILTERS,
   type AppointmentFilters,
-  listAppointments,
+  appointmentsPage,
 } from '../../src/queries/appointments.js'
 import { APPOINTMENT_STATUSES } from '../../src/schemas/resources.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { bucketFaults } from '../helpers/buckets.js'
 import { addAppointments, addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
+import { fetchPage } from '../helpers/pages.js'
 import { describeEachStore } from '../helpers/stores.js'
 
 type Status = (typeof APPOINTMENT_STATUSES)[number]
@@ -210,7 +211,10 @@ describeEachStore('exact totals of status and date filters on %s', (testStore) =
           .sort()
         const page = await testStore.store.read(async (sql) => {
           await sql.query("SELECT set_config('openbook.org_id', $1, true)", ['org_days'])
-          return listAppointments(testStore.store.adapter, sql, 'org_days', { limit: 500, offset: 0 }, given)
+          return fetchPage(testStore.store.adapter, sql, appointmentsPage('org_days', given), {
+            limit: 500,
+            offset: 0,
+          })
         })
         const ids = (JSON.parse(`[${page.items}]`) as { id: string }[]).map((item) => item.id).sort()
         const label = `${JSON.stringify(given)}: ${ids.length} items came back with total ${page.pagination.total}`

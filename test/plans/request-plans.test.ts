@@ -5,7 +5,7 @@ import { hashSecret } from '../../src/domain/api-key-secret.js'
 import { authenticateKey } from '../../src/queries/api-keys.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
-import { type PageStatement, pageParams, SEEK_FROM } from '../../src/queries/page.js'
+import { type PageStatement, pageParams, SEEK_FROM } from '../../src/queries/page-statement.js'
 import {
   APPOINTMENT_LIST,
   FEW_ROWS,

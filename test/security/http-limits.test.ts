@@ -2,7 +2,7 @@ import { maxHeaderSize as httpMaxHeaderSize } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { buildApp, DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from '../../src/app.js'
+import { buildApp } from '../../src/app.js'
 import { buildTestApp, listenOnLoopback } from '../helpers/app.js'
 import { BRAND, createKey, createOrg } from '../helpers/fixtures.js'
 import { createTestStore, describeEachStore, type TestStore } from '../helpers/stores.js'
@@ -417,12 +417,13 @@ describe('requests refused before routing, over real HTTP', () => {
 })
 
 /**
- * Slow-loris. The deadlines are shortened through the test-only `httpTimeouts` option so that the
- * test takes seconds; the production values are checked separately. One store suffices: the
+ * Slow-loris. The built server's deadlines are shortened before it listens (Node reads them at
+ * each check, and the check's interval when it starts listening), so that the test takes
+ * seconds; the production values are checked separately. One store suffices: the
  * deadlines are Node's HTTP server's, before any request reaches the store.
  */
 describe('slow clients over real HTTP', () => {
-  const SHORT: HttpTimeouts = { headersMs: 1_000, requestMs: 2_000, checkEveryMs: 200 }
+  const SHORT = { headersMs: 1_000, requestMs: 2_000, checkEveryMs: 200 }
   let testStore: TestStore
   let app: FastifyInstance
   let port: number
@@ -435,8 +436,11 @@ describe('slow clients over real HTTP', () => {
     app = await buildApp({
       store: testStore.store,
       config: { apiKeyBrand: BRAND, logLevel: 'silent' },
-      httpTimeouts: SHORT,
     })
+    const server = app.server as typeof app.server & { connectionsCheckingInterval: number }
+    server.headersTimeout = SHORT.headersMs
+    server.requestTimeout = SHORT.requestMs
+    server.connectionsCheckingInterval = SHORT.checkEveryMs
     port = await listenOnLoopback(app)
   })
   afterAll(async () => {
@@ -450,7 +454,6 @@ describe('slow clients over real HTTP', () => {
       config: { apiKeyBrand: BRAND, logLevel: 'silent' },
     })
     try {
-      expect(DEFAULT_HTTP_TIMEOUTS).toEqual({ headersMs: 5_000, requestMs: 10_000, checkEveryMs: 1_000 })
       const server = production.server as typeof production.server & { connectionsCheckingInterval: number }
       expect({
         headersTimeout: server.headersTimeout,

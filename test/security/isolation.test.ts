@@ -6,13 +6,14 @@ import {
   appointmentsPage,
 } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
-import { fetchPage, type PageStatement } from '../../src/queries/page.js'
+import type { PageStatement } from '../../src/queries/page-statement.js'
 import { tenantCondition } from '../../src/queries/sql.js'
-import { isPrivileged } from '../../src/store/open.js'
+import { connectingRole } from '../../src/store/open.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
-import { MIGRATED_READER_PRIVILEGES } from '../../src/store/reader-privileges.js'
 import type { Sql, Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
+import { fetchPage } from '../helpers/pages.js'
+import { MIGRATED_READER_PRIVILEGES } from '../helpers/reader-grants.js'
 import {
   createTestRole,
   createTestStore,
@@ -794,7 +795,7 @@ describe.skipIf(!postgresAvailable())('a dedicated login role that is a member o
   })
 
   it('serves each organization its own rows, is not privileged, and reads nothing outside a request', async () => {
-    expect(await isPrivileged(apiStore)).toBe(false)
+    expect((await connectingRole(apiStore)).privileged).toBe(false)
     for (const tenant of tenants) {
       const response = await app.inject({
         method: 'GET',

@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { patience } from '../../packages/client/test/helpers/patience.js'
 import { appointmentsPage } from '../../src/queries/appointments.js'
-import { fetchPage } from '../../src/queries/page.js'
 import { LATEST_VERSION, migrate } from '../../src/store/migrate.js'
 import { createPostgresStore } from '../../src/store/postgres.js'
 import type { Store } from '../../src/store/types.js'
 import { bucketFaults } from '../helpers/buckets.js'
 import { addAppointments, addStaff, createOrg } from '../helpers/fixtures.js'
+import { migrateTo } from '../helpers/migrate-to.js'
+import { fetchPage } from '../helpers/pages.js'
 import { createTestDatabase, postgresAvailable, type TestDatabase } from '../helpers/stores.js'
 
 // Migrations 012 and 013 over appointments stored before them: a database at version 11 (009's
@@ -38,7 +39,7 @@ describe.skipIf(!postgresAvailable())('migrations 012 and 013 over appointments 
   beforeAll(async () => {
     database = await createTestDatabase()
     store = createPostgresStore({ connectionString: database.url, maxConnections: 2 })
-    expect((await migrate(store, { to: 11 })).version).toBe(11)
+    await migrateTo(store, 11)
     await createOrg(store, ORG)
     await addStaff(store, ORG, ['stf_busy', 'stf_quiet'])
     await addAppointments(store, ORG, appointments(0, 6_000))

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { isoFromPostgres } from '../../src/queries/page.js'
+import { isoFromPostgres } from '../../src/queries/page-rows.js'
 
 describe("a timestamptz's text in UTC and DateStyle ISO, written as Date#toISOString does", () => {
   it('keeps milliseconds and cuts the rest of the microseconds, as to_char(…, MS) does', () => {

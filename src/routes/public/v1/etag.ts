@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { KnownVersions } from '../../../queries/page.js'
+import type { KnownVersions } from '../../../queries/page-statement.js'
 
 /**
  * Conditional pages (RFC 9110 §8.8.3, §13.1.2): a strong ETag on every list page, and

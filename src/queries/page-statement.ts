@@ -1,0 +1,352 @@
+import { itemFields, nullInItem, type ResourceDescription } from '../schemas/descriptions.js'
+import { indexCount, iso, tenantCondition } from './sql.js'
+
+// The page statement's compiler: a list's parts (table, conditions, order, pieces) made into the
+// SQL that reads a page, its total and the list's version in one statement.
+
+export interface PageRequest {
+  readonly limit: number
+  readonly offset: number
+}
+
+/** One field of an item: its JSON key and the SQL of its value. */
+export interface ItemField {
+  readonly key: string
+  /** The value as the item holds it (the JSON form writes it so). */
+  readonly sql: string
+  /**
+   * The rows form's SQL where it differs: the value as PostgreSQL's text, cheaper to write than
+   * to_char's; `timestamp`: Node rewrites it as ISO.
+   */
+  readonly rows?: { readonly sql: string; readonly timestamp: boolean }
+  /** Written as null when the value is NULL; any other field is then left out. */
+  readonly nullable?: boolean
+}
+
+/**
+ * A resource's item fields, from its description, reading its table under the alias `r`:
+ * timestamps as Date#toISOString writes them, dates as YYYY-MM-DD, everything else as stored.
+ * In the rows form a timestamp comes as PostgreSQL writes it in the request transaction's UTC
+ * and ISO DateStyle (`readerPreamble`), which costs the database a third of to_char's work
+ * (0.2 against 0.55 µs a value), and Node rewrites it (`isoFromPostgres`, 0.2 µs); a date is
+ * already YYYY-MM-DD there.
+ */
+export function itemFieldsOf(resource: ResourceDescription): readonly ItemField[] {
+  const nullable = nullInItem(resource)
+  return itemFields(resource).map(({ field, column, type }) => {
+    const value = `r.${column}`
+    const sql =
+      type === 'timestamp' ? iso(value) : type === 'date' ? `to_char(${value}, 'YYYY-MM-DD')` : value
+    const text = `${value}::text`
+    return {
+      key: field,
+      sql,
+      ...(type === 'timestamp' || type === 'date'
+        ? { rows: { sql: text, timestamp: type === 'timestamp' } }
+        : {}),
+      ...(nullable.has(field) ? { nullable: true } : {}),
+    }
+  })
+}
+
+/**
+ * SQL that writes one item as compact JSON text, keys in the order given. `to_json` escapes
+ * strings and writes numbers and booleans bare; `concat_ws` skips the NULL members, which is
+ * how a field without a value is left out.
+ */
+export function itemJsonSql(fields: readonly ItemField[]): string {
+  const members = fields.map(({ key, sql, nullable }) => {
+    if (!/^[A-Za-z][A-Za-z0-9]*$/.test(key)) throw new Error(`not a plain JSON key: ${key}`)
+    const value = `to_json(${sql})::text`
+    return `'"${key}":' || ${nullable ? `coalesce(${value}, 'null')` : value}`
+  })
+  return `'{' || concat_ws(',', ${members.join(', ')}) || '}'`
+}
+
+export interface PageStatementParts {
+  readonly table: 'customers' | 'appointments'
+  /** Conditions on the table under the alias `k`; `$1` is the organization. */
+  readonly where: string
+  /** How many parameters the conditions use, `$1` first. */
+  readonly paramCount: number
+  /** The order's columns; each sorts descending. The last one must be unique within an organization. */
+  readonly orderBy: readonly string[]
+  /** The item's fields, reading the table under the alias `r`. */
+  readonly fields: readonly ItemField[]
+  /** The exact total as a statement of one row and column `total`; by default, count(*) over `where`. */
+  readonly countText?: string
+  /**
+   * CTEs that `countText` and `pieces` read (`name AS MATERIALIZED (…)`, comma-separated): they
+   * open both page statements and the total's statement, and run at most once each, when read.
+   */
+  readonly ctes?: string
+  /**
+   * Where deep pages start (see `SEEK_FROM`): SQL of rows `(lo_at, lo_id, n)` that cut the list
+   * into pieces in its order (the buckets of migration 009). A piece holds the `n` entries meeting
+   * `where` whose key (the order's two columns) is at or above its bound `(lo_at, lo_id)` and below
+   * the next piece's; together the pieces hold every entry, none more than 2,000. Its entries are
+   * the first `n` at or above `(from_at, from_id)` (its bound, or a range's start inside it) that
+   * meet `seekWhere.up` (or `where`). The bounds must
+   * come in the order of an index on them, so that the pieces are summed from either end without a
+   * sort and the sum stops at the offset's piece. Without it, a deep page steps over its offset
+   * from the nearer end of the list.
+   */
+  readonly pieces?: string
+  /**
+   * With `pieces` whose `where` bounds the order's first column (a date range): `where` without
+   * its lower bound, to step up from a piece's start, and without its upper bound, to read the page
+   * down from its first key. Each scan then has one bound on the side it starts from, the key, and
+   * starts there: with two (the key and the range's end), PGlite's btree started at the range's end
+   * and stepped over every entry between (188 ms for a middle page of 600,000, bench/RESULTS.md).
+   */
+  readonly seekWhere?: { readonly up: string; readonly down: string }
+  /**
+   * With `pieces`: the list's changes that the pieces' counts leave out (rows `at`, `id`, `delta`
+   * of the changes not folded yet, migration 013), a CTE of `ctes`. They are the pending changes
+   * from the lowest piece's bound up to the highest piece's (or up, when the highest piece is
+   * counted from the bucket's folded count), and the seek adds them to the pieces it sums.
+   */
+  readonly pending?: string
+  /** With `pieces`: the key the list starts at (SQL of `at, id`), where a seek with no piece found steps from. */
+  readonly bottom?: string
+}
+
+/**
+ * How far from both ends of the list a page with pieces must be to be sought: nearer an end,
+ * stepping over the index entries from that end costs less than summing the pieces
+ * (bench/RESULTS.md).
+ */
+export const SEEK_FROM = 1000
+
+/**
+ * A page's SQL, built once per shape of request; its parameters: the conditions', then limit,
+ * offset and the versions the client holds (`pageParams`).
+ *
+ * Both page statements also read the list's version (migration 010) and the organization, from
+ * the same snapshot as the page: the ETag sent with a page always describes it. When the version
+ * is one of those the client holds, they read nothing else: no total, no row (`VersionedPage`).
+ */
+export interface PageSql {
+  /**
+   * The page's rows, one column per field, the exact `total`, `version` and `org`. An empty page
+   * (and an unchanged one, whose `total` is NULL) is one row of NULL fields.
+   */
+  readonly rowsText: string
+  /** The same page as one row: `version`, `org`, the exact `total`, and `items` written as JSON by the database. */
+  readonly jsonText: string
+  /** The total alone. */
+  readonly countText: string
+  /** The fields left out of an item when NULL (every field but those written as null). */
+  readonly omittedWhenNull: readonly string[]
+  /** The timestamps among the rows' columns, which Node writes as ISO. */
+  readonly timestamps: readonly string[]
+}
+
+/** A page's SQL with the values of its conditions' parameters. */
+export interface PageStatement extends PageSql {
+  readonly params: readonly unknown[]
+}
+
+/**
+ * The page and its exact total in one statement. A page is found in two index reads: its first
+ * key, stepping over the offset in an index-only scan, then its rows from that key on in list
+ * order, each read from the heap once. A deep page does not step over every entry before it: with
+ * pieces, it starts inside the piece its offset falls in (`seekPage`); without, a page
+ * in the second half is read from the other end of the index, which the exact total allows
+ * (`twoEndedPage`).
+ */
+export function pageSql(parts: PageStatementParts): PageSql {
+  const count =
+    parts.countText ?? `SELECT ${indexCount(parts.table, parts.where, parts.orderBy)}::int AS total`
+  const countText = parts.ctes ? `WITH ${parts.ctes} ${count}` : count
+  const { ctes, page } = parts.pieces ? seekPage(parts, parts.pieces) : twoEndedPage(parts)
+  const rows = `FROM (${page}) r`
+  const columns = parts.fields.map(({ key, sql, rows }) => `${rows?.sql ?? sql} AS "${key}"`).join(', ')
+  // The list's version and the organization, then the total unless the client holds that
+  // version: every branch of the page runs only on a total (`when`), so an absent one reads no row.
+  // MATERIALIZED: each is computed once, not again wherever the branches name it.
+  // At most one row, by its key (org_id, list); LIMIT 1 also lets the statement run with its tenant
+  // conditions taken out, as the isolation test's control runs it.
+  const version = `v AS MATERIALIZED (SELECT (SELECT $1::text) AS org, coalesce((
+      SELECT f.changes FROM list_folds f WHERE ${tenantCondition('f')} AND f.list = '${parts.table}'
+      LIMIT 1), 0) + (
+      SELECT count(*) FROM list_changes c WHERE ${tenantCondition('c')} AND c.list = '${parts.table}') AS version)`
+  const total = `WITH ${version}, ${parts.ctes ? `${parts.ctes}, ` : ''}t AS MATERIALIZED (
+      SELECT (${count}) AS total FROM v WHERE v.version <> ALL (${paramsOf(parts).known}))${ctes}`
+  const versioned = 'v.version::text AS version, v.org'
+  const rowsText = `${total} SELECT ${columns}, t.total, ${versioned} FROM v LEFT JOIN t ON true LEFT JOIN LATERAL (
+      SELECT r.* ${rows}) r ON true ORDER BY ${keyOrder(parts, 'DESC', 'r')}`
+  const jsonText = `${total} SELECT t.total, ${versioned}, (
+      SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${keyOrder(parts, 'DESC', 'r')}), '')
+      ${rows}) AS items
+    FROM v LEFT JOIN t ON true`
+  const omittedWhenNull = parts.fields.filter((field) => !field.nullable).map((field) => field.key)
+  const timestamps = parts.fields.filter((field) => field.rows?.timestamp).map((field) => field.key)
+  return { rowsText, jsonText, countText, omittedWhenNull, timestamps }
+}
+
+/** A page's rows (each a whole row of the table), and the CTEs they need after the total's `t`. */
+interface PageRows {
+  readonly ctes: string
+  readonly page: string
+}
+
+const paramsOf = (parts: PageStatementParts) => ({
+  limit: `$${parts.paramCount + 1}::bigint`,
+  offset: `$${parts.paramCount + 2}::bigint`,
+  known: `$${parts.paramCount + 3}::bigint[]`,
+})
+
+/**
+ * The versions a client holds, as the page statement's last parameter: `[]` for none (an
+ * unconditional request), or `'any'` (`If-None-Match: *`), which NULL stands for: `<> ALL (NULL)`
+ * is never true, so nothing is read.
+ */
+export type KnownVersions = readonly string[] | 'any'
+
+const knownParam = (known: KnownVersions) => {
+  if (known === 'any') return null
+  for (const version of known)
+    if (!/^\d{1,18}$/.test(version)) throw new Error(`not a list version: ${version}`)
+  return `{${known.join(',')}}`
+}
+
+/** The parameters of `statement` for `page`, with the versions the client holds. */
+export const pageParams = (statement: PageStatement, page: PageRequest, known: KnownVersions = []) => [
+  ...statement.params,
+  page.limit,
+  page.offset,
+  knownParam(known),
+]
+
+/** The list's order on the table under `alias`, or its reverse. */
+const keyOrder = (parts: PageStatementParts, direction: 'ASC' | 'DESC', alias = 'k') =>
+  parts.orderBy.map((column) => `${alias}.${column} ${direction}`).join(', ')
+
+/**
+ * Up to `count` rows read in `direction` from the key the subquery `first` yields (its columns
+ * named as the order's), that key's row first: one index scan from the key on, each row read from
+ * the heap once. Without a key, no rows. The order's columns compared as one row are the index's
+ * condition, so the scan starts at the key (test/plans/request-plans.test.ts).
+ */
+function rowsFrom(
+  parts: PageStatementParts,
+  first: string,
+  direction: 'ASC' | 'DESC',
+  count: string,
+): string {
+  const columns = (alias: string) => parts.orderBy.map((column) => `${alias}.${column}`).join(', ')
+  const from = direction === 'DESC' ? '<=' : '>='
+  return `(SELECT k.* FROM (${first}) b CROSS JOIN LATERAL (
+        SELECT k.* FROM ${parts.table} k WHERE ${parts.where} AND (${columns('k')}) ${from} (${columns('b')})
+        ORDER BY ${keyOrder(parts, direction)} LIMIT ${count}) k)`
+}
+
+/** The key `skip` entries into the list read in `direction` (an index-only scan); `when` decides if it runs. */
+function keyAt(parts: PageStatementParts, direction: 'ASC' | 'DESC', skip: string, when: string): string {
+  const columns = parts.orderBy.map((column) => `k.${column}`).join(', ')
+  return `SELECT ${columns} FROM ${parts.table} k WHERE ${parts.where} AND ${when}
+        ORDER BY ${keyOrder(parts, direction)} LIMIT 1 OFFSET ${skip}`
+}
+
+/** The page read from the top of the list, stepping over the offset; `when` decides if it runs. */
+function fromTop(parts: PageStatementParts, when: string): string {
+  const { limit, offset } = paramsOf(parts)
+  return rowsFrom(parts, keyAt(parts, 'DESC', offset, when), 'DESC', limit)
+}
+
+/**
+ * The page read backwards from the far end of the list, stepping over the entries after the page
+ * (the exact total `t.total` says how many); `when` decides if it runs.
+ */
+function fromFarEnd(parts: PageStatementParts, when: string): string {
+  const { limit, offset } = paramsOf(parts)
+  // Past the end the page holds no rows, and no key is read.
+  const first = keyAt(
+    parts,
+    'ASC',
+    `greatest(0, t.total - ${offset} - ${limit})`,
+    `${when} AND ${offset} < t.total`,
+  )
+  return rowsFrom(parts, first, 'ASC', `greatest(0, least(${limit}, t.total - ${offset}))`)
+}
+
+/**
+ * Without pieces: the page from the nearer end of the index; the last page costs what the first
+ * does, the middle one steps over half the list. Only the branch that applies runs.
+ */
+function twoEndedPage(parts: PageStatementParts): PageRows {
+  const { offset } = paramsOf(parts)
+  const page = `${fromTop(parts, `${offset} * 2 < t.total`)}
+      UNION ALL
+      ${fromFarEnd(parts, `${offset} * 2 >= t.total`)}`
+  return { ctes: '', page }
+}
+
+/**
+ * With pieces: a page fewer than `SEEK_FROM` entries from either end of the list is read from
+ * that end. Any other is sought: the pieces are summed from the nearer end of the list (newest
+ * first for a page in the first half, oldest first for one in the second), and the page starts
+ * inside the one its offset falls in, found by stepping up from that piece's bound over at most
+ * its entries (2,000). Only the branch that applies runs.
+ */
+function seekPage(parts: PageStatementParts, pieces: string): PageRows {
+  const { limit, offset } = paramsOf(parts)
+  const [first, second] = parts.orderBy
+  if (!first || !second || parts.orderBy.length !== 2)
+    throw new Error('pieces need an order of two columns, a time and an id')
+  // The total as a value computed once (an InitPlan), so that the seek runs only when it applies.
+  const total = '(SELECT t.total FROM t)'
+  const topHalf = (total: string) => `${offset} * 2 < ${total}`
+  // The entries to step over from the nearer end: the offset, or those after the page.
+  const nearerEndSkip = `(CASE WHEN ${topHalf(total)} THEN ${offset} ELSE ${total} - ${offset} - ${limit} END)`
+  const seeks = `${nearerEndSkip} >= ${SEEK_FROM}`
+  // The pending changes (or none), and the most they can move an entry: the pieces are summed
+  // as folded, and a piece is picked whose folded sum leaves room for them; its own sum is then
+  // made exact by adding the pending changes on its side of its bound.
+  const pending =
+    parts.pending ?? '(SELECT NULL::timestamptz AS at, NULL::text AS id, 0 AS delta WHERE false)'
+  const moved = `(SELECT coalesce(sum(abs(p.delta)), 0) FROM ${pending} p)`
+  const pendingFrom = (bound: string, side: '>=' | '<') =>
+    `(SELECT coalesce(sum(p.delta), 0) FROM ${pending} p WHERE (p.at, p.id) ${side} ${bound})`
+  const bottom = parts.bottom ?? `'-infinity'::timestamptz, ''`
+  // Newest first: `through` counts the entries from the top of the list to the end of each
+  // piece, so the offset's entry is `through - 1 - offset` entries above the piece's bound. With
+  // no piece far enough, the list's bottom, `total - 1 - offset` entries below it.
+  const newestFirst = `(SELECT w.from_at, w.from_id, w.through + ${pendingFrom('(w.lo_at, w.lo_id)', '>=')} - 1 - ${offset} AS skip
+      FROM (SELECT b.lo_at, b.lo_id, b.from_at, b.from_id,
+                   sum(b.n) OVER (ORDER BY b.lo_at DESC, b.lo_id DESC) AS through
+            FROM (${pieces}) b) w
+      WHERE ${topHalf(total)} AND ${seeks} AND w.through > ${offset} + ${moved}
+      ORDER BY w.lo_at DESC, w.lo_id DESC LIMIT 1)
+      UNION ALL
+      (SELECT ${bottom}, ${total} - 1 - ${offset} WHERE ${topHalf(total)} AND ${seeks})
+      LIMIT 1`
+  // Oldest first: the offset's entry is `total - 1 - offset` entries above the list's bottom. With
+  // no piece far enough, the highest piece, or the list's bottom.
+  const fromBottom = `${total} - 1 - ${offset}`
+  const oldestFirst = `(SELECT w.from_at, w.from_id,
+             ${fromBottom} - (w.through - w.n) - ${pendingFrom('(w.lo_at, w.lo_id)', '<')} AS skip
+      FROM (SELECT b.lo_at, b.lo_id, b.from_at, b.from_id, b.n,
+                   sum(b.n) OVER (ORDER BY b.lo_at, b.lo_id) AS through
+            FROM (${pieces}) b) w
+      WHERE NOT ${topHalf(total)} AND ${seeks} AND w.through > ${fromBottom} - ${moved}
+      ORDER BY w.lo_at, w.lo_id LIMIT 1)
+      UNION ALL
+      (SELECT b.from_at, b.from_id, ${fromBottom} - (${total} - b.n - ${pendingFrom('(b.lo_at, b.lo_id)', '>=')})
+      FROM (${pieces}) b WHERE NOT ${topHalf(total)} AND ${seeks} ORDER BY b.lo_at DESC, b.lo_id DESC LIMIT 1)
+      UNION ALL
+      (SELECT ${bottom}, ${fromBottom} WHERE NOT ${topHalf(total)} AND ${seeks})
+      LIMIT 1`
+  const ctes = `, s AS MATERIALIZED ((${newestFirst}) UNION ALL (${oldestFirst}))`
+  const up = parts.seekWhere ? { ...parts, where: parts.seekWhere.up } : parts
+  const down = parts.seekWhere ? { ...parts, where: parts.seekWhere.down } : parts
+  const sought = `SELECT k.* FROM s CROSS JOIN LATERAL (
+        ${keyAt(up, 'ASC', 's.skip', `(k.${first}, k.${second}) >= (s.from_at, s.from_id)`)}) k`
+  const page = `${fromTop(parts, `${topHalf('t.total')} AND ${offset} < ${SEEK_FROM}`)}
+      UNION ALL
+      ${fromFarEnd(parts, `NOT ${topHalf('t.total')} AND t.total - ${offset} - ${limit} < ${SEEK_FROM}`)}
+      UNION ALL
+      ${rowsFrom(down, sought, 'DESC', limit)}`
+  return { ctes, page }
+}
