@@ -12,8 +12,9 @@ import { patience } from './packages/client/test/helpers/patience.js'
  */
 const UNIT = [
   'test/unit/**/*.test.ts',
-  // The docs' links and rules: files only.
+  // The docs' links and rules, and the errors page's table: files only.
   'test/docs/links.test.ts',
+  'test/docs/errors-table.test.ts',
   'bench/test/**/*.test.ts',
   // The client's tests of pure logic (a fake fetch, in-memory pages).
   'packages/client/test/client.test.ts',

@@ -1,15 +1,21 @@
 // `npm run docs`: writes docs/api.html, a self-contained API reference built with Redoc from the
 // OpenAPI document the server serves. Redoc's standalone bundle and the document are inlined, so
 // opening the file makes no request at all (no CDN script, no web font). The page is not served on
-// the public port: the contract's surface stays the API and /openapi.json.
+// the public port: the contract's surface stays the API and /openapi.json. It also writes the
+// table of docs/integrators/errors.md from the error catalogue, which a test holds it to.
 import { readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { ERROR_CATALOGUE } from '../src/errors.js'
 import { buildOpenApiDocument } from '../src/openapi/document.js'
 import { LIST_ROUTES, PUBLIC_V1_PREFIX } from '../src/routes/public/v1/index.js'
 
 export const REFERENCE_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '../docs/api.html')
+export const ERRORS_PAGE_PATH = resolve(
+  dirname(fileURLToPath(import.meta.url)),
+  '../docs/integrators/errors.md',
+)
 
 const BASE_URL = 'https://api.example.com'
 
@@ -133,7 +139,37 @@ export function writeReference(path: string = REFERENCE_PATH): string {
   return path
 }
 
+/** The lines that enclose the generated table in the errors page. */
+export const ERROR_TABLE_START =
+  '<!-- The table is written by `npm run docs` from the error catalogue, src/errors.ts: edit it there. -->'
+export const ERROR_TABLE_END = '<!-- End of the written table. -->'
+
+/** The catalogue as a Markdown table, its columns padded to one width each. */
+export function errorTable(): string {
+  const rows = Object.entries(ERROR_CATALOGUE).map(([code, { status, title, meaning }]) => [
+    `\`${code}\``,
+    String(status),
+    title,
+    meaning,
+  ])
+  const header = ['`code`', 'Status', '`error`', 'Meaning']
+  const widths = header.map((name, i) => Math.max(name.length, ...rows.map((row) => row[i]?.length ?? 0)))
+  const line = (cells: readonly string[]) =>
+    `| ${cells.map((cell, i) => (i === 1 ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0))).join(' | ')} |`
+  const rule = `| ${widths.map((width, i) => (i === 1 ? `${'-'.repeat(width - 1)}:` : '-'.repeat(width))).join(' | ')} |`
+  return [line(header), rule, ...rows.map(line)].join('\n')
+}
+
+/** The errors page with its table as the catalogue renders it; the rest of the page as it is. */
+export function errorsPage(page: string): string {
+  const start = page.indexOf(ERROR_TABLE_START)
+  const end = page.indexOf(ERROR_TABLE_END)
+  if (start < 0 || end < start) throw new Error('docs: the errors page lost the lines around its table')
+  return `${page.slice(0, start + ERROR_TABLE_START.length)}\n\n${errorTable()}\n\n${page.slice(end)}`
+}
+
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const path = writeReference()
-  console.log(`docs: wrote ${path}`)
+  console.log(`docs: wrote ${writeReference()}`)
+  writeFileSync(ERRORS_PAGE_PATH, errorsPage(readFileSync(ERRORS_PAGE_PATH, 'utf8')))
+  console.log(`docs: wrote ${ERRORS_PAGE_PATH}`)
 }

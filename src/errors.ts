@@ -1,23 +1,81 @@
 import type { z } from 'zod'
 
+/** One error the API returns: its status, the body's `error`, and what a client does about it. */
+export interface ErrorEntry {
+  readonly status: number
+  readonly title: string
+  readonly meaning: string
+}
+
 /**
- * The closed set of errors the API returns. Every error body has the same
- * shape: { error, message, code, details? }.
+ * The closed set of errors the API returns, by the `code` of their body. The union of codes, the
+ * statuses, the bodies' titles, the OpenAPI document's `ErrorCode` and the table of
+ * docs/integrators/errors.md (`npm run docs`) are all read from here. Every error body has the
+ * same shape: { error, message, code, details? }.
  */
-export type ApiErrorCode =
-  | 'invalid_query'
-  | 'missing_api_key'
-  | 'invalid_api_key'
-  | 'expired_api_key'
-  | 'revoked_api_key'
-  | 'not_found'
-  | 'method_not_allowed'
-  | 'bad_request'
-  | 'payload_too_large'
-  | 'unsupported_media_type'
-  | 'header_too_large'
-  | 'internal_error'
-  | 'service_unavailable'
+export const ERROR_CATALOGUE = {
+  invalid_query: {
+    status: 400,
+    title: 'Invalid query parameters',
+    meaning:
+      'a query parameter is invalid (`details` lists each issue). Fix the request; never retry it unchanged.',
+  },
+  bad_request: {
+    status: 400,
+    title: 'Bad Request',
+    meaning: 'the request itself is malformed (Host header, path encoding). Fix the request.',
+  },
+  missing_api_key: {
+    status: 401,
+    title: 'Unauthorized',
+    meaning: 'no `Authorization: Bearer <key>` header, or one not of that form.',
+  },
+  invalid_api_key: {
+    status: 401,
+    title: 'Unauthorized',
+    meaning: 'no key matches the one presented. Check the key.',
+  },
+  expired_api_key: {
+    status: 401,
+    title: 'Unauthorized',
+    meaning:
+      'the key was valid and has expired. Create a new key; the `Openbook-Key-Expires` header on earlier answers gave the date.',
+  },
+  revoked_api_key: {
+    status: 401,
+    title: 'Unauthorized',
+    meaning: "the key was revoked by the organization. Ask the organization's owner or admin for a new key.",
+  },
+  not_found: { status: 404, title: 'Not Found', meaning: 'no such path.' },
+  method_not_allowed: {
+    status: 405,
+    title: 'Method Not Allowed',
+    meaning: 'the API is read-only; only GET and HEAD are answered (`Allow` lists them).',
+  },
+  payload_too_large: { status: 413, title: 'Payload Too Large', meaning: 'a GET carries no body.' },
+  unsupported_media_type: {
+    status: 415,
+    title: 'Unsupported Media Type',
+    meaning: 'a request body of a type the server does not read.',
+  },
+  header_too_large: {
+    status: 431,
+    title: 'Request Header Fields Too Large',
+    meaning: 'the request line and headers exceed 16 KiB.',
+  },
+  internal_error: {
+    status: 500,
+    title: 'Internal server error',
+    meaning: 'an unexpected failure; retry with backoff and quote the X-Request-Id if it persists.',
+  },
+  service_unavailable: {
+    status: 503,
+    title: 'Service Unavailable',
+    meaning: 'the data store is briefly unavailable; retry the same request after `Retry-After` seconds.',
+  },
+} as const satisfies Readonly<Record<string, ErrorEntry>>
+
+export type ApiErrorCode = keyof typeof ERROR_CATALOGUE
 
 export interface ErrorBody {
   readonly error: string
@@ -26,60 +84,11 @@ export interface ErrorBody {
   readonly details?: unknown
 }
 
-export function statusOf(code: ApiErrorCode): number {
-  switch (code) {
-    case 'invalid_query':
-    case 'bad_request':
-      return 400
-    case 'missing_api_key':
-    case 'invalid_api_key':
-    case 'expired_api_key':
-    case 'revoked_api_key':
-      return 401
-    case 'not_found':
-      return 404
-    case 'method_not_allowed':
-      return 405
-    case 'payload_too_large':
-      return 413
-    case 'unsupported_media_type':
-      return 415
-    case 'header_too_large':
-      return 431
-    case 'internal_error':
-      return 500
-    case 'service_unavailable':
-      return 503
-  }
-}
+export const statusOf = (code: ApiErrorCode): number => ERROR_CATALOGUE[code].status
 
-function titleOf(code: ApiErrorCode): string {
-  switch (code) {
-    case 'invalid_query':
-      return 'Invalid query parameters'
-    case 'missing_api_key':
-    case 'invalid_api_key':
-    case 'expired_api_key':
-    case 'revoked_api_key':
-      return 'Unauthorized'
-    case 'not_found':
-      return 'Not Found'
-    case 'method_not_allowed':
-      return 'Method Not Allowed'
-    case 'bad_request':
-      return 'Bad Request'
-    case 'payload_too_large':
-      return 'Payload Too Large'
-    case 'unsupported_media_type':
-      return 'Unsupported Media Type'
-    case 'header_too_large':
-      return 'Request Header Fields Too Large'
-    case 'internal_error':
-      return 'Internal server error'
-    case 'service_unavailable':
-      return 'Service Unavailable'
-  }
-}
+/** The codes of one status, in the catalogue's order. */
+export const codesOf = (status: number): ApiErrorCode[] =>
+  (Object.keys(ERROR_CATALOGUE) as ApiErrorCode[]).filter((code) => statusOf(code) === status)
 
 export class ApiError extends Error {
   readonly code: ApiErrorCode
@@ -99,7 +108,7 @@ export class ApiError extends Error {
   }
 
   toBody(): ErrorBody {
-    const body = { error: titleOf(this.code), message: this.message, code: this.code }
+    const body = { error: ERROR_CATALOGUE[this.code].title, message: this.message, code: this.code }
     return this.details === undefined ? body : { ...body, details: this.details }
   }
 }
@@ -136,7 +145,7 @@ export const invalidApiKey = (
  * `Sunset` carry theirs) on every response to a request the key was accepted for.
  */
 export const KEY_EXPIRES_HEADER = 'openbook-key-expires'
-/** The methods every path of the API answers: GET, and HEAD (Fastify serves it from each GET route). */
+/** The methods every path of the API answers: GET, and HEAD. */
 export const ALLOWED_METHODS = 'GET, HEAD'
 
 export const methodNotAllowed = (method: string) =>
