@@ -265,6 +265,71 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
     expect(await bucketFaults(store)).toEqual([])
   })
 
+  it("builds a new organization's lists in one pass at an import's end, counting each writer's change once", async () => {
+    const NEW = 'org_loaded'
+    const client = new pg.Client({ connectionString: url() })
+    const late = new pg.Client({ connectionString: url() })
+    await client.connect()
+    await late.connect()
+    try {
+      await client.query(`INSERT INTO organizations (id, name, plan) VALUES ($1, $1, 'professional')`, [NEW])
+      // The salon software's first bookings, pending (no fold runs outside READ COMMITTED).
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ')
+      for (let i = 0; i < 20; i++)
+        await client.query(
+          `INSERT INTO appointments (org_id, id, status, start_at, end_at, is_active, created_at, updated_at)
+           VALUES ($1, $2, 'scheduled', timestamptz '2024-01-01' + $3 * interval '1 day', timestamptz '2024-01-01' + $3 * interval '1 day' + interval '1 hour', true, now(), now())`,
+          [NEW, `apt_w${i}`, i],
+        )
+      await client.query('COMMIT')
+      const before = await client.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM buckets WHERE org_id = $1',
+        [NEW],
+      )
+      expect(before.rows[0]?.n).toBe(0)
+      // A booking that commits after the import has counted the rows.
+      await late.query('BEGIN')
+      await late.query(
+        `INSERT INTO appointments (org_id, id, status, start_at, end_at, is_active, created_at, updated_at)
+         VALUES ($1, 'apt_late', 'confirmed', '2025-06-01', '2025-06-01 01:00', true, now(), now())`,
+        [NEW],
+      )
+      const statuses = ['scheduled', 'confirmed', 'completed']
+      const lines = Array.from({ length: 2_500 }, (_, i) =>
+        JSON.stringify({
+          type: 'appointment',
+          orgId: NEW,
+          id: i < 10 ? `apt_w${i}` : `apt_i${i}`,
+          status: statuses[i % 3],
+          staffId: null,
+          start: new Date(Date.UTC(2023, 0, 1) + i * 3_600_000).toISOString(),
+          end: new Date(Date.UTC(2023, 0, 1) + i * 3_600_000 + 1_800_000).toISOString(),
+          isActive: i % 13 !== 0,
+          createdAt: '2023-01-01T00:00:00.000Z',
+          updatedAt: '2023-01-02T00:00:00.000Z',
+        }),
+      )
+      await importNdjson(store, Readable.from([`${lines.join('\n')}\n`]), {})
+      await late.query('COMMIT')
+      const built = await client.query<{ n: number; total: number }>(
+        `SELECT count(*)::int AS n, sum(n)::int AS total FROM buckets WHERE org_id = $1 AND list = 'appointments' AND filters = '{}'`,
+        [NEW],
+      )
+      // 2,500 imported (10 of them the writer's rows restated), 10 more of the writer's, less the inactive.
+      expect(built.rows[0]?.n).toBeGreaterThan(1)
+      expect(built.rows[0]?.total).toBe(2_500 + 10 - Math.ceil(2_500 / 13))
+      const pending = await client.query<{ id: string }>('SELECT id FROM list_changes WHERE org_id = $1', [
+        NEW,
+      ])
+      expect(pending.rows.map((row) => row.id)).toEqual(['apt_late'])
+    } finally {
+      await late.query('ROLLBACK').catch(() => {})
+      await late.end()
+      await client.end()
+    }
+    expect(await bucketFaults(store)).toEqual([])
+  })
+
   it('lets a member of openbook_writer write customers and appointments of any organization, with the lists kept, and read nothing else', async () => {
     const writer = new pg.Client({ connectionString: url().replace('root@', `${writerRole.name}@`) })
     await writer.connect()

@@ -298,6 +298,41 @@ BEGIN
   END IF;
 END $$;
 
+-- Counts one organization's list from its rows, in one ordered pass, into buckets of 1,000: for
+-- a list without buckets (one that a load starts), where adding its entries one by one would step
+-- along the index for every split. Its pending changes are dropped into the version in the same
+-- statement, from the same snapshot, as the rows are counted: a writer's change is either counted
+-- in a row here or left pending, never both; the version stays what it was. Holds the list's
+-- fold until the transaction ends.
+CREATE FUNCTION list_build(p_org text, p_list text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, public SET jit = off AS $$
+DECLARE
+  d list_definitions;
+BEGIN
+  SELECT * INTO STRICT d FROM list_definitions WHERE list = p_list;
+  PERFORM pg_advisory_xact_lock(hashtext('openbook.list_fold'), hashtext(p_org || '/' || p_list));
+  DELETE FROM buckets WHERE org_id = p_org AND list = p_list;
+  EXECUTE format(
+    'WITH gone AS (DELETE FROM list_changes c WHERE c.org_id = $1 AND c.list = $2 RETURNING 1),
+     r AS MATERIALIZED (SELECT r.%1$I AS at, r.id, %3$s AS attrs FROM %2$I r WHERE r.org_id = $1 AND r.is_active),
+     -- Each distinct set of filter values expanded once; its lists numbered, to sort on.
+     s AS MATERIALIZED (SELECT d.attrs, f.filters, dense_rank() OVER (ORDER BY f.filters) AS list_no
+                        FROM (SELECT DISTINCT r.attrs FROM r) d CROSS JOIN LATERAL list_filter_sets(d.attrs) f(filters)),
+     e AS (SELECT s.filters, r.at, r.id, row_number() OVER w - 1 AS k, count(*) OVER (PARTITION BY s.list_no) AS total
+           FROM r JOIN s ON s.attrs = r.attrs
+           WINDOW w AS (PARTITION BY s.list_no ORDER BY r.at, r.id)),
+     built AS (
+       INSERT INTO buckets (org_id, list, filters, lo_at, lo_id, n)
+       SELECT $1, $2, e.filters, CASE WHEN e.k = 0 THEN ''-infinity'' ELSE e.at END,
+              CASE WHEN e.k = 0 THEN '''' ELSE e.id END, least(1000, e.total - e.k)
+       FROM e WHERE e.k %% 1000 = 0)
+     INSERT INTO list_folds AS f (org_id, list, changes)
+     SELECT $1, $2, count(*) FROM gone HAVING count(*) > 0
+     ON CONFLICT (org_id, list) DO UPDATE SET changes = f.changes + excluded.changes',
+    d.at_column, p_list, list_attrs_sql(p_list, 'r'))
+  USING p_org, p_list;
+END $$;
+
 -- A bulk load's entry changes of one organization (`openbook.fold` = 'now', set by openbook's
 -- import for its transaction), applied to the buckets at once instead of appended: the load
 -- waits its turn for the list's fold, and holds it until it commits. One change of the version a
@@ -310,17 +345,34 @@ BEGIN
   PERFORM pg_advisory_xact_lock(hashtext('openbook.list_fold'), hashtext(p_org || '/' || p_list));
   INSERT INTO list_folds AS f (org_id, list, changes) VALUES (p_org, p_list, 1)
   ON CONFLICT (org_id, list) DO UPDATE SET changes = f.changes + 1;
-  IF p_delta IS NOT NULL THEN
+  -- A list without buckets is left to list_build, which list_fold_all calls before the load commits.
+  IF p_delta IS NOT NULL AND EXISTS (SELECT 1 FROM buckets b WHERE b.org_id = p_org AND b.list = p_list) THEN
     PERFORM list_apply(p_org, p_list, p_at, p_id, p_attrs, p_delta);
   END IF;
 END $$;
 
--- Every organization's pending changes of every list: what an import or an operator runs after a
--- bulk write, and the embedded server in its idle time.
+-- Every organization's lists brought up to date: each list without buckets that has rows or
+-- changes is built (list_build), then the pending changes of every list are folded. What an
+-- import runs at its end (a load's lists are built here), and the embedded server in its idle time.
 CREATE FUNCTION list_fold_all() RETURNS void
-LANGUAGE sql SET search_path = pg_catalog, public AS $$
-  SELECT count(list_fold(p.org_id, p.list, true)) FROM (SELECT DISTINCT org_id, list FROM list_changes ORDER BY 1, 2) p
-$$;
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
+  v record;
+  v_rows boolean;
+BEGIN
+  FOR v IN SELECT o.id AS org_id, d.list FROM organizations o CROSS JOIN list_definitions d
+           WHERE NOT EXISTS (SELECT 1 FROM buckets b WHERE b.org_id = o.id AND b.list = d.list)
+           ORDER BY 1, 2
+  LOOP
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I r WHERE r.org_id = $1 AND r.is_active)', v.list)
+    INTO v_rows USING v.org_id;
+    IF v_rows OR EXISTS (SELECT 1 FROM list_changes c WHERE c.org_id = v.org_id AND c.list = v.list) THEN
+      PERFORM list_build(v.org_id, v.list);
+    END IF;
+  END LOOP;
+  PERFORM list_fold(p.org_id, p.list, true)
+  FROM (SELECT DISTINCT org_id, list FROM list_changes ORDER BY 1, 2) p;
+END $$;
 
 -- At the commit of about one write in 512 (by the change's number), the change's list is folded:
 -- the more changes a fold takes, the more of them share a bucket row.
@@ -423,26 +475,12 @@ BEGIN
 END $$;
 
 -- Counts a list's buckets again from its rows, for every organization: after its definition
--- changed (a new filter column), with writers held off by the migration's lock. Pending changes
--- of the list are folded into the version first.
+-- changed (a new filter column), with writers held off by the migration's lock.
 CREATE FUNCTION list_rebuild(p_list text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
-DECLARE
-  d list_definitions;
 BEGIN
-  SELECT * INTO STRICT d FROM list_definitions WHERE list = p_list;
-  INSERT INTO list_folds AS f (org_id, list, changes)
-  SELECT c.org_id, p_list, count(*) FROM list_changes c WHERE c.list = p_list GROUP BY 1
-  ON CONFLICT (org_id, list) DO UPDATE SET changes = f.changes + excluded.changes;
-  DELETE FROM list_changes WHERE list = p_list;
   DELETE FROM buckets WHERE list = p_list;
-  EXECUTE format(
-    'INSERT INTO buckets (org_id, list, filters, lo_at, lo_id, n)
-     SELECT r.org_id, %L, s.filters, ''-infinity''::timestamptz, '''', count(*)::int
-     FROM %I r CROSS JOIN LATERAL list_filter_sets(%s) s(filters)
-     WHERE r.is_active GROUP BY 1, 3', p_list, p_list, list_attrs_sql(p_list, 'r'));
-  PERFORM list_split(b.org_id, b.list, b.filters, b.lo_at, b.lo_id, b.n)
-  FROM (SELECT * FROM buckets WHERE list = p_list AND n > 2000 ORDER BY org_id, filters OFFSET 0) b;
+  PERFORM list_fold_all();
 END $$;
 
 REVOKE ALL ON FUNCTION list_filter_sets(jsonb), list_attrs_sql(text, text),
@@ -450,7 +488,7 @@ REVOKE ALL ON FUNCTION list_filter_sets(jsonb), list_attrs_sql(text, text),
   list_split(text, text, jsonb, timestamptz, text, integer), list_merge(text, text, jsonb, timestamptz, text),
   list_apply(text, text, timestamptz[], text[], jsonb[], integer[]), list_fold(text, text, boolean), list_fold_all(),
   list_fold_entries(text, text, timestamptz[], text[], jsonb[], integer[]),
-  list_install(text), list_rebuild(text) FROM PUBLIC;
+  list_install(text), list_rebuild(text), list_build(text, text) FROM PUBLIC;
 
 -- The versions so far become the folded changes, so that every page's ETag stays valid.
 INSERT INTO list_folds (org_id, list, changes) SELECT org_id, list, version FROM list_versions;
@@ -487,7 +525,7 @@ DROP FUNCTION list_buckets_change(), list_buckets_clear(), list_buckets_lock(tex
   appointment_day_counts_add(), appointment_day_counts_remove(), appointment_day_counts_clear();
 
 SELECT list_install('customers'), list_install('appointments');
-SELECT list_rebuild('customers'), list_rebuild('appointments');
+SELECT list_fold_all();
 
 -- Row-level security on the new tables, with the owner's own policy (forced on the owner too).
 DO $$
