@@ -1,10 +1,23 @@
-import {
-  APPOINTMENT_STATUSES,
-  CONTACT_METHODS,
-  LOCATION_TYPES,
-  PAYMENT_KINDS,
-  PAYMENT_STATUSES,
-} from './resources.js'
+export const APPOINTMENT_STATUSES = [
+  'scheduled',
+  'confirmed',
+  'checked_in',
+  'no_show',
+  'cancelled',
+  'completed',
+] as const
+export const LOCATION_TYPES = ['in_person', 'online', 'phone', 'customer_address'] as const
+export const PAYMENT_STATUSES = [
+  'not_required',
+  'unpaid',
+  'pending',
+  'partially_paid',
+  'paid',
+  'refunded',
+  'failed',
+] as const
+export const PAYMENT_KINDS = ['card', 'cash', 'online', 'bank_transfer', 'gift_card', 'other'] as const
+export const CONTACT_METHODS = ['email', 'phone', 'sms', 'whatsapp', 'none'] as const
 
 /**
  * What a field holds, as the import checks it and the query writes it. `date` is a date column
@@ -34,12 +47,16 @@ export interface FieldDescription {
   readonly internal?: true
   /** In an item, null when the column holds no value; any other field is then left out. */
   readonly nullInItem?: true
+  /** In every item (the API's schema requires it); any other item field is optional. */
+  readonly inEveryItem?: true
+  /** What the contract says of it beyond its type (the OpenAPI document's description). */
+  readonly about?: string
 }
 
 /**
- * A resource's one description: the query's item fields, the bulk loader's columns, the nullable
- * set and the import's record schema are derived from it, and a test holds the API's Zod schema
- * (resources.ts) and the migrated table to it. Fields in the contract's order (the item's).
+ * A resource's one description: the API's item schema (resources.ts), the query's item fields,
+ * the bulk loader's columns, the nullable set and the import's record schema are derived from it,
+ * and a test holds the migrated table to it. Fields in the contract's order (the item's).
  */
 export interface ResourceDescription {
   readonly table: 'customers' | 'appointments'
@@ -48,11 +65,11 @@ export interface ResourceDescription {
   readonly fields: readonly FieldDescription[]
 }
 
-export const CUSTOMER: ResourceDescription = {
+export const CUSTOMER = {
   table: 'customers',
   key: ['org_id', 'id'],
   fields: [
-    { field: 'id', column: 'id', type: 'id', required: true },
+    { field: 'id', column: 'id', type: 'id', required: true, inEveryItem: true },
     { field: 'orgId', column: 'org_id', type: 'id', required: true, internal: true },
     { field: 'supportId', column: 'support_id', type: 'text' },
     { field: 'firstName', column: 'first_name', type: 'text' },
@@ -65,36 +82,41 @@ export const CUSTOMER: ResourceDescription = {
     { field: 'preferredContactMethod', column: 'preferred_contact_method', type: CONTACT_METHODS },
     { field: 'dateOfBirth', column: 'date_of_birth', type: 'date' },
     { field: 'gender', column: 'gender', type: 'text' },
-    { field: 'notes', column: 'notes', type: 'text' },
+    { field: 'notes', column: 'notes', type: 'text', about: 'Confidential free text' },
     { field: 'marketingConsent', column: 'marketing_consent', type: 'boolean' },
     { field: 'addressLine1', column: 'address_line1', type: 'text' },
     { field: 'city', column: 'city', type: 'text' },
     { field: 'region', column: 'region', type: 'text' },
     { field: 'postalCode', column: 'postal_code', type: 'text' },
-    { field: 'country', column: 'country', type: 'country' },
+    { field: 'country', column: 'country', type: 'country', about: 'ISO 3166-1 alpha-2' },
     { field: 'preferredStaffId', column: 'preferred_staff_id', type: 'id' },
-    { field: 'isActive', column: 'is_active', type: 'boolean', required: true },
-    { field: 'createdAt', column: 'created_at', type: 'timestamp', required: true },
-    { field: 'updatedAt', column: 'updated_at', type: 'timestamp', required: true },
+    { field: 'isActive', column: 'is_active', type: 'boolean', required: true, inEveryItem: true },
+    { field: 'createdAt', column: 'created_at', type: 'timestamp', required: true, inEveryItem: true },
+    { field: 'updatedAt', column: 'updated_at', type: 'timestamp', required: true, inEveryItem: true },
   ],
-}
+} as const satisfies ResourceDescription
 
-export const APPOINTMENT: ResourceDescription = {
+export const APPOINTMENT = {
   table: 'appointments',
   key: ['org_id', 'id'],
   fields: [
-    { field: 'id', column: 'id', type: 'id', required: true },
-    { field: 'start', column: 'start_at', type: 'timestamp', required: true },
-    { field: 'end', column: 'end_at', type: 'timestamp', required: true },
+    { field: 'id', column: 'id', type: 'id', required: true, inEveryItem: true },
+    { field: 'start', column: 'start_at', type: 'timestamp', required: true, inEveryItem: true },
+    { field: 'end', column: 'end_at', type: 'timestamp', required: true, inEveryItem: true },
     { field: 'orgId', column: 'org_id', type: 'id', required: true },
     { field: 'customerId', column: 'customer_id', type: 'id' },
     { field: 'staffId', column: 'staff_id', type: 'id' },
     { field: 'serviceId', column: 'service_id', type: 'id' },
     { field: 'status', column: 'status', type: APPOINTMENT_STATUSES, required: true },
     { field: 'locationType', column: 'location_type', type: LOCATION_TYPES },
-    { field: 'resourceId', column: 'resource_id', type: 'id' },
+    {
+      field: 'resourceId',
+      column: 'resource_id',
+      type: 'id',
+      about: 'Opaque id of the booked room, chair or equipment',
+    },
     { field: 'priceCents', column: 'price_cents', type: 'cents' },
-    { field: 'currency', column: 'currency', type: 'currency' },
+    { field: 'currency', column: 'currency', type: 'currency', about: 'ISO 4217 code' },
     { field: 'note', column: 'note', type: 'text', nullInItem: true },
     { field: 'paymentStatus', column: 'payment_status', type: PAYMENT_STATUSES },
     { field: 'amountPaidCents', column: 'amount_paid_cents', type: 'cents', nullInItem: true },
@@ -103,12 +125,12 @@ export const APPOINTMENT: ResourceDescription = {
     { field: 'invoiceId', column: 'invoice_id', type: 'id', nullInItem: true },
     { field: 'requiresPayment', column: 'requires_payment', type: 'boolean' },
     { field: 'confirmedAfterPayment', column: 'confirmed_after_payment', type: 'boolean' },
-    { field: 'dayKey', column: 'day_key', type: 'day' },
+    { field: 'dayKey', column: 'day_key', type: 'day', about: 'UTC calendar day of the start, YYYY-MM-DD' },
     { field: 'isActive', column: 'is_active', type: 'boolean', required: true, internal: true },
     { field: 'createdAt', column: 'created_at', type: 'timestamp', required: true },
     { field: 'updatedAt', column: 'updated_at', type: 'timestamp', required: true },
   ],
-}
+} as const satisfies ResourceDescription
 
 /** The fields of the API's items, in the contract's order. */
 export const itemFields = (resource: ResourceDescription): readonly FieldDescription[] =>

@@ -1,25 +1,15 @@
 import { z } from 'zod'
+import {
+  APPOINTMENT,
+  CUSTOMER,
+  type FieldDescription,
+  type FieldType,
+  itemFields,
+  type ResourceDescription,
+} from './descriptions.js'
 
-export const APPOINTMENT_STATUSES = [
-  'scheduled',
-  'confirmed',
-  'checked_in',
-  'no_show',
-  'cancelled',
-  'completed',
-] as const
-export const LOCATION_TYPES = ['in_person', 'online', 'phone', 'customer_address'] as const
-export const PAYMENT_STATUSES = [
-  'not_required',
-  'unpaid',
-  'pending',
-  'partially_paid',
-  'paid',
-  'refunded',
-  'failed',
-] as const
-export const PAYMENT_KINDS = ['card', 'cash', 'online', 'bank_transfer', 'gift_card', 'other'] as const
-export const CONTACT_METHODS = ['email', 'phone', 'sms', 'whatsapp', 'none'] as const
+// The API's item schemas, made from the resources' descriptions (descriptions.ts): a field's
+// type, nullability, presence and contract text are written there once.
 
 const timestamp = z.string().datetime().describe('ISO-8601 UTC date-time with milliseconds')
 const isoDate = z
@@ -27,71 +17,54 @@ const isoDate = z
   .regex(/^\d{4}-\d{2}-\d{2}$/)
   .describe('Calendar date, YYYY-MM-DD')
 
-export const customerSchema = z
-  .object({
-    id: z.string(),
-    supportId: z.string().optional(),
-    firstName: z.string().optional(),
-    lastName: z.string().optional(),
-    displayName: z.string().optional(),
-    email: z.string().optional(),
-    phone: z.string().optional(),
-    primaryPhone: z.string().optional(),
-    secondaryPhone: z.string().optional(),
-    preferredContactMethod: z.enum(CONTACT_METHODS).optional(),
-    dateOfBirth: isoDate.optional(),
-    gender: z.string().optional(),
-    notes: z.string().optional().describe('Confidential free text'),
-    marketingConsent: z.boolean().optional(),
-    addressLine1: z.string().optional(),
-    city: z.string().optional(),
-    region: z.string().optional(),
-    postalCode: z.string().optional(),
-    country: z
-      .string()
-      .regex(/^[A-Z]{2}$/)
-      .optional()
-      .describe('ISO 3166-1 alpha-2'),
-    preferredStaffId: z.string().optional(),
-    isActive: z.boolean(),
-    createdAt: timestamp,
-    updatedAt: timestamp,
-  })
-  .strict()
-  .describe('A customer; optional fields are omitted when empty')
+type NamedType = Exclude<FieldType, readonly string[]>
 
-export const appointmentSchema = z
-  .object({
-    id: z.string(),
-    start: timestamp,
-    end: timestamp,
-    orgId: z.string().optional(),
-    customerId: z.string().optional(),
-    staffId: z.string().optional(),
-    serviceId: z.string().optional(),
-    status: z.enum(APPOINTMENT_STATUSES).optional(),
-    locationType: z.enum(LOCATION_TYPES).optional(),
-    resourceId: z.string().optional().describe('Opaque id of the booked room, chair or equipment'),
-    priceCents: z.number().int().optional(),
-    currency: z
-      .string()
-      .regex(/^[A-Z]{3}$/)
-      .optional()
-      .describe('ISO 4217 code'),
-    note: z.string().nullable().optional(),
-    paymentStatus: z.enum(PAYMENT_STATUSES).optional(),
-    amountPaidCents: z.number().int().nullable().optional(),
-    paymentKind: z.enum(PAYMENT_KINDS).nullable().optional(),
-    paymentId: z.string().nullable().optional(),
-    invoiceId: z.string().nullable().optional(),
-    requiresPayment: z.boolean().optional(),
-    confirmedAfterPayment: z.boolean().optional(),
-    dayKey: isoDate.optional().describe('UTC calendar day of the start, YYYY-MM-DD'),
-    createdAt: timestamp.optional(),
-    updatedAt: timestamp.optional(),
-  })
-  .strict()
-  .describe('An appointment (reservation, booking)')
+/** The schema of each named field type, as an item carries it. */
+const SCHEMAS = {
+  id: z.string(),
+  text: z.string(),
+  timestamp,
+  date: isoDate,
+  day: isoDate,
+  boolean: z.boolean(),
+  cents: z.number().int(),
+  country: z.string().regex(/^[A-Z]{2}$/),
+  currency: z.string().regex(/^[A-Z]{3}$/),
+} as const satisfies Record<NamedType, z.ZodTypeAny>
+
+/** A field's schema as a type: an enumeration's values, or its named type's schema. */
+type TypeSchema<T> = T extends readonly [infer First extends string, ...infer Rest extends string[]]
+  ? z.ZodEnum<[First, ...Rest]>
+  : T extends NamedType
+    ? (typeof SCHEMAS)[T]
+    : never
+type Nullable<F> = F extends { nullInItem: true }
+  ? z.ZodNullable<TypeSchema<F['type' & keyof F]>>
+  : TypeSchema<F['type' & keyof F]>
+type FieldSchema<F> = F extends { inEveryItem: true } ? Nullable<F> : z.ZodOptional<Nullable<F>>
+type ItemShape<R extends ResourceDescription> = {
+  [F in R['fields'][number] as F extends { internal: true } ? never : F['field']]: FieldSchema<F>
+}
+
+function fieldSchema(field: FieldDescription): z.ZodTypeAny {
+  const { type } = field
+  let schema: z.ZodTypeAny = typeof type === 'string' ? SCHEMAS[type] : z.enum(type as [string, ...string[]])
+  if (field.about) schema = schema.describe(field.about)
+  if (field.nullInItem) schema = schema.nullable()
+  return field.inEveryItem ? schema : schema.optional()
+}
+
+/** The strict item schema of `resource`: its item fields, in its order, and nothing else. */
+function itemSchemaOf<R extends ResourceDescription>(
+  resource: R,
+  description: string,
+): z.ZodObject<ItemShape<R>, 'strict'> {
+  const shape = Object.fromEntries(itemFields(resource).map((field) => [field.field, fieldSchema(field)]))
+  return z.object(shape).strict().describe(description) as unknown as z.ZodObject<ItemShape<R>, 'strict'>
+}
+
+export const customerSchema = itemSchemaOf(CUSTOMER, 'A customer; optional fields are omitted when empty')
+export const appointmentSchema = itemSchemaOf(APPOINTMENT, 'An appointment (reservation, booking)')
 
 export type Customer = z.infer<typeof customerSchema>
 export type Appointment = z.infer<typeof appointmentSchema>

@@ -12,8 +12,9 @@ import {
 import { appointmentSchema, customerSchema } from '../../src/schemas/resources.js'
 import { describeEachStore } from '../helpers/stores.js'
 
-// Each resource is described once (src/schemas/descriptions.ts); the query's fields, the bulk
-// loader's columns and the import's records are derived from it. What is not derived is held to it here.
+// Each resource is described once (src/schemas/descriptions.ts); the API's item schema, the query's
+// fields, the bulk loader's columns and the import's records are derived from it. Here the
+// derivations are checked, and the migrated tables, which are not derived, are held to it.
 const RESOURCES: readonly [string, ResourceDescription, z.AnyZodObject][] = [
   ['customer', CUSTOMER, customerSchema],
   ['appointment', APPOINTMENT, appointmentSchema],

@@ -7,7 +7,7 @@ import {
   type AppointmentFilters,
   appointmentsPage,
 } from '../../src/queries/appointments.js'
-import { APPOINTMENT_STATUSES } from '../../src/schemas/resources.js'
+import { APPOINTMENT_STATUSES } from '../../src/schemas/descriptions.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { bucketFaults } from '../helpers/buckets.js'
 import { addAppointments, addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
