@@ -3,16 +3,14 @@
  * (a scheduler in Node, a worker) rather than as a command. Node only (it writes files, and
  * `runPgSync` needs the optional peer dependency `pg`).
  */
-export { type PgSyncOptions, PgTargetError, runPgSync } from './pg.js'
+export { SyncBusyError, SyncTargetError, SyncUsageError } from './engine/errors.js'
 export {
   CHECKPOINT,
-  runSync,
   SYNC_RETRY,
-  SyncBusyError,
   type SyncOptions,
   type SyncProgress,
   type SyncResource,
   type SyncSummary,
-  SyncTargetError,
-  SyncUsageError,
-} from './sync.js'
+} from './engine/options.js'
+export { runSync } from './targets/file.js'
+export { type PgSyncOptions, PgTargetError, runPgSync } from './targets/pg.js'

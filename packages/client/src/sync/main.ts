@@ -10,14 +10,9 @@ import {
   UsageError,
 } from '../errors.js'
 import type { ClientEvent } from '../transport.js'
-import {
-  runSync,
-  SyncBusyError,
-  type SyncProgress,
-  type SyncResource,
-  SyncTargetError,
-  SyncUsageError,
-} from './sync.js'
+import { SyncBusyError, SyncTargetError, SyncUsageError } from './engine/errors.js'
+import type { SyncProgress, SyncResource } from './engine/options.js'
+import { runSync } from './targets/file.js'
 
 const USAGE = `Usage: openbook-sync customers|appointments (--key-file FILE | --key-env NAME) --base-url URL (--out FILE.ndjson|FILE.csv | --pg postgres://…) [options]
 
@@ -310,7 +305,7 @@ async function main(): Promise<void> {
       onProgress: (p: SyncProgress) => progress.update(p),
     }
     const summary = values.pg
-      ? await (await import('./pg.js')).runPgSync({ ...common, pg: values.pg, table: values.table })
+      ? await (await import('./targets/pg.js')).runPgSync({ ...common, pg: values.pg, table: values.table })
       : await runSync({ ...common, out: values.out ?? '' })
     progress.end()
     if (values.json) process.stdout.write(`${JSON.stringify(summary)}\n`)

@@ -1,0 +1,239 @@
+/** What became of the rows a complete pass did not see: decided exactly, or kept for the next pass. */
+import type { Appointment, Openbook } from '../../client.js'
+import type { PassWindow, SyncOptions } from './options.js'
+import { limitOf, readPass } from './pass.js'
+import type { Missing } from './state.js'
+import { inWindow, windowFilters } from './window.js'
+
+export interface Verdicts {
+  /** Not in the list, checked exactly: deactivated or deleted. */
+  readonly gone: string[]
+  /** Outside the window now: aged out of a rolling window, or moved out of it. */
+  readonly left: string[]
+  /** Active after all (moved while the pass read the list, so it missed them): written now. */
+  readonly back: Record<string, unknown>[]
+  /** Not decided: the list kept changing while it was read. Kept as they are, checked next pass. */
+  readonly deferred: Missing[]
+  /** Requests the check made. */
+  readonly requests: number
+}
+
+export const NO_VERDICTS: Verdicts = { gone: [], left: [], back: [], deferred: [], requests: 0 }
+
+/** What a complete pass reports of its check of `checked` missing rows. */
+export function verdictCounts(verdicts: Verdicts, checked: number) {
+  return {
+    complete: true,
+    unchanged: false,
+    checked,
+    recovered: verdicts.back.length,
+    leftWindow: verdicts.left.length,
+    deferred: verdicts.deferred.length,
+  } as const
+}
+
+/** Reads of the whole list a second night makes, at most, to find one during which nothing changed. */
+const CONFIRMATION_READS = 2
+
+/**
+ * Whether the list has not changed since `etag` (its first page's, with this window and limit) was
+ * read: that page asked again with it, answered 304. One request.
+ */
+export async function listUnchanged(
+  client: Openbook,
+  options: Pick<SyncOptions, 'resource' | 'pageSize' | 'signal'>,
+  window: PassWindow,
+  etag: string | undefined,
+): Promise<boolean> {
+  if (etag === undefined) return false
+  const conditional = { ifNoneMatch: etag, signal: options.signal }
+  const first = { offset: 0, limit: limitOf(options) }
+  const page =
+    options.resource === 'customers'
+      ? await client.customers.list(first, conditional)
+      : await client.appointments.list({ ...windowFilters(window), ...first }, conditional)
+  return page.notModified === true
+}
+
+/**
+ * What became of the rows of the previous complete pass that this complete pass did not see.
+ *
+ * A row is marked deleted only when that is certain. The paginator yields every row that stays
+ * active and keeps its sort key for a whole read; a row it missed was deactivated, or its sort
+ * key (createdAt, start) changed during the read. When nothing at all changed in the list while
+ * the pass read it (its first page, asked again with the ETag read when the pass began, is
+ * answered 304: one request), the pass read a list that stood still, and the rows it missed are
+ * not in it. When the list changed meanwhile, a missing row may only have moved: it is kept as it
+ * is (deferred) and checked by the next pass, which sees it if it is active. A row missing a
+ * second time from a pass during which the list changed again is settled at once by reading the
+ * list again (at most twice) until one read finds the list standing still.
+ *
+ * Appointments of a window: one whose last known start is outside the window left it. The others,
+ * missing from a window that stood still, are looked for outside it: among their customers'
+ * appointments (one list per customer, any start) or in the list outside the window read once,
+ * whichever costs fewer requests (two requests of one row tell the second's size). Found outside
+ * the window, they left it; not found while the list stood still, they are deleted.
+ */
+export async function resolveMissing(
+  client: Openbook,
+  options: Omit<SyncOptions, 'out'>,
+  missing: readonly Missing[],
+  window: PassWindow,
+  passEtag: string | undefined,
+  pass: number,
+): Promise<Verdicts> {
+  const left: string[] = []
+  const back: Record<string, unknown>[] = []
+  let requests = 0
+  const windowed =
+    options.resource === 'appointments' && (window.since !== undefined || window.until !== undefined)
+  let rest: Missing[] = []
+  for (const row of missing)
+    if (windowed && row.start !== undefined && !inWindow(row.start, window)) left.push(row.id)
+    else rest.push(row)
+  if (rest.length === 0) return { ...NO_VERDICTS, left }
+  requests++
+  /** The ETag of a read of the window during which the list stood still. */
+  let stillEtag = passEtag
+  let still = await listUnchanged(client, options, window, passEtag)
+  if (!still) {
+    if (rest.every((row) => row.deferredSince === undefined))
+      return {
+        ...NO_VERDICTS,
+        left,
+        deferred: rest.map((row) => ({ ...row, deferredSince: pass })),
+        requests,
+      }
+    for (let read = 0; read < CONFIRMATION_READS && !still; read++) {
+      const paginator = readPass(options, client, undefined, window)
+      const wanted = new Set(rest.map((row) => row.id))
+      for await (const row of paginator)
+        if (wanted.has(row.id)) back.push(row as unknown as Record<string, unknown>)
+      const found = new Set(back.map((row) => String(row.id)))
+      rest = rest.filter((row) => !found.has(row.id))
+      still = await paginator.unchanged()
+      stillEtag = paginator.etag
+      requests += paginator.stats.requests
+    }
+    if (!still) return { ...NO_VERDICTS, left, back, deferred: rest, requests }
+  }
+  if (!windowed) return { gone: rest.map((row) => row.id), left, back, deferred: [], requests }
+  // Missing from a window that stood still: deactivated, or moved out of the window. Each is looked
+  // for where it could be now: in its customer's list, or in the list outside the window, whichever
+  // costs fewer requests (a purge of thousands touches thousands of customers).
+  const byCustomer = new Map<string, Missing[]>()
+  let customerless = false
+  for (const row of rest)
+    if (row.customerId === undefined) customerless = true
+    else byCustomer.set(row.customerId, [...(byCustomer.get(row.customerId) ?? []), row])
+  const outside = outsideOf(window)
+  let outsideCost = Number.POSITIVE_INFINITY
+  if (customerless || byCustomer.size > outside.length) {
+    outsideCost = 1 // the check that the list stood still meanwhile
+    for (const part of outside) {
+      const probe = await client.appointments.list({ ...part, limit: 1 }, { signal: options.signal })
+      requests++
+      outsideCost += requestsToRead(probe.pagination.total, limitOf(options))
+    }
+  }
+  const verdicts =
+    outsideCost <= byCustomer.size || customerless
+      ? await lookOutside(client, options, rest, window, outside, stillEtag, pass)
+      : await lookByCustomer(client, options, byCustomer, window, pass)
+  return {
+    ...verdicts,
+    left: [...left, ...verdicts.left],
+    back: [...back, ...verdicts.back],
+    requests: requests + verdicts.requests,
+  }
+}
+
+/**
+ * The filters of the list outside a window: before its start, after its end. Each bound is
+ * included on both sides (the API's bounds are inclusive), so no start falls between them.
+ */
+function outsideOf(window: PassWindow): Record<string, string>[] {
+  return [
+    ...(window.since === undefined ? [] : [{ endDate: window.since }]),
+    ...(window.until === undefined ? [] : [{ startDate: window.until }]),
+  ]
+}
+
+/** Requests to read `total` rows in pages of `limit` (each page after the first re-reads one). */
+function requestsToRead(total: number, limit: number): number {
+  return total <= limit ? 1 : 1 + Math.ceil((total - limit) / (limit - 1))
+}
+
+/**
+ * Looks for the missing rows in the list outside the window, read once, then asks whether the
+ * organization's list stood still since the window's still read began (its first page with that
+ * read's ETag, which any write to the list changes): if it did, a row not found is no longer
+ * listed anywhere; if not, it is kept for the next pass.
+ */
+async function lookOutside(
+  client: Openbook,
+  options: Omit<SyncOptions, 'out'>,
+  rows: readonly Missing[],
+  window: PassWindow,
+  outside: readonly Record<string, string>[],
+  stillEtag: string | undefined,
+  pass: number,
+): Promise<Verdicts> {
+  const wanted = new Set(rows.map((row) => row.id))
+  const found = new Map<string, Appointment>()
+  let requests = 0
+  for (const part of outside) {
+    const paginator = client.appointments.all(part, {
+      pageSize: limitOf(options) - 1,
+      signal: options.signal,
+    })
+    for await (const row of paginator) if (wanted.has(row.id)) found.set(row.id, row)
+    requests += paginator.stats.requests
+  }
+  requests++
+  const exact = await listUnchanged(client, options, window, stillEtag)
+  const verdicts = { gone: [] as string[], left: [] as string[], back: [] as Record<string, unknown>[] }
+  const deferred: Missing[] = []
+  for (const row of rows) {
+    const now = found.get(row.id)
+    if (now !== undefined) {
+      if (inWindow(now.start, window)) verdicts.back.push(now as unknown as Record<string, unknown>)
+      else verdicts.left.push(row.id)
+    } else if (exact) verdicts.gone.push(row.id)
+    else deferred.push({ ...row, deferredSince: row.deferredSince ?? pass })
+  }
+  return { ...verdicts, deferred, requests }
+}
+
+/** Looks for the missing rows among their customers' appointments (one list per customer, any start). */
+async function lookByCustomer(
+  client: Openbook,
+  options: Omit<SyncOptions, 'out'>,
+  byCustomer: ReadonlyMap<string, readonly Missing[]>,
+  window: PassWindow,
+  pass: number,
+): Promise<Verdicts> {
+  const gone: string[] = []
+  const left: string[] = []
+  const back: Record<string, unknown>[] = []
+  const deferred: Missing[] = []
+  let requests = 0
+  for (const [customerId, rows] of byCustomer) {
+    const paginator = client.appointments.all({ customerId }, { pageSize: 99, signal: options.signal })
+    const found = new Map<string, Appointment>()
+    const ids = new Set(rows.map((row) => row.id))
+    for await (const row of paginator) if (ids.has(row.id)) found.set(row.id, row)
+    // One page is one statement: exact. Over several, a move during the read could hide a row.
+    const exact = paginator.stats.requests === 1 || (await paginator.unchanged())
+    requests += paginator.stats.requests
+    for (const row of rows) {
+      const now = found.get(row.id)
+      if (now !== undefined) {
+        if (inWindow(now.start, window)) back.push(now as unknown as Record<string, unknown>)
+        else left.push(row.id)
+      } else if (exact) gone.push(row.id)
+      else deferred.push({ ...row, deferredSince: row.deferredSince ?? pass })
+    }
+  }
+  return { gone, left, back, deferred, requests }
+}
