@@ -171,8 +171,6 @@ class Db {
         [
           'customers',
           'appointments',
-          'customer_day_counts',
-          'appointment_day_counts',
           'buckets',
           'list_changes',
           'list_folds',

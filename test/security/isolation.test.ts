@@ -145,10 +145,8 @@ describeEachStore('tenant isolation in depth on %s', (testStore) => {
     expect(rows.map((r) => r.table)).toEqual(
       expect.arrayContaining([
         'api_keys',
-        'appointment_day_counts',
         'appointments',
         'buckets',
-        'customer_day_counts',
         'customers',
         'list_changes',
         'list_folds',
@@ -630,11 +628,9 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
       'api_keys.key_lookup SELECT',
       'api_keys.tenant_isolation ALL',
       'appointment_counts_12.tenant_isolation ALL',
-      'appointment_day_counts.tenant_isolation ALL',
       'appointments.tenant_isolation ALL',
       'buckets.tenant_isolation ALL',
       'customer_counts_12.tenant_isolation ALL',
-      'customer_day_counts.tenant_isolation ALL',
       'customers.tenant_isolation ALL',
       'list_buckets_12.tenant_isolation ALL',
       'list_changes.tenant_isolation ALL',

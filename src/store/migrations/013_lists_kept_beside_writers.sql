@@ -13,9 +13,8 @@
 --
 -- Release 12 still serves this schema: the tables it read (list_buckets, list_versions,
 -- customer_counts, appointment_counts) become views that compute the same values, pending
--- changes included. The day counts (003, 005) are no longer kept: no request reads them; their
--- tables stay, for release 12's privilege check, until a release that no longer serves beside it
--- drops them.
+-- changes included. The day counts (003, 005), which no request reads, are dropped; empty views
+-- keep their names for release 12's privilege check.
 
 LOCK TABLE customers, appointments IN SHARE ROW EXCLUSIVE MODE;
 
@@ -493,7 +492,7 @@ REVOKE ALL ON FUNCTION list_filter_sets(jsonb), list_attrs_sql(text, text),
 -- The versions so far become the folded changes, so that every page's ETag stays valid.
 INSERT INTO list_folds (org_id, list, changes) SELECT org_id, list, version FROM list_versions;
 
--- Up to 012's triggers and what only they kept (the day counts' tables stay, unkept).
+-- Up to 012's triggers and what only they kept.
 DO $$
 DECLARE t record;
 BEGIN
@@ -526,6 +525,16 @@ DROP FUNCTION list_buckets_change(), list_buckets_clear(), list_buckets_lock(tex
 
 SELECT list_install('customers'), list_install('appointments');
 SELECT list_fold_all();
+
+-- The day counts (003, 005): no release reads their rows, and nothing keeps them any more. Their
+-- tables go; release 12 checks its reader's privilege on each name, so an empty view stands in
+-- for each until a release that no longer serves beside 12 drops it.
+DROP TABLE customer_day_counts, appointment_day_counts;
+CREATE VIEW customer_day_counts WITH (security_invoker = true) AS
+  SELECT NULL::text AS org_id, NULL::date AS day, NULL::integer AS n WHERE false;
+CREATE VIEW appointment_day_counts WITH (security_invoker = true) AS
+  SELECT NULL::text AS org_id, NULL::text AS status, NULL::date AS day, NULL::integer AS n WHERE false;
+GRANT SELECT ON customer_day_counts, appointment_day_counts TO openbook_reader;
 
 -- Row-level security on the new tables, with the owner's own policy (forced on the owner too).
 DO $$
