@@ -6,7 +6,7 @@ import { type Dropped, FIRST_LOAD_MIN_ROWS, prepareFirstLoad, rebuildDropped } f
 import { mergeStaged } from './merge.js'
 import { type AddRow, type PipelineOptions, pipeChunks } from './pipeline.js'
 import { clearStaging, copyToStaging, createStagingSql, keyLog, logParentKeys } from './staging.js'
-import { sayWaits } from './waits.js'
+import { sayTurnWait, sayWaits } from './waits.js'
 
 export { Chunk } from './chunk.js'
 export { ImportError } from './errors.js'
@@ -103,15 +103,19 @@ export async function bulkLoad(
   options: PipelineOptions & { readonly onWait?: (line: string) => void },
   produce: (add: AddRow) => Promise<void>,
 ): Promise<BulkLoadResult> {
-  return store.admin(async (sql) => {
-    const stopSaying = options.onWait ? await sayWaits(store, sql, options.onWait) : () => {}
-    try {
-      // A table-wide exclusive lock would stall every organization's reads where they run beside us.
-      const loader = await BulkLoader.begin(sql, !store.concurrentReads)
-      await pipeChunks((chunk) => loader.load(chunk), options, produce)
-      return await loader.finish()
-    } finally {
-      stopSaying()
-    }
-  })
+  const begun = options.onWait ? sayTurnWait(store, options.onWait) : () => {}
+  return store
+    .admin(async (sql) => {
+      begun()
+      const stopSaying = options.onWait ? await sayWaits(store, sql, options.onWait) : () => {}
+      try {
+        // A table-wide exclusive lock would stall every organization's reads where they run beside us.
+        const loader = await BulkLoader.begin(sql, !store.concurrentReads)
+        await pipeChunks((chunk) => loader.load(chunk), options, produce)
+        return await loader.finish()
+      } finally {
+        stopSaying()
+      }
+    })
+    .finally(begun)
 }

@@ -12,6 +12,24 @@ interface Blocker {
 }
 
 /**
+ * Says, within a second, when the import waits for its turn on a store that runs one transaction
+ * at a time (PGlite, held by another operator's transaction). Returns the function to call once
+ * the import's transaction has begun.
+ */
+export function sayTurnWait(store: Store, say: (line: string) => void): () => void {
+  const timer = setTimeout(() => {
+    const holder = store.holder?.()
+    if (holder)
+      say(
+        `waiting: the store held by ${holder.what} since ${holder.since.toISOString()}; ` +
+          'the import goes on when it ends',
+      )
+  }, SAY_AFTER_MS)
+  timer.unref()
+  return () => clearTimeout(timer)
+}
+
+/**
  * Says, within a second, when the import's transaction waits on a lock another session holds
  * (a booking application's long transaction, another import's fold): once per holder, with its
  * pid and since when its transaction runs. Looks from the store's probe connection, beside the

@@ -308,6 +308,13 @@ export async function createEmbeddedStore(
       operatorSince !== undefined && Date.now() - operatorSince > LONG_OPERATOR_MS
         ? Promise.reject(new StoreBusyError('The embedded store is busy with an import or seed', 5))
         : transaction(admin, work),
+    holder: () =>
+      operatorSince === undefined
+        ? undefined
+        : {
+            what: `pid ${process.pid} (${options.command ?? 'openbook'}: an operator's transaction)`,
+            since: new Date(operatorSince),
+          },
     // PGlite is one connection: busy while a transaction runs, the others wait for it.
     pools: () => [
       {

@@ -87,6 +87,11 @@ export interface Store {
    * and bounded in time. Without it, the check runs as `admin`.
    */
   readonly probe?: <T>(work: (sql: Sql) => Promise<T>) => Promise<T>
+  /**
+   * Where transactions run one at a time (PGlite): the operator transaction that holds the store
+   * now, and since when, for an import waiting its turn to say so.
+   */
+  readonly holder?: () => { readonly what: string; readonly since: Date } | undefined
   /** The state of the store's connection pools, read at each metrics scrape. */
   pools(): readonly PoolStats[]
   /** With a read replica: how far it is behind, in seconds (undefined while it is unreachable). */

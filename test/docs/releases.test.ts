@@ -2,7 +2,6 @@ import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { releases } from '../../scripts/release-tags.js'
 import { ROOT } from '../helpers/process.js'
 
 const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT, stdio: 'pipe' }).toString().trim()
@@ -11,6 +10,15 @@ const headings = [...changelog.matchAll(/^## (\d+\.\d+\.\d+) \((.*)\)$/gm)].map(
   version: m[1] ?? '',
   note: m[2] ?? '',
 }))
+/** scripts/releases.txt: a tag and its commit a line (scripts/release-tags.js makes the tags). */
+const releases = () =>
+  readFileSync(join(ROOT, 'scripts', 'releases.txt'), 'utf8')
+    .split('\n')
+    .filter((line) => line.trim() !== '' && !line.startsWith('#'))
+    .map((line) => {
+      const [tag = '', commit = ''] = line.trim().split(/\s+/)
+      return { tag, commit }
+    })
 const packageVersion = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string })
   .version
 
