@@ -1,27 +1,35 @@
 /**
- * Preloaded into an openbook server by bench/techniques.ts (`node --import ./bench/technique-off.mjs
+ * Preloaded into an openbook server by bench/yardstick.ts (`node --import ./bench/technique-off.mjs
  * dist/server.js`): BENCH_TECHNIQUE_OFF names one request-path technique, which the server then runs
- * without. The product has no such switch; the compiled modules are edited as they load
- * (bench/technique-hooks.mjs). Every module to edit is checked first: one that is missing, or whose
- * text no longer matches once exactly, stops the server rather than measure the technique on.
+ * without. It sets the switches the server declares for this (src/techniques.ts) before the
+ * server's modules load; a switch the build no longer declares stops the server rather than
+ * measure the technique on.
  */
-import { readFileSync } from 'node:fs'
-import { register } from 'node:module'
 import { dirname, join } from 'node:path'
-import { EDITS } from './technique-hooks.mjs'
+import { pathToFileURL } from 'node:url'
+
+/** Per technique: the switches of src/techniques.ts that take it out. */
+const OFF = {
+  // The key lookup goes alone with BEGIN and is waited for; then the page, still by SQL-level
+  // EXECUTE with literals of a statement PREPAREd once per connection: two round trips.
+  'one-trip': { oneTrip: false },
+  // The page by the extended protocol's named prepared statement (pg's `name`), as before the
+  // one-message form: node-postgres waits for each statement's answer, so also two round trips.
+  'sql-prepare': { oneTrip: false, sqlExecute: false },
+  // Timestamps and dates written by the database with to_char (the JSON form's SQL), not as text
+  // that Node rewrites.
+  'text-timestamps': { textTimestamps: false },
+}
 
 const technique = process.env.BENCH_TECHNIQUE_OFF
 if (technique) {
-  const edits = EDITS[technique]
-  if (!edits) throw new Error(`BENCH_TECHNIQUE_OFF: unknown technique ${technique}`)
+  const switches = OFF[technique]
+  if (!switches) throw new Error(`BENCH_TECHNIQUE_OFF: unknown technique ${technique}`)
   const dist = dirname(process.argv[1] ?? '')
-  for (const [module, pairs] of Object.entries(edits)) {
-    const source = readFileSync(join(dist, module), 'utf8')
-    for (const [text] of pairs) {
-      const found = source.split(text).length - 1
-      if (found !== 1)
-        throw new Error(`technique switch ${technique}: ${module} holds ${found} times: ${text}`)
-    }
+  const { techniques } = await import(pathToFileURL(join(dist, 'techniques.js')).href)
+  for (const [name, value] of Object.entries(switches)) {
+    if (typeof techniques?.[name] !== 'boolean')
+      throw new Error(`technique switch ${technique}: dist/techniques.js declares no ${name}`)
+    techniques[name] = value
   }
-  register('./technique-hooks.mjs', import.meta.url, { data: { technique } })
 }

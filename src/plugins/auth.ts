@@ -5,6 +5,7 @@ import { type LastUsedOptions, LastUsedTracker } from '../domain/last-used.js'
 import { ApiError, invalidApiKey, KEY_EXPIRES_HEADER, missingApiKey } from '../errors.js'
 import { type AuthenticatedKey, authenticateKey, type KeyRefusal } from '../queries/api-keys.js'
 import { KEY_ORGANIZATION, type Sql, type Tenant } from '../store/types.js'
+import { techniques } from '../techniques.js'
 
 /**
  * Work for the key's organization: `tenant` is its id, or `KEY_ORGANIZATION` where the statements
@@ -111,7 +112,7 @@ export default fp<AuthOptions>(
      */
     function readForKey<T>(keyHash: string, reply: FastifyReply, work: TenantWork<T>): Promise<T> {
       return app.store.read(async (sql) => {
-        if (!sql.sendWithNext) {
+        if (!sql.sendWithNext || !techniques.oneTrip) {
           const key = accepted(await authenticateKey(sql, keyHash), reply)
           tracker.seen(key.orgId, key.keyId, key.lastUsedAt)
           return work(sql, key.orgId)

@@ -1,4 +1,5 @@
 import { itemFields, nullInItem, type ResourceDescription } from '../schemas/descriptions.js'
+import { techniques } from '../techniques.js'
 import { indexCount, iso, tenantCondition } from './sql.js'
 
 // The page statement's compiler: a list's parts (table, conditions, order, pieces) made into the
@@ -41,7 +42,7 @@ export function itemFieldsOf(resource: ResourceDescription): readonly ItemField[
     return {
       key: field,
       sql,
-      ...(type === 'timestamp' || type === 'date'
+      ...(techniques.textTimestamps && (type === 'timestamp' || type === 'date')
         ? { rows: { sql: text, timestamp: type === 'timestamp' } }
         : {}),
       ...(nullable.has(field) ? { nullable: true } : {}),

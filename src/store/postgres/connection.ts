@@ -3,6 +3,7 @@ import { pipeline } from 'node:stream/promises'
 import type pg from 'pg'
 import { from as copyFrom } from 'pg-copy-streams'
 import type { PreparedStatements } from '../../config.js'
+import { techniques } from '../../techniques.js'
 import { copyStatement } from '../copy.js'
 import {
   executeText,
@@ -336,7 +337,9 @@ export class TransactionConnection {
 
   private async query<Row extends object>(text: string, params: readonly unknown[] = []): Promise<Row[]> {
     const { client, mode } = this
-    if (namesKeyOrganization(params)) {
+    // With one trip switched off (techniques.ts), the page may still go by SQL-level EXECUTE.
+    const sqlExecute = !techniques.oneTrip && techniques.sqlExecute && params.length > 0
+    if (namesKeyOrganization(params) || (sqlExecute && mode.request && this.prepare !== 'off')) {
       if (!(mode.request && this.prepare !== 'off'))
         throw new Error('KEY_ORGANIZATION needs the one-trip request path')
       return this.execute<Row>(text, params)
