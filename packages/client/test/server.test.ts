@@ -1,9 +1,8 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { documentFromUrl, GENERATED_PATH, generateTypes } from '../scripts/generate.js'
+import { documentFromUrl, GENERATED_DIR, generateFiles } from '../scripts/generate.js'
 import {
   APPOINTMENT_STATUSES,
   AuthenticationError,
@@ -27,19 +26,17 @@ afterAll(async () => {
 describe('generated types', () => {
   it('match the OpenAPI document the running server serves', async () => {
     const document = await documentFromUrl(`${server.baseUrl}/openapi.json`)
-    const directory = mkdtempSync(join(tmpdir(), 'openbook-types-'))
-    try {
-      const fresh = join(directory, 'api.ts')
-      writeFileSync(fresh, await generateTypes(document))
-      // When this fails: npm run build && npm run generate -w @openbook/client, and commit the file.
-      expect(readFileSync(fresh, 'utf8')).toBe(readFileSync(GENERATED_PATH, 'utf8'))
-    } finally {
-      rmSync(directory, { recursive: true, force: true })
-    }
+    const files = await generateFiles(document)
+    // When this fails: npm run build && npm run generate -w @openbook/client, and commit the files.
+    expect(Object.keys(files).sort()).toEqual(readdirSync(GENERATED_DIR).sort())
+    for (const [name, source] of Object.entries(files))
+      expect(source, name).toBe(readFileSync(join(GENERATED_DIR, name), 'utf8'))
   })
 
   it('carry one type of each resource and of the pagination, which the lists reference', () => {
-    const source = readFileSync(GENERATED_PATH, 'utf8')
+    const source = ['components.ts', 'operations.ts']
+      .map((name) => readFileSync(join(GENERATED_DIR, name), 'utf8'))
+      .join('')
     for (const field of ['preferredContactMethod?:', 'confirmedAfterPayment?:', 'hasMore:'])
       expect(source.split(field).length - 1, field).toBe(1)
     expect(source).toContain("data: components['schemas']['Customer'][]")
@@ -53,7 +50,9 @@ describe('generated types', () => {
     const customer = schemas.Customer
     if (!customer) throw new Error('no Customer schema')
     customer.properties = { ...customer.properties, loyaltyTier: { type: 'string' } }
-    expect(await generateTypes(document)).not.toBe(readFileSync(GENERATED_PATH, 'utf8'))
+    const files = await generateFiles(document)
+    expect(files['components.ts']).not.toBe(readFileSync(join(GENERATED_DIR, 'components.ts'), 'utf8'))
+    expect(files['parameters.ts']).not.toBe(readFileSync(join(GENERATED_DIR, 'parameters.ts'), 'utf8'))
   })
 })
 
