@@ -1,9 +1,9 @@
-import { Readable } from 'node:stream'
+import { PassThrough, Readable } from 'node:stream'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { patience } from '../../packages/client/test/helpers/patience.js'
 import { importNdjson } from '../../src/import/ndjson.js'
-import { createPostgresStore } from '../../src/store/postgres.js'
+import { createPostgresStore } from '../../src/store/postgres/postgres.js'
 import type { Store } from '../../src/store/types.js'
 import { bucketFaults } from '../helpers/buckets.js'
 import {
@@ -260,6 +260,55 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
       await writer.query('COMMIT')
       await imported
     } finally {
+      await writer.end()
+    }
+    expect(await bucketFaults(store)).toEqual([])
+  })
+
+  it('lets writers of an organization go on while an import of it holds its transaction: only rows it wrote wait', async () => {
+    const input = new PassThrough()
+    const chunkLines = 100
+    const imported = importNdjson(store, input, { chunkLines })
+    const writer = new pg.Client({ connectionString: url() })
+    await writer.connect()
+    try {
+      // Two chunks of the organization's customers restated; the input stays open.
+      for (let i = 1; i <= 2 * chunkLines; i++)
+        input.write(
+          `${JSON.stringify({ type: 'customer', id: `cus_${i}`, orgId: SMALL, isActive: true, firstName: 'Restated', createdAt: '2020-01-01T00:00:00.000Z', updatedAt: '2020-01-03T00:00:00.000Z' })}\n`,
+        )
+      const merged = async () => {
+        const { rows } = await writer.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+           WHERE l.locktype = 'advisory' AND a.pid <> pg_backend_pid()`,
+        )
+        return (rows[0]?.n ?? 0) > 0
+      }
+      const waitingSince = Date.now()
+      while (!(await merged())) {
+        expect(Date.now() - waitingSince).toBeLessThan(patience(20_000))
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      await writer.query("SET statement_timeout = '2s'")
+      const writes = [
+        `UPDATE appointments SET status = 'cancelled' WHERE org_id = '${SMALL}' AND id = 'apt_20'`,
+        `UPDATE appointments SET start_at = start_at + interval '1 hour', end_at = end_at + interval '1 hour' WHERE org_id = '${SMALL}' AND id = 'apt_21'`,
+        `INSERT INTO appointments (org_id, id, start_at, end_at, status, is_active, created_at, updated_at)
+         VALUES ('${SMALL}', 'apt_beside_import', now(), now() + interval '1 hour', 'scheduled', true, now(), now())`,
+        `INSERT INTO customers (org_id, id, is_active, created_at, updated_at) VALUES ('${SMALL}', 'cus_beside_import', true, now(), now())`,
+        `UPDATE customers SET is_active = false WHERE org_id = '${SMALL}' AND id = 'cus_2000'`,
+      ]
+      for (const statement of writes) await writer.query(statement)
+      // A row the import wrote waits for its commit, as on any table.
+      await writer.query("SET statement_timeout = '300ms'")
+      await expect(
+        writer.query(`UPDATE customers SET first_name = 'Mine' WHERE org_id = '${SMALL}' AND id = 'cus_5'`),
+      ).rejects.toThrow(/statement timeout/)
+      input.end()
+      await imported
+    } finally {
+      input.end()
+      await imported.catch(() => {})
       await writer.end()
     }
     expect(await bucketFaults(store)).toEqual([])
