@@ -19,15 +19,15 @@
  *
  * Prints a Markdown table; writes nothing else.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import pg from 'pg'
 import { assertLoopbackUrl } from './options.js'
 import { ROOT, runFromRoot } from './paths.js'
-import { killAll, run, runOk } from './proc.js'
+import { killAll, run } from './proc.js'
 import { startOpenbook } from './servers.js'
+import { seedOrganization, withDatabase } from './sync-setup.js'
 
 runFromRoot()
 
@@ -63,20 +63,6 @@ const DATABASE_URL = `${SERVER}/${values.db}`
 const COPY_URL = `${SERVER}/${values.db}_copy`
 const TABLE = 'appointments_copy'
 const log = (line: string) => process.stderr.write(`${line}\n`)
-const env = { ...process.env, DATABASE_URL }
-
-async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    return await work(client)
-  } finally {
-    await client.end()
-  }
-}
-
-const cli = async <T>(args: readonly string[]): Promise<T> =>
-  JSON.parse((await runOk(process.execPath, ['bin/openbook.js', ...args, '--json'], { env })).stdout) as T
 
 interface Summary {
   readonly rows: number
@@ -92,7 +78,7 @@ interface Summary {
 /** The copy's writes so far and its size, once the sync's session has ended (its stats flushed). */
 async function copyStats(): Promise<{ inserts: number; updates: number; bytes: number }> {
   await new Promise((resolve) => setTimeout(resolve, 1_500))
-  return withClient(COPY_URL, async (client) => {
+  return withDatabase(COPY_URL, async (client) => {
     const { rows } = await client.query<{ ins: string; upd: string; bytes: string }>(
       `select n_tup_ins::text as ins, n_tup_upd::text as upd,
               pg_total_relation_size(relid)::text as bytes
@@ -106,7 +92,7 @@ async function copyStats(): Promise<{ inserts: number; updates: number; bytes: n
 
 /** A writer's night: `count` changes to random active appointments of the organization. */
 async function changeSome(orgId: string, count: number, night: number): Promise<void> {
-  await withClient(DATABASE_URL, async (client) => {
+  await withDatabase(DATABASE_URL, async (client) => {
     const { rows } = await client.query<{ id: string }>(
       `select id from appointments where org_id = $1 and is_active order by md5(id || $2) limit $3`,
       [orgId, String(night), count],
@@ -129,45 +115,25 @@ async function changeSome(orgId: string, count: number, night: number): Promise<
 async function main(): Promise<void> {
   const directory = mkdtempSync(join(tmpdir(), 'openbook-bench-nightly-'))
   try {
-    log(
-      `seeding ${CUSTOMERS} customers and ${APPOINTMENTS} appointments of one organization into ${values.db}`,
-    )
-    await withClient(`${SERVER}/postgres`, async (client) => {
-      await client.query(`DROP DATABASE IF EXISTS ${values.db} WITH (FORCE)`)
+    log(`seeding ${CUSTOMERS} customers, ${APPOINTMENTS} appointments of one organization into ${values.db}`)
+    const keyFile = join(directory, 'key')
+    const orgId = await seedOrganization({
+      server: SERVER,
+      db: values.db,
+      customers: CUSTOMERS,
+      appointments: APPOINTMENTS,
+      keyFile,
+    })
+    await withDatabase(`${SERVER}/postgres`, async (client) => {
       await client.query(`DROP DATABASE IF EXISTS ${values.db}_copy WITH (FORCE)`)
-      await client.query(`CREATE DATABASE ${values.db}`)
       await client.query(`CREATE DATABASE ${values.db}_copy`)
     })
-    await cli(['migrate'])
-    const seeded = await cli<{ orgIds: string[] }>([
-      'seed',
-      '--orgs',
-      '1',
-      '--customers',
-      String(CUSTOMERS),
-      '--appointments',
-      String(APPOINTMENTS),
-      '--seed',
-      '1',
-    ])
-    const orgId = String(seeded.orgIds[0])
-    const owner = await withClient(DATABASE_URL, async (client) => {
-      await client.query("UPDATE organizations SET plan = 'enterprise' WHERE id = $1", [orgId])
-      const { rows } = await client.query<{ email: string }>(
-        `SELECT u.email FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.org_id = $1 AND m.role = 'owner' LIMIT 1`,
-        [orgId],
-      )
-      return String(rows[0]?.email)
-    })
-    const key = await cli<{ key: string }>(['keys', 'create', '--org', orgId, '--as', owner, '--env', 'test'])
-    const keyFile = join(directory, 'key')
-    writeFileSync(keyFile, key.key, { mode: 0o600 })
     const server = await startOpenbook('nightly', ROOT, DATABASE_URL)
     const day = 86_400_000
     const today = Math.floor(Date.now() / day) * day
     const since = new Date(today - SINCE_DAYS * day).toISOString()
     const until = new Date(today + 400 * day).toISOString()
-    const inWindow = await withClient(DATABASE_URL, async (client) => {
+    const inWindow = await withDatabase(DATABASE_URL, async (client) => {
       const { rows } = await client.query<{ n: string }>(
         'select count(*)::text as n from appointments where org_id = $1 and is_active and start_at between $2 and $3',
         [orgId, since, until],
@@ -224,7 +190,7 @@ async function main(): Promise<void> {
     }
     // The requests of a pass that nothing moves under: 100 rows first, then 99 new rows a request.
     const passPages = async () =>
-      withClient(DATABASE_URL, async (client) => {
+      withDatabase(DATABASE_URL, async (client) => {
         const { rows } = await client.query<{ n: string }>(
           'select count(*)::text as n from appointments where org_id = $1 and is_active and start_at between $2 and $3',
           [orgId, since, until],
@@ -237,7 +203,7 @@ async function main(): Promise<void> {
       await night(`night ${n}, ${CHANGES} changes`, passPages)
     }
     if (PURGE > 0) {
-      const purged = await withClient(DATABASE_URL, async (client) => {
+      const purged = await withDatabase(DATABASE_URL, async (client) => {
         const { rowCount } = await client.query(
           `update appointments set is_active = false, updated_at = now()
            where org_id = $1 and id in (
@@ -255,7 +221,7 @@ async function main(): Promise<void> {
   } finally {
     killAll()
     rmSync(directory, { recursive: true, force: true })
-    await withClient(`${SERVER}/postgres`, async (client) => {
+    await withDatabase(`${SERVER}/postgres`, async (client) => {
       await client.query(`DROP DATABASE IF EXISTS ${values.db} WITH (FORCE)`)
       await client.query(`DROP DATABASE IF EXISTS ${values.db}_copy WITH (FORCE)`)
     }).catch(() => {})

@@ -18,11 +18,11 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import pg from 'pg'
 import { assertLoopbackUrl } from './options.js'
 import { ROOT, runFromRoot } from './paths.js'
-import { killAll, run, runOk } from './proc.js'
+import { killAll, run } from './proc.js'
 import { startOpenbook } from './servers.js'
+import { seedOrganization, withDatabase } from './sync-setup.js'
 
 runFromRoot()
 
@@ -42,20 +42,6 @@ assertLoopbackUrl(values.pg)
 const SERVER = values.pg.replace(/\/+$/, '')
 const DATABASE_URL = `${SERVER}/${values.db}`
 const log = (line: string) => process.stderr.write(`${line}\n`)
-const env = { ...process.env, DATABASE_URL }
-
-async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: `${SERVER}/postgres` })
-  await client.connect()
-  try {
-    await client.query(sql)
-  } finally {
-    await client.end()
-  }
-}
-
-const cli = async <T>(args: readonly string[]): Promise<T> =>
-  JSON.parse((await runOk(process.execPath, ['bin/openbook.js', ...args, '--json'], { env })).stdout) as T
 
 interface Summary {
   readonly rows: number
@@ -69,41 +55,14 @@ async function main(): Promise<void> {
   const directory = mkdtempSync(join(tmpdir(), 'openbook-bench-unchanged-'))
   try {
     log(`seeding ${CUSTOMERS} customers of one organization into ${values.db}`)
-    await admin(`DROP DATABASE IF EXISTS ${values.db} WITH (FORCE)`)
-    await admin(`CREATE DATABASE ${values.db}`)
-    await cli(['migrate'])
-    const seeded = await cli<{ orgIds: string[] }>([
-      'seed',
-      '--orgs',
-      '1',
-      '--customers',
-      String(CUSTOMERS),
-      '--appointments',
-      '100',
-      '--seed',
-      '1',
-    ])
-    const orgId = String(seeded.orgIds[0])
-    const client = new pg.Client({ connectionString: DATABASE_URL })
-    await client.connect()
-    const { rows } = await client.query<{ email: string }>(
-      `SELECT u.email FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.org_id = $1 AND m.role = 'owner' LIMIT 1`,
-      [orgId],
-    )
-    await client.query("UPDATE organizations SET plan = 'enterprise' WHERE id = $1", [orgId])
-    await client.end()
-    const key = await cli<{ key: string }>([
-      'keys',
-      'create',
-      '--org',
-      orgId,
-      '--as',
-      String(rows[0]?.email),
-      '--env',
-      'test',
-    ])
     const keyFile = join(directory, 'key')
-    writeFileSync(keyFile, key.key, { mode: 0o600 })
+    await seedOrganization({
+      server: SERVER,
+      db: values.db,
+      customers: CUSTOMERS,
+      appointments: 100,
+      keyFile,
+    })
     const server = await startOpenbook('unchanged', ROOT, DATABASE_URL)
     const out = join(directory, 'customers.ndjson')
     const syncOnce = async (): Promise<Summary> => {
@@ -148,7 +107,9 @@ async function main(): Promise<void> {
   } finally {
     killAll()
     rmSync(directory, { recursive: true, force: true })
-    await admin(`DROP DATABASE IF EXISTS ${values.db} WITH (FORCE)`).catch(() => {})
+    await withDatabase(`${SERVER}/postgres`, (client) =>
+      client.query(`DROP DATABASE IF EXISTS ${values.db} WITH (FORCE)`),
+    ).catch(() => {})
   }
 }
 
