@@ -213,6 +213,40 @@ describe.skipIf(!hasPostgres)('openbook-sync --window, night after night', () =>
   )
 
   it(
+    'decides appointments without a customer too: deleted when deactivated, left-window when moved out',
+    async () => {
+      const out = join(directory, 'no-customer.ndjson')
+      const orphan = (name: string, start: string, active = true) => ({
+        ...appointment(0, start, active),
+        id: `apt_no_customer_${name}`,
+        customerId: undefined,
+      })
+      await server.importLines([orphan('gone', at(10)), orphan('moved', at(11))])
+      const first = await run(['--out', out, '--now', at(5)]).done
+      expect(first.code, first.stderr).toBe(0)
+      // One deactivated, one moved out of the window; nothing else changes before the next pass.
+      await server.importLines([orphan('gone', at(10), false), orphan('moved', at(-200))])
+      const second = await run(['--out', out, '--now', at(5)]).done
+      expect(second.code, second.stderr).toBe(0)
+      expect(JSON.parse(second.stdout)).toMatchObject({
+        complete: true,
+        checked: 2,
+        tombstones: 1,
+        leftWindow: 1,
+      })
+      const lines = readFileSync(out, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line))
+      expect(lines.filter((row) => 'deletedAt' in row).map((row) => row.id)).toEqual(['apt_no_customer_gone'])
+      expect(lines.filter((row) => 'leftWindowAt' in row).map((row) => row.id)).toEqual([
+        'apt_no_customer_moved',
+      ])
+    },
+    patience(120_000),
+  )
+
+  it(
     'refuses --window with --since, for customers, or malformed',
     async () => {
       for (const args of [
