@@ -28,7 +28,8 @@ const { values } = parseArgs({
     shapes: { type: 'string', default: 'spread,day,instant' },
     // The shapes measured at the largest size (the others run at every size).
     'large-shapes': { type: 'string', default: 'spread' },
-    iterations: { type: 'string', default: '300' },
+    // Runs of each statement: a fold lands on about one in 400 of them, so that p99 needs 1,000.
+    iterations: { type: 'string', default: '1000' },
     writers: { type: 'string', default: '1,4,16' },
     seconds: { type: 'string', default: '4' },
     'no-write': { type: 'boolean', default: false },
@@ -303,6 +304,33 @@ interface Run {
   readonly latencies: Latency[]
   readonly throughput: Throughput[]
   readonly pendingAfter: number
+  /** The fold's own time, by the number of changes it folds: what the one writer that runs it pays. */
+  readonly folds: { changes: number; ms: number }[]
+}
+
+/**
+ * A fold of `changes` pending changes of the organization's appointments (status changes, two
+ * changes each, written where no fold runs: outside READ COMMITTED), timed alone: median of 3.
+ */
+async function foldCost(client: pg.Client, changes: number): Promise<number> {
+  const times: number[] = []
+  for (let round = 0; round < 3; round++) {
+    await client.query('SELECT list_fold($1, $2, true)', [ORG, 'appointments'])
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ')
+    await client.query(
+      `UPDATE appointments SET status = CASE status WHEN 'confirmed' THEN 'completed' ELSE 'confirmed' END
+       WHERE org_id = $1 AND id IN (SELECT id FROM appointments WHERE org_id = $1 AND is_active ORDER BY random() LIMIT $2)`,
+      [ORG, changes / 2],
+    )
+    await client.query('COMMIT')
+    const started = performance.now()
+    await client.query('SELECT list_fold($1, $2, true)', [ORG, 'appointments'])
+    times.push(performance.now() - started)
+  }
+  return quantile(
+    times.sort((a, b) => a - b),
+    0.5,
+  )
 }
 
 async function measure(size: number, shape: Shape): Promise<Run> {
@@ -332,7 +360,10 @@ async function measure(size: number, shape: Shape): Promise<Run> {
       )
     }
     const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM list_changes')
-    return { size, shape, latencies, throughput, pendingAfter: rows[0]?.n ?? 0 }
+    const folds = []
+    for (const changes of [512, 5_000]) folds.push({ changes, ms: await foldCost(client, changes) })
+    log(`  folds: ${folds.map((f) => `${f.changes} changes in ${ms(f.ms)} ms`).join(', ')}`)
+    return { size, shape, latencies, throughput, pendingAfter: rows[0]?.n ?? 0, folds }
   })
 }
 
@@ -365,7 +396,13 @@ function render(runs: Run[], machine: string): string {
       lines.push(
         `| ${t.writers} | ${t.openbook.perSecond.toFixed(0)} (${ms(t.openbook.p99)}) | ${t.plain.perSecond.toFixed(0)} (${ms(t.plain.p99)}) | ${ratio(t.openbook.perSecond, t.plain.perSecond)} |`,
       )
-    lines.push('', `Changes pending after the run: ${run.pendingAfter}.`, '')
+    lines.push(
+      '',
+      `Changes pending after the run: ${run.pendingAfter}. ` +
+        `A fold, timed alone: ${run.folds.map((f) => `${f.changes.toLocaleString('en')} changes in ${ms(f.ms)} ms`).join(', ')} ` +
+        '(at the commit of the one write in about 512 that runs it).',
+      '',
+    )
   }
   return lines.join('\n')
 }
