@@ -72,7 +72,7 @@ function queryParameters(route: AnyListRoute): Record<string, object> {
           in: 'query',
           required: false,
           description,
-          schema: rest,
+          schema: { ...rest, ...route.query.published[name] },
           ...(notBefore ? { 'x-not-before': notBefore } : {}),
         },
       ]

@@ -24,9 +24,16 @@ export const readInteger: TextReader = (text) =>
 export const readNullableInteger: TextReader = (text) =>
   text === '' || text === 'null' ? null : readInteger(text)
 
-/** RFC 3339 (5.6) lets `T` and `Z` be written in lower case; the rest of the API sees upper case. */
+/**
+ * RFC 3339 (5.6) lets `T` and `Z` be written in lower case; the checks and the rest of the API see
+ * upper case. Published with the checks (`x-openbook-upper-case`).
+ */
+export const DATE_TIME_UPPER_CASE = 'tz'
+
+const LOWER_DESIGNATOR = new RegExp(`[${DATE_TIME_UPPER_CASE}]`, 'g')
+
 export const readDateTime: TextReader = (text) =>
-  typeof text === 'string' ? text.replace(/[tz]/g, (letter) => letter.toUpperCase()) : text
+  typeof text === 'string' ? text.replace(LOWER_DESIGNATOR, (letter) => letter.toUpperCase()) : text
 
 function integer(name: string, min: number, max: number) {
   return z
@@ -52,6 +59,19 @@ export function pageOf(query: { limit: number; offset: number | null }): { limit
   return { limit: query.limit, offset: query.offset ?? 0 }
 }
 
+/**
+ * What a checked text's schema publishes, beyond its Zod schema: its `format`, the standard
+ * `pattern` of the text as sent, the letters read in upper case before the checks, the checks.
+ */
+interface TextRules {
+  readonly format: string
+  readonly pattern: string
+  readonly upperCase: string
+  readonly checks: readonly TextCheck[]
+}
+
+const TEXT_RULES = new WeakMap<z.ZodTypeAny, TextRules>()
+
 /** A check that spans parameters found a problem: the message, under the parameter it names. */
 export interface CrossIssue {
   readonly path: string
@@ -66,6 +86,8 @@ export interface Query<Out> {
   readonly schema: z.AnyZodObject
   /** Parameters that must not be before another one, by name (endDate → startDate). */
   readonly notBefore?: Readonly<Record<string, string>>
+  /** Schema keywords a parameter publishes beyond its Zod schema's, by name: its text checks. */
+  readonly published: Readonly<Record<string, Readonly<Record<string, unknown>>>>
   safeParse(query: unknown): QueryResult<Out>
 }
 
@@ -90,8 +112,15 @@ export function defineQuery<Shape extends z.ZodRawShape, Out>(
 ): Query<Out> {
   const { schema, readers, check, finish, notBefore } = definition
   const names = Object.keys(schema.shape) as (keyof Shape & string)[]
+  const published = Object.fromEntries(
+    names.flatMap((name) => {
+      const keywords = publishedOf(schema.shape[name])
+      return keywords ? [[name, keywords]] : []
+    }),
+  )
   return {
     schema,
+    published,
     ...(notBefore ? { notBefore } : {}),
     safeParse(query) {
       const given = (query ?? {}) as Record<string, unknown>
@@ -136,26 +165,27 @@ export function idParam(name: string, description: string) {
     .describe(description)
 }
 
-const DAYS_IN_MONTH = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-
-/** Zod's date-time pattern checks each field's range; this adds the calendar (no 30 February). */
-function isCalendarDate(value: string): boolean {
-  const year = Number(value.slice(0, 4))
-  const month = Number(value.slice(5, 7))
-  const day = Number(value.slice(8, 10))
-  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0
-  const maxDay = month === 2 && !leap ? 28 : (DAYS_IN_MONTH[month - 1] ?? 0)
-  return year >= 1 && day <= maxDay
-}
-
 /**
- * Zod's pattern takes any two-digit offset (+99:00); PostgreSQL refuses offsets of 16 hours or
- * more. Real time zones span -12:00 to +14:00.
+ * A check of a parameter's text, as data: the server runs it (`dateTimeParam`) and the OpenAPI
+ * document publishes the same object (`Query.published`), so that a client can refuse what the
+ * server refuses, with its words, from the document alone.
  */
-function hasUsableOffset(value: string): boolean {
-  const offset = /[+-](\d{2}):?(\d{2})$/.exec(value)
-  return !offset || (Number(offset[1]) <= 15 && Number(offset[2]) <= 59)
+export interface TextCheck {
+  /** An ECMAScript pattern, without flags, that the text must match (a search, as JSON Schema's). */
+  readonly pattern: string
+  /** The issue reported when it does not: its code, and for `invalid_string` what was checked. */
+  readonly code: 'invalid_string' | 'custom'
+  readonly validation?: 'datetime'
+  readonly message: string
 }
+
+// Zod 3's date-time pattern with offsets, as published since 1.0.0 (a time may omit its seconds):
+// each field in range, February's 29th in leap years only.
+const CALENDAR_DATE =
+  '((\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|(02)-(0[1-9]|1\\d|2[0-8])))'
+const WALL_CLOCK = '([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d+)?)?'
+const dateTimeShape = (t: string, z: string) =>
+  `^${CALENDAR_DATE}${t}${WALL_CLOCK}(${z}|([+-]\\d{2}:?\\d{2}))$`
 
 /**
  * RFC 3339 sets no limit on fractional-second digits; nine (nanoseconds) is the finest any common
@@ -163,10 +193,63 @@ function hasUsableOffset(value: string): boolean {
  */
 export const MAX_FRACTION_DIGITS = 9
 
-const FRACTION = /\.(\d+)/
+/**
+ * What a date-time parameter's text must be, in the order the refusals are reported; every check
+ * runs, so a text can fail several.
+ *
+ * - The shape: RFC 3339 with `Z` or an offset.
+ * - A calendar date first, in a year from 0001 (the shape takes 0000; PostgreSQL has no year 0).
+ * - An offset, if it ends with one, under 16 hours: Zod's shape takes any two digits (+99:00),
+ *   PostgreSQL refuses 16 hours or more. Real time zones span -12:00 to +14:00.
+ * - At most `MAX_FRACTION_DIGITS` digits in its first fraction.
+ */
+export function dateTimeChecks(name: string): readonly TextCheck[] {
+  return [
+    {
+      pattern: dateTimeShape('T', 'Z'),
+      code: 'invalid_string',
+      validation: 'datetime',
+      message: `${name} must be an ISO-8601 date-time with Z or an offset`,
+    },
+    { pattern: `^(?!0000)${CALENDAR_DATE}`, code: 'custom', message: `${name} is not a calendar date` },
+    {
+      pattern: '^(?![\\s\\S]*[+-](1[6-9]|[2-9]\\d):?\\d{2}$|[\\s\\S]*[+-]\\d{2}:?[6-9]\\d$)',
+      code: 'custom',
+      message: `${name} must have a UTC offset between -15:59 and +15:59`,
+    },
+    {
+      pattern: `^([^.]|\\.(?!\\d))*($|\\.\\d{1,${MAX_FRACTION_DIGITS}}(?!\\d))`,
+      code: 'custom',
+      message: `${name} must have at most ${MAX_FRACTION_DIGITS} fractional-second digits`,
+    },
+  ]
+}
 
-function hasBoundedFraction(value: string): boolean {
-  return (FRACTION.exec(value)?.[1]?.length ?? 0) <= MAX_FRACTION_DIGITS
+/** Runs `checks` on a string, reporting every one that fails, in order. */
+function checkedText(schema: z.ZodString, checks: readonly TextCheck[]) {
+  const compiled = checks.map((check) => ({ check, regex: new RegExp(check.pattern) }))
+  return schema.superRefine((text, context) => {
+    for (const { check, regex } of compiled) {
+      if (regex.test(text)) continue
+      context.addIssue(
+        check.code === 'invalid_string'
+          ? { code: 'invalid_string', validation: check.validation ?? 'regex', message: check.message }
+          : { code: 'custom', message: check.message },
+      )
+    }
+  })
+}
+
+/** What a parameter publishes beyond what its Zod schema says (`Query.published`). */
+function publishedOf(schema: z.ZodTypeAny | undefined): Record<string, unknown> | undefined {
+  const rules = schema && TEXT_RULES.get(schema)
+  if (!rules) return undefined
+  return {
+    format: rules.format,
+    pattern: rules.pattern,
+    'x-openbook-upper-case': rules.upperCase,
+    'x-openbook-checks': rules.checks,
+  }
 }
 
 /**
@@ -193,6 +276,8 @@ export function toMicroseconds(value: string, rounding: BoundRounding): string {
   return next.startsWith('+') ? `${wallClock}.999999${offset}` : `${next.slice(0, 19)}.000000${offset}`
 }
 
+const FRACTION = /\.(\d+)/
+
 /** The instant of a validated date-time in nanoseconds since the epoch, to compare two bounds exactly. */
 export function epochNanoseconds(value: string): bigint | undefined {
   const fraction = FRACTION.exec(value)?.[1] ?? ''
@@ -203,17 +288,24 @@ export function epochNanoseconds(value: string): bigint | undefined {
 
 /**
  * An RFC 3339 date-time with `Z` or an offset, a real calendar date and at most nine
- * fractional-second digits, in upper case (read with `readDateTime`). It may carry more digits
- * than PostgreSQL keeps: bring it to the microsecond with `toMicroseconds` before it reaches SQL,
- * after any comparison.
+ * fractional-second digits (`dateTimeChecks`), in upper case (read with `readDateTime`). It may
+ * carry more digits than PostgreSQL keeps: bring it to the microsecond with `toMicroseconds`
+ * before it reaches SQL, after any comparison.
  */
 export function dateTimeParam(name: string, description: string) {
-  return z
-    .string({ invalid_type_error: `${name} must be an ISO-8601 date-time, given once` })
-    .datetime({ offset: true, message: `${name} must be an ISO-8601 date-time with Z or an offset` })
-    .refine(isCalendarDate, `${name} is not a calendar date`)
-    .refine(hasUsableOffset, `${name} must have a UTC offset between -15:59 and +15:59`)
-    .refine(hasBoundedFraction, `${name} must have at most ${MAX_FRACTION_DIGITS} fractional-second digits`)
+  const checks = dateTimeChecks(name)
+  const schema = checkedText(
+    z.string({ invalid_type_error: `${name} must be an ISO-8601 date-time, given once` }),
+    checks,
+  )
     .optional()
     .describe(description)
+  TEXT_RULES.set(schema, {
+    format: 'date-time',
+    // The text as sent, before `readDateTime`: `t` and `z` in either case.
+    pattern: dateTimeShape('[Tt]', '[Zz]'),
+    upperCase: DATE_TIME_UPPER_CASE,
+    checks,
+  })
+  return schema
 }

@@ -43,11 +43,23 @@ export async function documentFromUrl(url: string): Promise<OpenAPI3> {
   return (await response.json()) as OpenAPI3
 }
 
+/**
+ * A check of a parameter's text as the server publishes it (`x-openbook-checks`): a pattern the
+ * text must match, after the letters of `x-openbook-upper-case` are read in upper case, and the
+ * issue it reports when the text does not.
+ */
+interface TextCheck {
+  pattern: string
+  code: string
+  validation?: string
+  message: string
+}
+
 /** A query parameter as the client checks it before a request (src/validate.ts). */
 type ParameterCheck =
   | { name: string; kind: 'integer'; minimum: number; maximum: number; nullable: boolean }
   | { name: string; kind: 'enum'; values: string[] }
-  | { name: string; kind: 'dateTime'; notBefore?: string }
+  | { name: string; kind: 'dateTime'; upperCase: string; checks: TextCheck[]; notBefore?: string }
   | { name: string; kind: 'string'; minLength: number; maxLength: number; pattern?: string }
 
 interface ParameterObject {
@@ -88,7 +100,14 @@ function checkOf({ name, schema = {}, 'x-not-before': notBefore }: ParameterObje
       nullable: types.includes('null'),
     }
   if (Array.isArray(schema.enum)) return { name, kind: 'enum', values: schema.enum.map(String) }
-  if (schema.format === 'date-time') return { name, kind: 'dateTime', ...(notBefore ? { notBefore } : {}) }
+  if (schema.format === 'date-time')
+    return {
+      name,
+      kind: 'dateTime',
+      upperCase: String(schema['x-openbook-upper-case'] ?? ''),
+      checks: textChecks(name, schema['x-openbook-checks']),
+      ...(notBefore ? { notBefore } : {}),
+    }
   if (types.includes('string'))
     return {
       name,
@@ -100,6 +119,23 @@ function checkOf({ name, schema = {}, 'x-not-before': notBefore }: ParameterObje
   throw new Error(
     `the query parameter ${name} has a schema the client cannot check: ${JSON.stringify(schema)}`,
   )
+}
+
+/** The published checks of a parameter's text, as they are, in their order. */
+function textChecks(name: string, published: unknown): TextCheck[] {
+  const valid = (check: Partial<TextCheck>): check is TextCheck =>
+    typeof check.pattern === 'string' &&
+    typeof check.code === 'string' &&
+    typeof check.message === 'string' &&
+    (check.validation === undefined || typeof check.validation === 'string')
+  if (!Array.isArray(published) || published.length === 0 || !published.every(valid))
+    throw new Error(`the date-time parameter ${name} publishes no x-openbook-checks the client can apply`)
+  return published.map(({ pattern, code, validation, message }) => ({
+    pattern,
+    code,
+    ...(validation === undefined ? {} : { validation }),
+    message,
+  }))
 }
 
 /** The fields of the schemas the list envelopes hold, by schema name, in the document's order. */

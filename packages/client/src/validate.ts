@@ -21,14 +21,6 @@ export const APPOINTMENT_STATUSES = statusParameter?.kind === 'enum' ? statusPar
 export type AppointmentStatus = (typeof APPOINTMENT_STATUSES)[number]
 
 const DECIMAL = /^-?[0-9]+$/
-const DAYS_IN_MONTH = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-const MAX_FRACTION_DIGITS = 9
-const FRACTION = /\.(\d+)/
-// Zod 3's date-time pattern with offsets allowed and any precision.
-const DATE_SOURCE =
-  '((\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|(02)-(0[1-9]|1\\d|2[0-8])))'
-const TIME_SOURCE = '([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d+)?)?'
-const DATE_TIME = new RegExp(`^${DATE_SOURCE}T${TIME_SOURCE}(Z|([+-]\\d{2}:?\\d{2}))$`)
 
 /** A parameter as it travels: the text of the query string, or absent. */
 export type Wire = Record<string, string | undefined>
@@ -126,62 +118,51 @@ function string(
   return issues
 }
 
-function isCalendarDate(value: string): boolean {
-  const year = Number(value.slice(0, 4))
-  const month = Number(value.slice(5, 7))
-  const day = Number(value.slice(8, 10))
-  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0
-  const maxDay = month === 2 && !leap ? 28 : (DAYS_IN_MONTH[month - 1] ?? 0)
-  return year >= 1 && day <= maxDay
+type DateTimeCheck = Extract<ParameterCheck, { kind: 'dateTime' }>
+
+const patterns = new Map<string, RegExp>()
+
+/** A published pattern, compiled once. */
+function compiled(pattern: string, flags = ''): RegExp {
+  const key = `${flags}/${pattern}`
+  let regex = patterns.get(key)
+  if (!regex) {
+    regex = new RegExp(pattern, flags)
+    patterns.set(key, regex)
+  }
+  return regex
 }
 
-function hasUsableOffset(value: string): boolean {
-  const offset = /[+-](\d{2}):?(\d{2})$/.exec(value)
-  return !offset || (Number(offset[1]) <= 15 && Number(offset[2]) <= 59)
+/** The text as the server checks it: the published letters (`t`, `z`) in upper case. */
+function read(check: DateTimeCheck, raw: string): string {
+  const letters: string = check.upperCase
+  if (letters === '') return raw
+  return raw.replace(compiled(`[${letters}]`, 'g'), (letter) => letter.toUpperCase())
 }
 
-function hasBoundedFraction(value: string): boolean {
-  return (FRACTION.exec(value)?.[1]?.length ?? 0) <= MAX_FRACTION_DIGITS
+/** Every published check the text fails, in the published order, as the server reports it. */
+function dateTime(check: DateTimeCheck, raw: string | undefined): ValidationIssue[] {
+  if (raw === undefined) return []
+  const value = read(check, raw)
+  return check.checks
+    .filter(({ pattern }) => !compiled(pattern).test(value))
+    .map(({ code, message, ...rest }) => ({
+      code,
+      ...('validation' in rest ? { validation: rest.validation } : {}),
+      message,
+      path: [check.name],
+    }))
 }
 
-/** The server reads `t` and `z` as `T` and `Z` (RFC 3339 5.6), every one of them. */
-function upperCaseDesignators(value: string): string {
-  return value.replace(/[tz]/g, (letter) => letter.toUpperCase())
-}
-
+/**
+ * The instant of a checked date-time (as `read`) in nanoseconds since the epoch, so that two
+ * bounds compare exactly: JavaScript's dates stop at the millisecond.
+ */
 function epochNanoseconds(value: string): bigint | undefined {
-  const fraction = FRACTION.exec(value)?.[1] ?? ''
-  const millis = Date.parse(value.replace(FRACTION, ''))
+  const fraction = /\.(\d+)/.exec(value)?.[1] ?? ''
+  const millis = Date.parse(value.replace(/\.\d+/, ''))
   if (Number.isNaN(millis)) return undefined
-  return BigInt(millis) * 1_000_000n + BigInt(fraction.padEnd(MAX_FRACTION_DIGITS, '0'))
-}
-
-function dateTime(name: string, raw: string | undefined): ValidationIssue[] {
-  const issues: ValidationIssue[] = []
-  if (raw === undefined) return issues
-  const value = upperCaseDesignators(raw)
-  if (!DATE_TIME.test(value))
-    issues.push({
-      code: 'invalid_string',
-      validation: 'datetime',
-      message: `${name} must be an ISO-8601 date-time with Z or an offset`,
-      path: [name],
-    })
-  if (!isCalendarDate(value))
-    issues.push({ code: 'custom', message: `${name} is not a calendar date`, path: [name] })
-  if (!hasUsableOffset(value))
-    issues.push({
-      code: 'custom',
-      message: `${name} must have a UTC offset between -15:59 and +15:59`,
-      path: [name],
-    })
-  if (!hasBoundedFraction(value))
-    issues.push({
-      code: 'custom',
-      message: `${name} must have at most ${MAX_FRACTION_DIGITS} fractional-second digits`,
-      path: [name],
-    })
-  return issues
+  return BigInt(millis) * 1_000_000n + BigInt(fraction.padEnd(9, '0'))
 }
 
 function oneOf(name: string, raw: string | undefined, values: readonly string[]): ValidationIssue[] {
@@ -199,7 +180,7 @@ function parameterIssues(check: ParameterCheck, raw: string | undefined): Valida
     case 'enum':
       return oneOf(check.name, raw, check.values)
     case 'dateTime':
-      return dateTime(check.name, raw)
+      return dateTime(check, raw)
     case 'string':
       return string(
         check.name,
@@ -219,11 +200,12 @@ export function queryIssues(operation: Operation, query: Wire): ValidationIssue[
   if (issues.length > 0) return issues
   for (const check of checks) {
     if (check.kind !== 'dateTime' || !('notBefore' in check)) continue
+    const bound = checks.find((other) => other.name === check.notBefore)
     const low = query[check.notBefore]
     const high = query[check.name]
-    if (!low || !high) continue
-    const start = epochNanoseconds(upperCaseDesignators(low))
-    const end = epochNanoseconds(upperCaseDesignators(high))
+    if (!low || !high || bound?.kind !== 'dateTime') continue
+    const start = epochNanoseconds(read(bound, low))
+    const end = epochNanoseconds(read(check, high))
     if (start !== undefined && end !== undefined && end < start)
       issues.push({
         code: 'custom',

@@ -20,8 +20,67 @@ export const QUERY_PARAMETERS = {
     },
     { name: 'customerId', kind: 'string', minLength: 1, maxLength: 128, pattern: '^[^\\p{Cc}]+$' },
     { name: 'staffId', kind: 'string', minLength: 1, maxLength: 128, pattern: '^[^\\p{Cc}]+$' },
-    { name: 'startDate', kind: 'dateTime' },
-    { name: 'endDate', kind: 'dateTime', notBefore: 'startDate' },
+    {
+      name: 'startDate',
+      kind: 'dateTime',
+      upperCase: 'tz',
+      checks: [
+        {
+          pattern:
+            '^((\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|(02)-(0[1-9]|1\\d|2[0-8])))T([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d+)?)?(Z|([+-]\\d{2}:?\\d{2}))$',
+          code: 'invalid_string',
+          validation: 'datetime',
+          message: 'startDate must be an ISO-8601 date-time with Z or an offset',
+        },
+        {
+          pattern:
+            '^(?!0000)((\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|(02)-(0[1-9]|1\\d|2[0-8])))',
+          code: 'custom',
+          message: 'startDate is not a calendar date',
+        },
+        {
+          pattern: '^(?![\\s\\S]*[+-](1[6-9]|[2-9]\\d):?\\d{2}$|[\\s\\S]*[+-]\\d{2}:?[6-9]\\d$)',
+          code: 'custom',
+          message: 'startDate must have a UTC offset between -15:59 and +15:59',
+        },
+        {
+          pattern: '^([^.]|\\.(?!\\d))*($|\\.\\d{1,9}(?!\\d))',
+          code: 'custom',
+          message: 'startDate must have at most 9 fractional-second digits',
+        },
+      ],
+    },
+    {
+      name: 'endDate',
+      kind: 'dateTime',
+      upperCase: 'tz',
+      checks: [
+        {
+          pattern:
+            '^((\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|(02)-(0[1-9]|1\\d|2[0-8])))T([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d+)?)?(Z|([+-]\\d{2}:?\\d{2}))$',
+          code: 'invalid_string',
+          validation: 'datetime',
+          message: 'endDate must be an ISO-8601 date-time with Z or an offset',
+        },
+        {
+          pattern:
+            '^(?!0000)((\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|(02)-(0[1-9]|1\\d|2[0-8])))',
+          code: 'custom',
+          message: 'endDate is not a calendar date',
+        },
+        {
+          pattern: '^(?![\\s\\S]*[+-](1[6-9]|[2-9]\\d):?\\d{2}$|[\\s\\S]*[+-]\\d{2}:?[6-9]\\d$)',
+          code: 'custom',
+          message: 'endDate must have a UTC offset between -15:59 and +15:59',
+        },
+        {
+          pattern: '^([^.]|\\.(?!\\d))*($|\\.\\d{1,9}(?!\\d))',
+          code: 'custom',
+          message: 'endDate must have at most 9 fractional-second digits',
+        },
+      ],
+      notBefore: 'startDate',
+    },
   ],
   getOpenApiDocument: [],
 } as const
