@@ -1,6 +1,6 @@
 import { join } from 'node:path'
 import { DEMO_ORG_ID } from '../src/seed/demo.js'
-import { createEmbeddedStore } from '../src/store/embedded.js'
+import { createEmbeddedStore } from '../src/store/embedded/embedded.js'
 import { crowdStatements } from './data.js'
 import { httpLoad, type LoadResult } from './load.js'
 import type { LoadSettings, Log } from './measure.js'

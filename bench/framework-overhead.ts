@@ -22,7 +22,7 @@ import { Metrics } from '../src/ops/metrics.js'
 import { authenticateKey } from '../src/queries/api-keys.js'
 import { pageBody } from '../src/queries/page.js'
 import { customersRoute } from '../src/routes/public/v1/customers.js'
-import { createPostgresStore } from '../src/store/postgres.js'
+import { createPostgresStore } from '../src/store/postgres/postgres.js'
 import { type AdminSql, KEY_ORGANIZATION, type Store } from '../src/store/types.js'
 import { listPage, POSTGRES_PAGES, parseListRequest } from './sql.js'
 

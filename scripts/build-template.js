@@ -1,11 +1,11 @@
 // `npm run build`, after tsc: the template of a new embedded DATA_DIR, dist/embedded-template
-// (src/store/embedded-template.ts), created and migrated here once, so that a first start copies
+// (src/store/embedded/embedded-template.ts), created and migrated here once, so that a first start copies
 // it in a fraction of a second instead of running PGlite's initdb and the migrations. Kept when the
 // one there is sound and of the current PGlite, settings and migrations.
 import { renameSync, rmSync } from 'node:fs'
-import { createEmbeddedStore } from '../dist/store/embedded.js'
-import { BUILT_TEMPLATE, sealTemplate, templateFault } from '../dist/store/embedded-template.js'
-import { migrate } from '../dist/store/migrate.js'
+import { createEmbeddedStore } from '../dist/store/embedded/embedded.js'
+import { BUILT_TEMPLATE, sealTemplate, templateFault } from '../dist/store/embedded/embedded-template.js'
+import { migrate } from '../dist/store/schema/migrate.js'
 
 const why = templateFault(BUILT_TEMPLATE)
 if (why === undefined) process.exit(0)

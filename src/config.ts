@@ -3,7 +3,7 @@ import { z } from 'zod'
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 
 /**
- * How the request path prepares its statements on PostgreSQL (store/postgres.ts):
+ * How the request path prepares its statements on PostgreSQL (store/postgres/postgres.ts):
  * - `on`: once per connection, which openbook remembers. Direct to PostgreSQL, or through a
  *   pooler in session mode.
  * - `pooler`: once per server connection, which the database checks in the same message (migration
@@ -67,7 +67,7 @@ export interface Config {
   readonly databasePreparedStatements: PreparedStatements
   readonly dataDir: string
   /**
-   * What a new embedded DATA_DIR is copied from (store/embedded-template.ts): a template directory,
+   * What a new embedded DATA_DIR is copied from (store/embedded/embedded-template.ts): a template directory,
    * or false (`none`): PGlite's initdb. Undefined: the one `npm run build` makes.
    */
   readonly dataDirTemplate: string | false | undefined

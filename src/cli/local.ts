@@ -1,8 +1,8 @@
 import type { Config } from '../config.js'
 import { cancellable } from '../operator/cancellable.js'
 import { OperatorError } from '../operator-error.js'
-import { assertSchemaServable } from '../store/migrate.js'
 import { assertOperatorAccess, openStore } from '../store/open.js'
+import { assertSchemaServable } from '../store/schema/migrate.js'
 import type { CliContext } from './context.js'
 import { openInput } from './input.js'
 

@@ -1,6 +1,6 @@
 import { StoreBusyError } from '../store/busy.js'
-import { isStoreUnreachable } from '../store/postgres.js'
-import { assertServing } from '../store/serving.js'
+import { isStoreUnreachable } from '../store/postgres/postgres.js'
+import { assertServing } from '../store/schema/serving.js'
 import type { Sql, Store } from '../store/types.js'
 
 /**

@@ -12,7 +12,7 @@ import {
 } from '../errors.js'
 import { StoreBusyError } from '../store/busy.js'
 import { isDiskFull } from '../store/open-failure.js'
-import { isStoreUnreachable } from '../store/postgres.js'
+import { isStoreUnreachable } from '../store/postgres/postgres.js'
 
 /** Renders an error in the API's shape. Never cached: an error says nothing lasting about the resource. */
 export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {

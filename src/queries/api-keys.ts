@@ -41,7 +41,7 @@ export async function authenticateKey(
   options: { readonly withNext?: boolean } = {},
 ): Promise<AuthenticatedKey | KeyRefusal> {
   // The hash is written into the statement where it goes alone, so that it has no parameters and
-  // can travel with the transaction's BEGIN in one round trip (store/postgres.ts); with the next
+  // can travel with the transaction's BEGIN in one round trip (store/postgres/postgres.ts); with the next
   // statement, it is a parameter, and the connection writes it in or prepares the statement.
   // Only a SHA-256 in hex may be written.
   if (!SHA256_HEX.test(keyHash)) throw new Error('a key hash is 64 lowercase hexadecimal characters')

@@ -1,10 +1,10 @@
 import type { Config } from '../config.js'
-import { createEmbeddedStore } from './embedded.js'
-import type { DataDirOrigin } from './embedded-protocol.js'
-import { migrate, schemaState } from './migrate.js'
+import { createEmbeddedStore } from './embedded/embedded.js'
+import type { DataDirOrigin } from './embedded/embedded-protocol.js'
 import { isDiskFull } from './open-failure.js'
-import { createPostgresStore, type ReplicaEvents } from './postgres.js'
-import { MigrateTooOldError, SchemaTooNewError, servability } from './schema-version.js'
+import { createPostgresStore, type ReplicaEvents } from './postgres/postgres.js'
+import { migrate, schemaState } from './schema/migrate.js'
+import { MigrateTooOldError, SchemaTooNewError, servability } from './schema/schema-version.js'
 import type { Store } from './types.js'
 
 export interface OpenStoreOptions {

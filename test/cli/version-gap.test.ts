@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { messageLine, operatorSocketPath } from '../../src/operator/protocol.js'
 import { serveOperatorSocket } from '../../src/operator/server.js'
-import { LATEST_VERSION } from '../../src/store/schema-version.js'
+import { LATEST_VERSION } from '../../src/store/schema/schema-version.js'
 import { scratchRoot } from '../helpers/process.js'
 import { openbook } from './run.js'
 

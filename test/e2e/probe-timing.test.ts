@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { patience } from '../../packages/client/test/helpers/patience.js'
-import { createPostgresStore } from '../../src/store/postgres.js'
+import { createPostgresStore } from '../../src/store/postgres/postgres.js'
 import { bearer } from '../helpers/app.js'
 import { createKey, createOrg } from '../helpers/fixtures.js'
 import { cleanEnv, freePort, type RunningProcess, start } from '../helpers/process.js'

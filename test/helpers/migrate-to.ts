@@ -1,5 +1,5 @@
 import { READER_ROLE } from '../../src/store/reader-settings.js'
-import { readMigrations } from '../../src/store/schema-version.js'
+import { readMigrations } from '../../src/store/schema/schema-version.js'
 import type { Store } from '../../src/store/types.js'
 
 /**

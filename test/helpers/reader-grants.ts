@@ -1,4 +1,4 @@
-import { READER_PRIVILEGES, type ReaderPrivilege } from '../../src/store/reader-privileges.js'
+import { READER_PRIVILEGES, type ReaderPrivilege } from '../../src/store/schema/reader-privileges.js'
 
 /**
  * Granted to openbook_reader for the earlier release that still serves this schema (its

@@ -4,8 +4,8 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, inject } from 'vitest'
 import { patience } from '../../packages/client/test/helpers/patience.js'
-import { createEmbeddedStore } from '../../src/store/embedded.js'
-import { createPostgresStore } from '../../src/store/postgres.js'
+import { createEmbeddedStore } from '../../src/store/embedded/embedded.js'
+import { createPostgresStore } from '../../src/store/postgres/postgres.js'
 import type { Store, StoreKind } from '../../src/store/types.js'
 import { scratchRoot } from './process.js'
 import { dropRole, TEST_ROLE_PREFIX } from './roles.js'
@@ -110,7 +110,7 @@ export async function createTestStore(
     try {
       store = await createEmbeddedStore(dir, {
         // A test store lives seconds, as the CLI's does: PGlite compiled for a fast start (a second
-        // less CPU each) rather than for a server's footprint (src/store/embedded-settings.ts).
+        // less CPU each) rather than for a server's footprint (src/store/embedded/embedded-settings.ts).
         shortLived: true,
         // A lost lock would end the test process (the server's default): this directory is the test's alone.
         onLockLost: () => {},

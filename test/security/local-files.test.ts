@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it, vi } from 'vitest'
 import { operatorSocketPath } from '../../src/operator/protocol.js'
 import { serveOperatorSocket } from '../../src/operator/server.js'
-import { createEmbeddedStore } from '../../src/store/embedded.js'
+import { createEmbeddedStore } from '../../src/store/embedded/embedded.js'
 
 // Only the directory is under test here: PGlite's on-disk initdb (seconds) is replaced by a stub.
 vi.mock('@electric-sql/pglite', () => ({

@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { patience } from '../../packages/client/test/helpers/patience.js'
-import { createEmbeddedStore } from '../../src/store/embedded.js'
-import { EMBEDDED_SETTINGS } from '../../src/store/embedded-settings.js'
+import { createEmbeddedStore } from '../../src/store/embedded/embedded.js'
+import { EMBEDDED_SETTINGS } from '../../src/store/embedded/embedded-settings.js'
 import type { Store } from '../../src/store/types.js'
 
 /**
- * The embedded store is sized for a small machine (src/store/embedded-settings.ts): these fail if
+ * The embedded store is sized for a small machine (src/store/embedded/embedded-settings.ts): these fail if
  * its PostgreSQL runs with a server's memory settings again. bench/embedded-memory.ts measures
  * what they are worth.
  */

@@ -10,14 +10,14 @@ import {
 } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import type { DataDirOrigin } from '../../src/store/embedded-protocol.js'
-import { BUILT_TEMPLATE, copyTemplate, templateFault } from '../../src/store/embedded-template.js'
-import { LATEST_VERSION, schemaState } from '../../src/store/migrate.js'
+import type { DataDirOrigin } from '../../src/store/embedded/embedded-protocol.js'
+import { BUILT_TEMPLATE, copyTemplate, templateFault } from '../../src/store/embedded/embedded-template.js'
 import { openStore } from '../../src/store/open.js'
+import { LATEST_VERSION, schemaState } from '../../src/store/schema/migrate.js'
 import { scratchRoot } from '../helpers/process.js'
 
 /**
- * The template of a new embedded DATA_DIR (src/store/embedded-template.ts): the build makes it,
+ * The template of a new embedded DATA_DIR (src/store/embedded/embedded-template.ts): the build makes it,
  * a first start copies it, and one that is not exactly what this code would make (changed, cut
  * short, of other migrations) is never copied: DATA_DIR is then made by initdb, as without one.
  */

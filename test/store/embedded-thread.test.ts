@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createEmbeddedStore } from '../../src/store/embedded.js'
-import { migrate } from '../../src/store/migrate.js'
+import { createEmbeddedStore } from '../../src/store/embedded/embedded.js'
+import { migrate } from '../../src/store/schema/migrate.js'
 import type { Sql, Store } from '../../src/store/types.js'
 import { createTestStore, type TestStore } from '../helpers/stores.js'
 

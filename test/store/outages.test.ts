@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { patience } from '../../packages/client/test/helpers/patience.js'
 import { STORE_BUSY_MESSAGE } from '../../src/errors.js'
 import { storeReadiness } from '../../src/ops/readiness.js'
-import { createPostgresStore, type PostgresStoreOptions } from '../../src/store/postgres.js'
+import { createPostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/postgres.js'
 import type { Store } from '../../src/store/types.js'
 import { bearer, buildTestApp, listenOnLoopback } from '../helpers/app.js'
 import { addCustomers, createKey, createOrg } from '../helpers/fixtures.js'

@@ -1,7 +1,7 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { refreshStatistics } from '../../src/store/migrate.js'
-import { createPostgresStore } from '../../src/store/postgres.js'
+import { createPostgresStore } from '../../src/store/postgres/postgres.js'
+import { refreshStatistics } from '../../src/store/schema/migrate.js'
 import type { Store } from '../../src/store/types.js'
 import { createTestDatabase, postgresAvailable, type TestDatabase } from '../helpers/stores.js'
 

@@ -20,7 +20,7 @@ vi.mock('../../src/store/postgres/pool.js', async (importOriginal) => {
 
 describe('the "switched to pooler" warning', () => {
   it('is said once a process, however many pools (primary, replica, probe) meet the pooler', async () => {
-    const { createPostgresStore } = await import('../../src/store/postgres.js')
+    const { createPostgresStore } = await import('../../src/store/postgres/postgres.js')
     const detected = vi.fn()
     const store = createPostgresStore({
       connectionString: 'postgres://primary/db',

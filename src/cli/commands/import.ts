@@ -1,6 +1,6 @@
 import { waitForStandbys } from '../../domain/replication.js'
 import { type ImportSummary, InputIdleError, importNdjson } from '../../import/ndjson.js'
-import { refreshStatistics } from '../../store/migrate.js'
+import { refreshStatistics } from '../../store/schema/migrate.js'
 import { count } from '../options.js'
 import { printResult, progressBar } from '../output.js'
 import { JSON_OPTION, type RegisterCommand } from './command.js'

@@ -1,4 +1,4 @@
-import { migrate } from '../../store/migrate.js'
+import { migrate } from '../../store/schema/migrate.js'
 import { printResult } from '../output.js'
 import { JSON_OPTION, type RegisterCommand } from './command.js'
 

@@ -1,6 +1,6 @@
 import { OperatorError } from '../../operator-error.js'
 import { seedSynthetic } from '../../seed/run.js'
-import { refreshStatistics } from '../../store/migrate.js'
+import { refreshStatistics } from '../../store/schema/migrate.js'
 import type { CliContext } from '../context.js'
 import { count } from '../options.js'
 import { printResult, progressBar } from '../output.js'

@@ -2,7 +2,7 @@
  * Creates the embedded store's database in DATA_DIR, as a child process of the database thread
  * (embedded-worker.ts), which opens DATA_DIR once this has ended:
  *
- *   node dist/store/embedded-create.js <DATA_DIR> <PGlite options as JSON>
+ *   node dist/store/embedded/embedded-create.js <DATA_DIR> <PGlite options as JSON>
  *
  * PGlite's initdb takes about 480 MB for a few seconds, however small the database: it copies its
  * whole WebAssembly memory (128 MB, the least PGlite runs in) and writes the copy back before

@@ -25,11 +25,11 @@ import {
 import { createRequire } from 'node:module'
 import { dirname, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { readMigrations } from '../schema/schema-version.js'
 import { embeddedInitdbParams } from './embedded-settings.js'
-import { readMigrations } from './schema-version.js'
 
-/** Where the build writes the template: dist/embedded-template, from dist/store or src/store alike. */
-export const BUILT_TEMPLATE = fileURLToPath(new URL('../../dist/embedded-template', import.meta.url))
+/** Where the build writes the template: dist/embedded-template, from dist/store/embedded or src/store/embedded alike. */
+export const BUILT_TEMPLATE = fileURLToPath(new URL('../../../dist/embedded-template', import.meta.url))
 
 const MANIFEST = 'openbook-template.json'
 /** Written last into a DATA_DIR: without it, the DATA_DIR is created again (embedded-worker.ts). */

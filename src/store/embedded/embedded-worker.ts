@@ -22,7 +22,7 @@ import {
   protocol,
   type Results,
 } from '@electric-sql/pglite'
-import { copyStatement } from './copy.js'
+import { copyStatement } from '../copy.js'
 import {
   type DatabaseRequest,
   type DatabaseResponse,
@@ -223,7 +223,7 @@ async function createDatabase(): Promise<void> {
     absolute(dataDir),
     JSON.stringify(options),
   ]
-  const cwd = fromSource ? fileURLToPath(new URL('../..', import.meta.url)) : undefined
+  const cwd = fromSource ? fileURLToPath(new URL('../../..', import.meta.url)) : undefined
   // Its standard input stays open while this process runs: it ends early when this one does.
   const child = spawn(process.execPath, args, { cwd, stdio: ['pipe', 'ignore', 'pipe'] })
   let stderr = ''

@@ -1,8 +1,11 @@
 import { mkdirSync } from 'node:fs'
 import { Worker } from 'node:worker_threads'
-import { errorLine } from '../operator-error.js'
-import { StoreBusyError } from './busy.js'
-import { type DataDirLock, lockDataDir } from './data-dir-lock.js'
+import { errorLine } from '../../operator-error.js'
+import { StoreBusyError } from '../busy.js'
+import { type DataDirLock, lockDataDir } from '../data-dir-lock.js'
+import { explainOpenFailure, freeBytes } from '../open-failure.js'
+import { readerPreamble } from '../reader-settings.js'
+import type { AdminSql, Store, StoreAdapter } from '../types.js'
 import {
   type DatabaseRequest,
   type DatabaseResponse,
@@ -10,9 +13,6 @@ import {
   deserializeError,
   type WorkerData,
 } from './embedded-protocol.js'
-import { explainOpenFailure, freeBytes } from './open-failure.js'
-import { readerPreamble } from './reader-settings.js'
-import type { AdminSql, Store, StoreAdapter } from './types.js'
 
 /**
  * The database thread from the main thread's side: one request at a time, answered in order.

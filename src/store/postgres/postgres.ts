@@ -1,5 +1,7 @@
 import type pg from 'pg'
-import { OPERATOR, type TransactionMode } from './postgres/connection.js'
+import { readerPreamble } from '../reader-settings.js'
+import type { AdminSql, Store, StoreAdapter } from '../types.js'
+import { OPERATOR, type TransactionMode } from './connection.js'
 import {
   isConnectionLost,
   isConnectRefused,
@@ -7,10 +9,8 @@ import {
   type PoolOptions,
   REPLICA_ROUND_TRIP_CAP_MS,
   REQUEST_DEADLINE_MS,
-} from './postgres/pool.js'
-import { type ReplicaEvents, ReplicaMonitor } from './postgres/replica.js'
-import { readerPreamble } from './reader-settings.js'
-import type { AdminSql, Store, StoreAdapter } from './types.js'
+} from './pool.js'
+import { type ReplicaEvents, ReplicaMonitor } from './replica.js'
 
 /**
  * The PostgreSQL store: a primary (and a read replica, when there is one), each a pool of
@@ -18,8 +18,8 @@ import type { AdminSql, Store, StoreAdapter } from './types.js'
  * (postgres/connection.ts); the replica's lag watched (postgres/replica.ts).
  */
 
-export { isStoreUnreachable, REQUEST_DEADLINE_MS } from './postgres/pool.js'
-export type { ReplicaEvents, ReplicaState } from './postgres/replica.js'
+export { isStoreUnreachable, REQUEST_DEADLINE_MS } from './pool.js'
+export type { ReplicaEvents, ReplicaState } from './replica.js'
 
 export interface PostgresStoreOptions extends PoolOptions {
   readonly connectionString: string

@@ -1,4 +1,5 @@
-import { READER_ROLE } from './reader-settings.js'
+import { READER_ROLE } from '../reader-settings.js'
+import type { Sql, Store } from '../types.js'
 import {
   assertServable,
   compatibleFromAt,
@@ -9,7 +10,6 @@ import {
   readServableState,
   SchemaNotCurrentError,
 } from './schema-version.js'
-import type { Sql, Store } from './types.js'
 
 export { LATEST_VERSION, SchemaNotCurrentError }
 

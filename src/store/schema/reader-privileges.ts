@@ -1,5 +1,5 @@
-import { READER_ROLE } from './reader-settings.js'
-import type { Sql } from './types.js'
+import { READER_ROLE } from '../reader-settings.js'
+import type { Sql } from '../types.js'
 
 /**
  * What the request path does as openbook_reader, privilege by privilege: the one list the server

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import type { Sql } from './types.js'
+import type { Sql } from '../types.js'
 
 /**
  * Which openbook may run against which schema (docs/operators/upgrading.md).
@@ -20,7 +20,7 @@ import type { Sql } from './types.js'
  * - V > L and C > L: it cannot serve: upgrade openbook.
  */
 
-export const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url))
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../migrations/', import.meta.url))
 const NUMBERED = /^(\d{3})_[a-z0-9_]+\.sql$/
 const COMPATIBLE_FROM = /^-- compatible-from: (\d+)$/m
 

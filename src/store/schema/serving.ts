@@ -1,6 +1,6 @@
+import type { Sql, Store } from '../types.js'
 import { assertReaderPrivileges } from './reader-privileges.js'
 import { assertServable, readServableState } from './schema-version.js'
-import type { Sql, Store } from './types.js'
 
 /**
  * Whether this release can serve requests from this store: the schema is one it serves
