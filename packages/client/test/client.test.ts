@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { inspect } from 'node:util'
 import { describe, expect, it } from 'vitest'
+import { QUERY_PARAMETERS } from '../src/generated/api.js'
 import {
   ApiError,
   AuthenticationError,
@@ -447,5 +448,44 @@ describe('checks that span fields, as the server runs them', () => {
     expect(messages({ ...reversed, limit: '0' })).toEqual(['limit must be at least 1'])
     expect(messages({ ...reversed, status: 'done' })).toHaveLength(1)
     expect(messages(reversed)).toEqual(['endDate must not be before startDate'])
+  })
+})
+
+describe('date-time checks', () => {
+  it("are the server's own rules, as generated from its document (regenerate when this fails)", async () => {
+    // The server's single definition, read from its source: no build, no server.
+    const source = new URL('../../../src/schemas/query.ts', import.meta.url).href
+    const server = (await import(/* @vite-ignore */ source)) as {
+      DATE_TIME_UPPER_CASE: string
+      dateTimeChecks(name: string): readonly object[]
+    }
+    const dateTimes = QUERY_PARAMETERS.listAppointments.filter((parameter) => parameter.kind === 'dateTime')
+    expect(dateTimes.map((parameter) => parameter.name)).toEqual(['startDate', 'endDate'])
+    for (const parameter of dateTimes) {
+      expect(parameter.upperCase, parameter.name).toBe(server.DATE_TIME_UPPER_CASE)
+      expect(parameter.checks, parameter.name).toEqual(server.dateTimeChecks(parameter.name))
+    }
+  })
+
+  it('apply every published check to the text as the server reads it, reporting each that fails', () => {
+    const issues = appointmentsIssues({ startDate: '0000-02-29t10:00:00.1234567890+16:00' })
+    expect(issues).toEqual([
+      { code: 'custom', message: 'startDate is not a calendar date', path: ['startDate'] },
+      {
+        code: 'custom',
+        message: 'startDate must have a UTC offset between -15:59 and +15:59',
+        path: ['startDate'],
+      },
+      {
+        code: 'custom',
+        message: 'startDate must have at most 9 fractional-second digits',
+        path: ['startDate'],
+      },
+    ])
+    expect(appointmentsIssues({ endDate: '2026-07-29t10:41:03.123456789z' })).toEqual([])
+    expect(appointmentsIssues({ endDate: '29/07/2026' }).map((issue) => issue.message)).toEqual([
+      'endDate must be an ISO-8601 date-time with Z or an offset',
+      'endDate is not a calendar date',
+    ])
   })
 })

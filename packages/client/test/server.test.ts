@@ -2,7 +2,8 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { documentFromUrl, GENERATED_DIR, generateFiles } from '../scripts/generate.js'
+import { documentFromUrl, GENERATED_DIR, generateFiles, parameterChecks } from '../scripts/generate.js'
+import { QUERY_PARAMETERS } from '../src/generated/api.js'
 import {
   APPOINTMENT_STATUSES,
   AuthenticationError,
@@ -24,8 +25,13 @@ afterAll(async () => {
 })
 
 describe('generated types', () => {
+  // Fetched once: generating takes seconds, longer than the server keeps an idle connection open.
+  let served: ReturnType<typeof documentFromUrl> | undefined
+  const servedDocument = async () =>
+    structuredClone(await (served ??= documentFromUrl(`${server.baseUrl}/openapi.json`)))
+
   it('match the OpenAPI document the running server serves', async () => {
-    const document = await documentFromUrl(`${server.baseUrl}/openapi.json`)
+    const document = await servedDocument()
     const files = await generateFiles(document)
     // When this fails: npm run build && npm run generate -w @openbook/client, and commit the files.
     expect(Object.keys(files).sort()).toEqual(readdirSync(GENERATED_DIR).sort())
@@ -45,7 +51,7 @@ describe('generated types', () => {
   })
 
   it('notice a change to the document', async () => {
-    const document = await documentFromUrl(`${server.baseUrl}/openapi.json`)
+    const document = await servedDocument()
     const schemas = (document.components?.schemas ?? {}) as Record<string, { properties?: object }>
     const customer = schemas.Customer
     if (!customer) throw new Error('no Customer schema')
@@ -53,6 +59,29 @@ describe('generated types', () => {
     const files = await generateFiles(document)
     expect(files['components.ts']).not.toBe(readFileSync(join(GENERATED_DIR, 'components.ts'), 'utf8'))
     expect(files['parameters.ts']).not.toBe(readFileSync(join(GENERATED_DIR, 'parameters.ts'), 'utf8'))
+  })
+
+  it("notice a change to a date-time rule: the checks are copied from the document's x-openbook-checks", async () => {
+    const document = await servedDocument()
+    const parameters = parameterChecks(document).listAppointments ?? []
+    const startDate = parameters.find((parameter) => parameter.name === 'startDate')
+    expect(startDate).toEqual(
+      QUERY_PARAMETERS.listAppointments.find((parameter) => parameter.name === 'startDate'),
+    )
+    // The served parameter, changed as a change to the server's rule would change it.
+    const paths = (document.paths ?? {}) as Record<string, { get: { parameters: object[] } }>
+    const served = paths['/api/public/v1/appointments']?.get
+    if (!served) throw new Error('no appointments list in the document')
+    const parameter = served.parameters.find((each) => (each as { name?: string }).name === 'startDate') as {
+      schema: { 'x-openbook-checks': { pattern: string; message: string }[] }
+    }
+    const fraction = parameter.schema['x-openbook-checks'].at(-1)
+    if (!fraction) throw new Error('startDate publishes no checks')
+    fraction.pattern = fraction.pattern.replace('{1,9}', '{1,6}')
+    fraction.message = fraction.message.replace('9', '6')
+    const files = await generateFiles(document)
+    expect(files['parameters.ts']).not.toBe(readFileSync(join(GENERATED_DIR, 'parameters.ts'), 'utf8'))
+    expect(files['parameters.ts']).toContain('startDate must have at most 6 fractional-second digits')
   })
 })
 
