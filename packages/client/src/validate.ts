@@ -5,7 +5,9 @@ import { QUERY_PARAMETERS } from './generated/api.js'
  * The server's query validation, redone here so that a bad parameter is refused before any
  * request, with the server's own words: the same issues in the same order, and the same joined
  * message. What each parameter accepts comes from the server's OpenAPI document
- * (`QUERY_PARAMETERS`, generated with the types); the words are the server's (src/schemas/).
+ * (`QUERY_PARAMETERS`, generated with the types); the words are the server's (src/schemas/). A
+ * date-time's checks are the document's own (`x-openbook-checks`, each a pattern and the issue it
+ * reports), applied as they come; only the comparison of two bounds is written here.
  * Values are checked as the server receives them: as the query string's text.
  */
 
