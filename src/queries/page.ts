@@ -2,6 +2,9 @@ import type { Sql, StoreAdapter } from '../store/types.js'
 import { itemsJson } from './page-rows.js'
 import { type KnownVersions, type PageRequest, type PageStatement, pageParams } from './page-statement.js'
 
+// The page statement's runner: the statement (page-statement.ts) run in the form the store reads
+// best, its rows decoded (page-rows.ts), and the answer made a page with its pagination.
+
 export interface Pagination {
   readonly limit: number
   readonly offset: number
