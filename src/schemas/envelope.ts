@@ -9,10 +9,6 @@ export const paginationSchema = z
   })
   .strict()
 
-export function listEnvelope<Item extends z.ZodTypeAny>(item: Item) {
-  return z.object({ data: z.array(item), pagination: paginationSchema }).strict()
-}
-
 export const errorSchema = z
   .object({
     error: z.string(),

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { listEnvelope } from '../../src/schemas/envelope.js'
 import { customerSchema } from '../../src/schemas/resources.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
+import { listEnvelope } from '../helpers/envelope.js'
 import { addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
 import { describeEachStore } from '../helpers/stores.js'
 

@@ -71,8 +71,8 @@ const MIGRATIONS = readMigrations()
 export const LATEST_VERSION = Math.max(...MIGRATIONS.map((m) => m.version))
 
 /** The oldest release that serves the schema at `version` (the highest compatible-from up to it). */
-export function compatibleFromAt(version: number, migrations: readonly Migration[] = MIGRATIONS): number {
-  return Math.max(0, ...migrations.filter((m) => m.version <= version).map((m) => m.compatibleFrom))
+export function compatibleFromAt(version: number): number {
+  return Math.max(0, ...MIGRATIONS.filter((m) => m.version <= version).map((m) => m.compatibleFrom))
 }
 
 export interface SchemaState {
