@@ -168,13 +168,7 @@ class Db {
     const testStore = await createTestStore('postgres')
     await testStore.store.admin((sql) =>
       sql.exec(
-        [
-          'customers',
-          'appointments',
-          'buckets',
-          'list_changes',
-          'list_folds',
-        ]
+        ['customers', 'appointments', 'buckets', 'list_changes', 'list_folds']
           .map((table) => `ALTER TABLE ${table} SET (autovacuum_enabled = false)`)
           .join('; '),
       ),

@@ -328,7 +328,7 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
         await client.query(
           `INSERT INTO appointments (org_id, id, status, start_at, end_at, is_active, created_at, updated_at)
            VALUES ($1, $2, 'scheduled', timestamptz '2024-01-01' + $3 * interval '1 day', timestamptz '2024-01-01' + $3 * interval '1 day' + interval '1 hour', true, now(), now())`,
-          [NEW, `apt_w${i}`, i],
+          [NEW, `apt_pending_${i}`, i],
         )
       await client.query('COMMIT')
       const before = await client.query<{ n: number }>(
@@ -348,7 +348,7 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
         JSON.stringify({
           type: 'appointment',
           orgId: NEW,
-          id: i < 10 ? `apt_w${i}` : `apt_i${i}`,
+          id: i < 10 ? `apt_pending_${i}` : `apt_i${i}`,
           status: statuses[i % 3],
           staffId: null,
           start: new Date(Date.UTC(2023, 0, 1) + i * 3_600_000).toISOString(),

@@ -27,8 +27,10 @@ afterAll(async () => {
 describe('generated types', () => {
   // Fetched once: generating takes seconds, longer than the server keeps an idle connection open.
   let served: ReturnType<typeof documentFromUrl> | undefined
-  const servedDocument = async () =>
-    structuredClone(await (served ??= documentFromUrl(`${server.baseUrl}/openapi.json`)))
+  const servedDocument = async () => {
+    served ??= documentFromUrl(`${server.baseUrl}/openapi.json`)
+    return structuredClone(await served)
+  }
 
   it('match the OpenAPI document the running server serves', async () => {
     const document = await servedDocument()

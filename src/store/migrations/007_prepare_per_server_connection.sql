@@ -12,7 +12,7 @@
 -- clears both. A rolled-back transaction undoes the setting but not the PREPARE: the view then
 -- says the statement exists. A pooler that runs DEALLOCATE ALL alone leaves the setting: the
 -- client then gets "prepared statement does not exist" and asks again with `recheck`
--- (store/postgres.ts).
+-- (store/postgres/postgres.ts).
 --
 -- SECURITY INVOKER: it prepares as the caller, and what it prepares runs with the caller's
 -- privileges, as a PREPARE sent directly would.

@@ -269,24 +269,14 @@ BEGIN
     SELECT x.at, x.id, x.seq INTO v_last_at, v_last_id, v_last_seq FROM list_changes x
     WHERE x.org_id = p_org AND x.list = p_list ORDER BY x.at, x.id, x.seq OFFSET 4999 LIMIT 1;
   END IF;
-  IF v_last_seq IS NULL THEN
-    WITH gone AS (
-      DELETE FROM list_changes c WHERE c.org_id = p_org AND c.list = p_list
-      RETURNING c.at, c.id, c.attrs, c.delta)
-    SELECT count(*), array_agg(g.at) FILTER (WHERE g.delta <> 0), array_agg(g.id) FILTER (WHERE g.delta <> 0),
-           array_agg(g.attrs) FILTER (WHERE g.delta <> 0), array_agg(g.delta::int) FILTER (WHERE g.delta <> 0)
-    INTO v_changes, v_at, v_id, v_attrs, v_delta
-    FROM gone g;
-  ELSE
-    WITH gone AS (
-      DELETE FROM list_changes c WHERE c.org_id = p_org AND c.list = p_list
-        AND (c.at, c.id, c.seq) <= (v_last_at, v_last_id, v_last_seq)
-      RETURNING c.at, c.id, c.attrs, c.delta)
-    SELECT count(*), array_agg(g.at) FILTER (WHERE g.delta <> 0), array_agg(g.id) FILTER (WHERE g.delta <> 0),
-           array_agg(g.attrs) FILTER (WHERE g.delta <> 0), array_agg(g.delta::int) FILTER (WHERE g.delta <> 0)
-    INTO v_changes, v_at, v_id, v_attrs, v_delta
-    FROM gone g;
-  END IF;
+  WITH gone AS (
+    DELETE FROM list_changes c WHERE c.org_id = p_org AND c.list = p_list
+      AND (v_last_seq IS NULL OR (c.at, c.id, c.seq) <= (v_last_at, v_last_id, v_last_seq))
+    RETURNING c.at, c.id, c.attrs, c.delta)
+  SELECT count(*), array_agg(g.at) FILTER (WHERE g.delta <> 0), array_agg(g.id) FILTER (WHERE g.delta <> 0),
+         array_agg(g.attrs) FILTER (WHERE g.delta <> 0), array_agg(g.delta::int) FILTER (WHERE g.delta <> 0)
+  INTO v_changes, v_at, v_id, v_attrs, v_delta
+  FROM gone g;
   IF v_changes = 0 THEN
     RETURN;
   END IF;
