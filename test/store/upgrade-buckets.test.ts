@@ -33,7 +33,7 @@ const appointments = (from: number, count: number) =>
     }
   })
 
-describe.skipIf(!postgresAvailable())('migrations 012 and 013 over appointments stored at version 11', () => {
+describe.skipIf(!postgresAvailable())('migrations 012 to 014 over appointments stored at version 11', () => {
   let database: TestDatabase
   let store: Store
   beforeAll(async () => {

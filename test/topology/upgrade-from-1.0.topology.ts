@@ -238,7 +238,7 @@ describe('the upgrade from 1.0.0 (before the version rules), under load through 
     )
     expect(oldMigrate.code).toBe(1)
     // Its first statement that a newer schema refuses: the version function's new result type, or,
-    // from schema 13 on, a table it re-grants that became a view.
+    // from schema 14 on, a table it re-grants that became a view.
     expect(oldMigrate.stderr).toMatch(/cannot change return type of existing function|is not a table/)
     expect(await grants()).toBe(before)
     const oldServer = new Instance(
