@@ -1,11 +1,34 @@
 import { spawn } from 'node:child_process'
+import { pathToFileURL } from 'node:url'
+import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { cleanEnv, ROOT } from '../helpers/process.js'
+import { cleanEnv, ROOT, spawnCollecting } from '../helpers/process.js'
 import { createTestDatabase, postgresAvailable, type TestDatabase } from '../helpers/stores.js'
 import { ndjson, organizationLines } from './fixtures.js'
 import { json, openbook } from './run.js'
 
 const ORGANIZATIONS = 3_000
+const HOUR = 3_600_000
+
+/** A command's clock two hours behind the machine's (and the database's), as `faketime -f "-2h"` sets it. */
+const CLOCK_BEHIND = {
+  NODE_OPTIONS: `--import ${pathToFileURL(`${ROOT}/test/helpers/clock-offset.mjs`).href}`,
+  OPENBOOK_TEST_CLOCK_OFFSET_MS: String(-2 * HOUR),
+}
+
+/** The database's clock (now()), in milliseconds. */
+async function databaseNow(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ ms: number }>(
+      'SELECT (extract(epoch FROM now()) * 1000)::float8 AS ms',
+    )
+    return Number(rows[0]?.ms)
+  } finally {
+    await client.end()
+  }
+}
 
 /** Runs `openbook args` and closes its stdout after the first chunk, as `| head -1` does. */
 function withReaderGone(args: readonly string[], env: Record<string, string>) {
@@ -105,11 +128,78 @@ describe.skipIf(!postgresAvailable())('openbook keys and orgs at scale (PostgreS
     )
     expect(byName.orgId).toBe('org_chain')
     expect(byName.revoked).toHaveLength(300)
+    const badBefore = await cli('keys', 'revoke', '--org', 'org_chain', '--created-before', 'yesterday')
+    expect(badBefore.code).toBe(1)
+    expect(badBefore.stderr).toBe('openbook: bad --created-before "yesterday": use an ISO-8601 date-time\n')
+    const before = await cli(
+      'keys',
+      'revoke',
+      '--org',
+      'org_chain',
+      '--created-before',
+      '2000-01-01T00:00:00Z',
+    )
+    expect(before.stdout).toBe('revoked 0 active keys of org_chain\n')
+    const later = await cli(
+      'keys',
+      'create',
+      ...[
+        '--org',
+        'org_chain',
+        '--as',
+        'owner@chain.test',
+        '--env',
+        'test',
+        '--name',
+        'later',
+        '--count',
+        '3',
+      ],
+    )
+    expect(later.code, later.stderr).toBe(0)
+    const until = new Date((await databaseNow(database.url)) + 60_000).toISOString()
+    const byInstant = json<{ revoked: unknown[] }>(
+      await cli('keys', 'revoke', '--org', 'org_chain', '--created-before', until, '--json'),
+    )
+    expect(byInstant.revoked).toHaveLength(3)
     const text = await cli('keys', 'revoke', '--org', 'org_chain', '--all')
     expect(text.code, text.stderr).toBe(0)
     expect(text.stdout).toBe('revoked 0 active keys of org_chain\n')
     const listed = json<{ status: string }[]>(await cli('keys', 'list', '--org', 'org_chain', '--json'))
     expect(listed.every((k) => k.status === 'revoked')).toBe(true)
+  })
+
+  it("keys create --expires-in counts from the database's clock when the command line's is 2 h behind", async () => {
+    const probe = spawnCollecting('node', ['-e', 'process.stdout.write(String(Date.now()))'], {
+      cwd: ROOT,
+      env: cleanEnv(CLOCK_BEHIND),
+    })
+    probe.child.stdin.end()
+    await probe.closed
+    const behind = (await databaseNow(database.url)) - Number(probe.stdout())
+    expect(behind, 'the command line runs 2 h behind').toBeGreaterThan(2 * HOUR - 60_000)
+
+    const skewed = (...args: string[]) => openbook(args, { ...env, ...CLOCK_BEHIND })
+    const as = ['--org', 'org_chain', '--as', 'owner@chain.test', '--env', 'test', '--name', 'clock']
+    const created = json<{ id: string; expiresAt: string }>(
+      await skewed('keys', 'create', ...as, '--expires-in', '1h', '--json'),
+    )
+    const now = await databaseNow(database.url)
+    expect(Date.parse(created.expiresAt)).toBeGreaterThan(now + HOUR - 60_000)
+    expect(Date.parse(created.expiresAt)).toBeLessThanOrEqual(now + HOUR)
+    const listed = json<{ id: string; status: string }[]>(
+      await cli('keys', 'list', '--org', 'org_chain', '--json'),
+    )
+    expect(listed.find((k) => k.id === created.id)?.status).toBe('active')
+
+    // An hour ahead by the command line's clock is an hour ago by the database's: refused, nothing written.
+    const passed = new Date(now - HOUR).toISOString()
+    const refused = await skewed('keys', 'create', ...as, '--expires-at', passed)
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toMatch(
+      /^openbook: the expiry must be in the future \(.* has passed by the database's clock/,
+    )
+    await cli('keys', 'revoke', created.id)
   })
 
   it.each([
@@ -131,6 +221,8 @@ describe.skipIf(!postgresAvailable())('openbook keys and orgs at scale (PostgreS
         '--json',
       ],
     ],
+    ['keys list', ['keys', 'list', '--org', 'org_chain']],
+    ['keys revoke --org --all --json', ['keys', 'revoke', '--org', 'org_chain', '--all', '--json']],
   ])(
     '%s into a pipe closed after its first line ends quietly (exit 141, as SIGPIPE), no stack trace',
     async (_name, args) => {
