@@ -315,7 +315,7 @@ interface Run {
 async function foldCost(client: pg.Client, changes: number): Promise<number> {
   const times: number[] = []
   for (let round = 0; round < 3; round++) {
-    await client.query('SELECT list_fold($1, $2, true)', [ORG, 'appointments'])
+    await client.query('SELECT list_fold($1, $2, true, NULL)', [ORG, 'appointments'])
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ')
     await client.query(
       `UPDATE appointments SET status = CASE status WHEN 'confirmed' THEN 'completed' ELSE 'confirmed' END
@@ -324,7 +324,7 @@ async function foldCost(client: pg.Client, changes: number): Promise<number> {
     )
     await client.query('COMMIT')
     const started = performance.now()
-    await client.query('SELECT list_fold($1, $2, true)', [ORG, 'appointments'])
+    await client.query('SELECT list_fold($1, $2, true, NULL)', [ORG, 'appointments'])
     times.push(performance.now() - started)
   }
   return quantile(

@@ -607,7 +607,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     // folds the lists' pending changes for writers, and the reader may not call it.
     expect(row).toEqual({
       memberships: 0,
-      definers: ['list_fold(text,text,boolean)'],
+      definers: ['list_fold(text,text,boolean,integer)'],
       callable: 0,
       create: false,
     })

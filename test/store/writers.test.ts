@@ -379,6 +379,56 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
     expect(await bucketFaults(store)).toEqual([])
   })
 
+  it('folds a bulk write of one transaction at most twice a list, at its commit, leaving nothing pending', async () => {
+    const client = new pg.Client({ connectionString: url() })
+    await client.connect()
+    // The calls of the fold's functions in the transaction: the deferred folds run at SET
+    // CONSTRAINTS ALL IMMEDIATE, as they would at its commit, and are counted before it ends.
+    const calls = async (): Promise<Record<string, number>> => {
+      const { rows } = await client.query<{ funcname: string; calls: number }>(
+        `SELECT funcname, calls::int FROM pg_stat_xact_user_functions
+         WHERE funcname IN ('list_fold', 'list_build', 'list_apply')`,
+      )
+      return Object.fromEntries(rows.map((row) => [row.funcname, row.calls]))
+    }
+    try {
+      await client.query(`SET track_functions = 'pl'`)
+      await client.query(`INSERT INTO organizations (id, name, plan) VALUES ('org_bulk', 'Bulk', 'free')`)
+      await client.query(
+        `INSERT INTO staff (org_id, id) SELECT 'org_bulk', 'stf_' || g FROM generate_series(0, 2) g`,
+      )
+      // A new organization's first 30,000 appointments, in one statement and one transaction:
+      // about 58 of its changes ask for a fold.
+      await client.query('BEGIN')
+      await client.query(
+        `INSERT INTO appointments (org_id, id, staff_id, start_at, end_at, status, is_active, created_at, updated_at)
+         SELECT 'org_bulk', 'apt_' || g, 'stf_' || (g % 3), t, t + interval '1 hour',
+                (ARRAY['scheduled', 'confirmed', 'completed'])[1 + g % 3], true, now(), now()
+         FROM generate_series(1, 30000) g, LATERAL (SELECT timestamptz '2026-01-01' + g * interval '7 minutes' AS t) x`,
+      )
+      await client.query('SET CONSTRAINTS ALL IMMEDIATE')
+      // Its first fold finds no buckets and builds the list from its rows; the second takes what is left.
+      expect(await calls()).toEqual({ list_fold: 2, list_build: 1 })
+      await client.query('COMMIT')
+      // The same appointments' status, all at once: 60,000 changes into the built list.
+      await client.query('BEGIN')
+      await client.query(
+        `UPDATE appointments SET status = CASE status WHEN 'confirmed' THEN 'completed' ELSE 'confirmed' END
+         WHERE org_id = 'org_bulk'`,
+      )
+      await client.query('SET CONSTRAINTS ALL IMMEDIATE')
+      expect(await calls()).toEqual({ list_fold: 2, list_apply: 2 })
+      await client.query('COMMIT')
+      const { rows } = await client.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM list_changes WHERE org_id = 'org_bulk'`,
+      )
+      expect(rows[0]?.n).toBe(0)
+    } finally {
+      await client.end()
+    }
+    expect(await bucketFaults(store)).toEqual([])
+  })
+
   it('lets a member of openbook_writer write customers and appointments of any organization, with the lists kept, and read nothing else', async () => {
     const writer = new pg.Client({ connectionString: url().replace('root@', `${writerRole.name}@`) })
     await writer.connect()

@@ -201,7 +201,8 @@ BEGIN
 END $$;
 
 -- Adds entry changes (parallel arrays) to the buckets of every list they are entries of, then
--- splits the buckets that passed 2,000 and merges those that shrank.
+-- splits the buckets that passed 2,000 and merges those that shrank. The changes find their
+-- buckets in one sorted pass beside the buckets' bounds, not one index probe each.
 CREATE FUNCTION list_apply(p_org text, p_list text, p_at timestamptz[], p_id text[], p_attrs jsonb[],
   p_delta integer[])
 RETURNS void
@@ -215,20 +216,27 @@ BEGIN
   FROM (SELECT DISTINCT a.attrs FROM unnest(p_attrs) a(attrs)) d CROSS JOIN LATERAL list_filter_sets(d.attrs) f(filters)
   ON CONFLICT DO NOTHING;
   FOR r IN
+    -- The lists' bounds and the changes in one order (a bound before a change of its key): each
+    -- change falls in the bucket of the last bound before it.
     WITH s AS MATERIALIZED (
       SELECT d.attrs, f.filters FROM (SELECT DISTINCT a.attrs FROM unnest(p_attrs) a(attrs)) d
-      CROSS JOIN LATERAL list_filter_sets(d.attrs) f(filters))
-    UPDATE buckets b SET n = b.n + a.n
-    FROM (SELECT s.filters, f.lo_at, f.lo_id, sum(e.delta)::int AS n
-          FROM unnest(p_at, p_id, p_attrs, p_delta) e(at, id, attrs, delta)
-          JOIN s ON s.attrs = e.attrs
-          CROSS JOIN LATERAL (
-            SELECT c.lo_at, c.lo_id FROM buckets c
-            WHERE c.org_id = p_org AND c.list = p_list AND c.filters = s.filters AND (c.lo_at, c.lo_id) <= (e.at, e.id)
-            ORDER BY c.lo_at DESC, c.lo_id DESC LIMIT 1) f
-          GROUP BY 1, 2, 3) a
+      CROSS JOIN LATERAL list_filter_sets(d.attrs) f(filters)),
+    x AS (
+      SELECT c.filters, c.lo_at AS at, c.lo_id AS id, NULL::integer AS delta FROM buckets c
+      WHERE c.org_id = p_org AND c.list = p_list AND c.filters IN (SELECT s.filters FROM s)
+      UNION ALL
+      SELECT s.filters, e.at, e.id, e.delta
+      FROM unnest(p_at, p_id, p_attrs, p_delta) e(at, id, attrs, delta) JOIN s ON s.attrs = e.attrs),
+    g AS (
+      SELECT x.*, count(*) FILTER (WHERE x.delta IS NULL)
+               OVER (PARTITION BY x.filters ORDER BY x.at, x.id, x.delta NULLS FIRST ROWS UNBOUNDED PRECEDING) AS bucket_no
+      FROM x),
+    a AS (
+      SELECT g.filters, min(g.at) FILTER (WHERE g.delta IS NULL) AS lo_at, min(g.id) FILTER (WHERE g.delta IS NULL) AS lo_id,
+             sum(g.delta)::int AS n
+      FROM g GROUP BY g.filters, g.bucket_no HAVING sum(g.delta) <> 0)
+    UPDATE buckets b SET n = b.n + a.n FROM a
     WHERE b.org_id = p_org AND b.list = p_list AND b.filters = a.filters AND b.lo_at = a.lo_at AND b.lo_id = a.lo_id
-      AND a.n <> 0
     RETURNING b.filters, b.lo_at, b.lo_id, b.n, a.n AS change
   LOOP
     IF r.n > 2000 THEN
@@ -240,13 +248,15 @@ BEGIN
   END LOOP;
 END $$;
 
--- Folds one organization's pending changes of a list into its buckets and its version. Only one
--- fold of a list runs at a time. A writer's fold never waits: when another holds the list, it
--- leaves the changes to the next, and it folds at most 5,000 changes. An import's
--- fold (`p_wait`), at its end, waits its turn and folds every change. It runs as the schema owner,
--- for any writer (openbook_writer may only append changes), and only in READ COMMITTED, where
--- each statement sees the folds committed before it.
-CREATE FUNCTION list_fold(p_org text, p_list text, p_wait boolean DEFAULT false) RETURNS void
+-- Folds one organization's pending changes of a list into its buckets and its version: at most
+-- `p_limit` of them (the first in key order: a range of the index), or all of them (NULL). Only one
+-- fold of a list runs at a time: a writer's fold never waits, and when another holds the list it
+-- leaves the changes to the next (false); an import's fold (`p_wait`) waits its turn. A list
+-- without buckets is built from its rows instead (list_build). It runs as the schema owner, for
+-- any writer (openbook_writer may only append changes), and only in READ COMMITTED, where each
+-- statement sees the folds committed before it. True when it held the list's fold.
+CREATE FUNCTION list_fold(p_org text, p_list text, p_wait boolean DEFAULT false, p_limit integer DEFAULT 5000)
+RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public SET jit = off AS $$
 DECLARE
   v_changes bigint;
@@ -259,17 +269,20 @@ DECLARE
   v_last_seq bigint;
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
-    RETURN;
+    RETURN false;
   END IF;
   IF p_wait THEN
     PERFORM pg_advisory_xact_lock(hashtext('openbook.list_fold'), hashtext(p_org || '/' || p_list));
   ELSIF NOT pg_try_advisory_xact_lock(hashtext('openbook.list_fold'), hashtext(p_org || '/' || p_list)) THEN
-    RETURN;
+    RETURN false;
   END IF;
-  -- A writer's fold takes the first 5,000 changes in key order: a range of the index.
-  IF NOT p_wait THEN
+  IF NOT EXISTS (SELECT 1 FROM buckets b WHERE b.org_id = p_org AND b.list = p_list) THEN
+    PERFORM list_build(p_org, p_list);
+    RETURN true;
+  END IF;
+  IF p_limit IS NOT NULL THEN
     SELECT x.at, x.id, x.seq INTO v_last_at, v_last_id, v_last_seq FROM list_changes x
-    WHERE x.org_id = p_org AND x.list = p_list ORDER BY x.at, x.id, x.seq OFFSET 4999 LIMIT 1;
+    WHERE x.org_id = p_org AND x.list = p_list ORDER BY x.at, x.id, x.seq OFFSET p_limit - 1 LIMIT 1;
   END IF;
   WITH gone AS (
     DELETE FROM list_changes c WHERE c.org_id = p_org AND c.list = p_list
@@ -280,13 +293,14 @@ BEGIN
   INTO v_changes, v_at, v_id, v_attrs, v_delta
   FROM gone g;
   IF v_changes = 0 THEN
-    RETURN;
+    RETURN true;
   END IF;
   INSERT INTO list_folds AS f (org_id, list, changes) VALUES (p_org, p_list, v_changes)
   ON CONFLICT (org_id, list) DO UPDATE SET changes = f.changes + excluded.changes;
   IF v_delta IS NOT NULL THEN
     PERFORM list_apply(p_org, p_list, v_at, v_id, v_attrs, v_delta);
   END IF;
+  RETURN true;
 END $$;
 
 -- Counts one organization's list from its rows, in one ordered pass, into buckets of 1,000: for
@@ -361,7 +375,7 @@ BEGIN
       PERFORM list_build(v.org_id, v.list);
     END IF;
   END LOOP;
-  PERFORM list_fold(p.org_id, p.list, true)
+  PERFORM list_fold(p.org_id, p.list, true, NULL)
   FROM (SELECT DISTINCT org_id, list FROM list_changes ORDER BY 1, 2) p;
 END $$;
 
@@ -369,10 +383,24 @@ END $$;
 -- the more changes a fold takes, the more of them share a bucket row.
 -- Deferred, so that the fold's lock is held only while the transaction commits, after the
 -- writer's last statement: it never waits on a writer, and no writer waits on it.
+-- A transaction folds a list at most twice: its first fold takes up to 5,000 changes; a second
+-- one means that it wrote hundreds of changes or more, and takes all of them, its own included.
+-- Every later one is skipped: a fold after another in the same transaction steps over the index
+-- entries of the changes already folded, which stay until the transaction ends (a bulk write of
+-- 600,000 rows spent 5.5 min in its commit's 1,170 folds). The count of folds held is kept in a
+-- setting local to the transaction.
 CREATE FUNCTION list_fold_at_commit() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
+  v_held jsonb := coalesce(nullif(current_setting('openbook.folds_held', true), ''), '{}');
+  v_list text := NEW.org_id || '/' || NEW.list;
+  v_count integer := coalesce((v_held ->> v_list)::integer, 0);
 BEGIN
-  PERFORM list_fold(NEW.org_id, NEW.list);
+  IF v_count < 2 THEN
+    IF list_fold(NEW.org_id, NEW.list, false, CASE v_count WHEN 0 THEN 5000 END) THEN
+      PERFORM set_config('openbook.folds_held', jsonb_set(v_held, ARRAY[v_list], to_jsonb(v_count + 1))::text, true);
+    END IF;
+  END IF;
   RETURN NULL;
 END $$;
 CREATE CONSTRAINT TRIGGER list_fold_at_commit AFTER INSERT ON list_changes

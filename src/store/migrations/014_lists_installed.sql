@@ -103,7 +103,7 @@ END $$;
 REVOKE ALL ON FUNCTION list_filter_sets(jsonb), list_attrs_sql(text, text),
   list_key_after(text, text, jsonb, timestamptz, text, integer, timestamptz, text),
   list_split(text, text, jsonb, timestamptz, text, integer), list_merge(text, text, jsonb, timestamptz, text),
-  list_apply(text, text, timestamptz[], text[], jsonb[], integer[]), list_fold(text, text, boolean), list_fold_all(),
+  list_apply(text, text, timestamptz[], text[], jsonb[], integer[]), list_fold(text, text, boolean, integer), list_fold_all(),
   list_fold_entries(text, text, timestamptz[], text[], jsonb[], integer[]),
   list_install(text), list_rebuild(text), list_build(text, text) FROM PUBLIC;
 
@@ -233,7 +233,7 @@ GRANT EXECUTE ON FUNCTION list_filter_sets(jsonb) TO openbook_reader;
 -- their changes through the triggers, folds them through list_fold; reads nothing else.
 GRANT SELECT, INSERT, UPDATE, DELETE ON customers, appointments TO openbook_writer;
 GRANT INSERT ON list_changes TO openbook_writer;
-GRANT EXECUTE ON FUNCTION list_fold(text, text, boolean) TO openbook_writer;
+GRANT EXECUTE ON FUNCTION list_fold(text, text, boolean, integer) TO openbook_writer;
 CREATE POLICY writer_access ON customers TO openbook_writer USING (true) WITH CHECK (true);
 CREATE POLICY writer_access ON appointments TO openbook_writer USING (true) WITH CHECK (true);
 CREATE POLICY writer_access ON list_changes FOR INSERT TO openbook_writer WITH CHECK (true);
