@@ -241,18 +241,41 @@ async function oneRowLatencies(client: pg.Client, statements: Statement[]): Prom
   return results
 }
 
-interface Throughput {
-  readonly writers: number
-  readonly openbook: { perSecond: number; p99: number }
-  readonly plain: { perSecond: number; p99: number }
+interface Concurrent {
+  readonly perSecond: number
+  readonly p99: number
+  /** The most changes pending at once, sampled every 250 ms (openbook's tables only). */
+  readonly pendingMost: number
 }
 
-/** `writers` clients of one organization, for SECONDS, on a table prefix: writes a second and p99. */
-async function concurrent(
-  writers: number,
-  prefix: string,
-  round: number,
-): Promise<{ perSecond: number; p99: number }> {
+interface Throughput {
+  readonly writers: number
+  readonly openbook: Concurrent
+  readonly plain: Concurrent
+}
+
+/** The most changes pending in list_changes until `done` settles, sampled every 250 ms. */
+async function mostPending(done: Promise<unknown>): Promise<number> {
+  return withClient(DATABASE_URL, async (client) => {
+    let most = 0
+    let finished = false
+    void done.finally(() => {
+      finished = true
+    })
+    while (!finished) {
+      const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM list_changes')
+      most = Math.max(most, rows[0]?.n ?? 0)
+      await new Promise((resolve) => setTimeout(resolve, 250))
+    }
+    return most
+  })
+}
+
+/**
+ * `writers` clients of one organization, for SECONDS, on a table prefix: writes a second, p99,
+ * and on openbook's tables the most changes pending at once.
+ */
+async function concurrent(writers: number, prefix: string, round: number): Promise<Concurrent> {
   const clients = await Promise.all(
     Array.from({ length: writers }, async () => {
       const client = new pg.Client({ connectionString: DATABASE_URL })
@@ -265,7 +288,7 @@ async function concurrent(
   const latencies: number[] = []
   const deadline = performance.now() + SECONDS * 1000
   let n = 0
-  await Promise.all(
+  const writing = Promise.all(
     clients.map(async (client, w) => {
       let i = 0
       while (performance.now() < deadline) {
@@ -293,9 +316,11 @@ async function concurrent(
       }
     }),
   )
+  const pendingMost = prefix === '' ? await mostPending(writing) : 0
+  await writing
   await Promise.all(clients.map((client) => client.end()))
   const sorted = latencies.sort((a, b) => a - b)
-  return { perSecond: n / SECONDS, p99: quantile(sorted, 0.99) }
+  return { perSecond: n / SECONDS, p99: quantile(sorted, 0.99), pendingMost }
 }
 
 interface Run {
@@ -306,6 +331,46 @@ interface Run {
   readonly pendingAfter: number
   /** The fold's own time, by the number of changes it folds: what the one writer that runs it pays. */
   readonly folds: { changes: number; ms: number }[]
+  readonly bulk: Bulk
+}
+
+const BULK_ROWS = 100_000
+
+/** Seconds of a bulk write's statement and of its commit, where the folds run. */
+type Timed = { statement: number; commit: number }
+interface Bulk {
+  readonly insert: { openbook: Timed; plain: Timed }
+  readonly update: { openbook: Timed; plain: Timed }
+}
+
+/**
+ * A bulk write in one transaction, as a salon software's migration script would make it: BULK_ROWS
+ * appointments into a new organization in one INSERT, then one UPDATE of all their statuses; on
+ * openbook's tables and on the plain copies.
+ */
+async function bulkWrites(client: pg.Client, round: number): Promise<Bulk> {
+  const org = `org_bulk_${round}`
+  await client.query(`INSERT INTO organizations (id, name, plan) VALUES ($1, $1, 'free')`, [org])
+  const timed = async (statement: string): Promise<Timed> => {
+    await client.query('BEGIN')
+    const started = performance.now()
+    await client.query(statement, [org])
+    const written = performance.now()
+    await client.query('COMMIT')
+    return { statement: (written - started) / 1000, commit: (performance.now() - written) / 1000 }
+  }
+  const insert = (prefix: string) =>
+    timed(`INSERT INTO ${prefix}appointments (org_id, id, start_at, end_at, status, is_active, created_at, updated_at)
+      SELECT $1, 'apt_bulk_' || g, t, t + interval '1 hour', (ARRAY['scheduled','confirmed','completed'])[1 + g % 3],
+             true, now(), now()
+      FROM generate_series(1, ${BULK_ROWS}) g, LATERAL (SELECT timestamptz '2026-01-01' + g * interval '7 minutes' AS t) x`)
+  const update = (prefix: string) =>
+    timed(`UPDATE ${prefix}appointments SET status = CASE status WHEN 'confirmed' THEN 'completed' ELSE 'confirmed' END
+      WHERE org_id = $1`)
+  return {
+    insert: { openbook: await insert(''), plain: await insert('plain_') },
+    update: { openbook: await update(''), plain: await update('plain_') },
+  }
 }
 
 /**
@@ -344,16 +409,12 @@ async function measure(size: number, shape: Shape): Promise<Run> {
     const throughput: Throughput[] = []
     for (const writers of WRITERS) {
       // openbook, plain, openbook, plain: the better of each pair's two rounds.
-      const rounds = {
-        openbook: [] as { perSecond: number; p99: number }[],
-        plain: [] as { perSecond: number; p99: number }[],
-      }
+      const rounds = { openbook: [] as Concurrent[], plain: [] as Concurrent[] }
       for (let round = 0; round < 2; round++) {
         rounds.openbook.push(await concurrent(writers, '', round))
         rounds.plain.push(await concurrent(writers, 'plain_', round))
       }
-      const best = (list: { perSecond: number; p99: number }[]) =>
-        list.reduce((a, b) => (b.perSecond > a.perSecond ? b : a))
+      const best = (list: Concurrent[]) => list.reduce((a, b) => (b.perSecond > a.perSecond ? b : a))
       throughput.push({ writers, openbook: best(rounds.openbook), plain: best(rounds.plain) })
       log(
         `  ${writers} writers: ${best(rounds.openbook).perSecond.toFixed(0)} against ${best(rounds.plain).perSecond.toFixed(0)} writes/s`,
@@ -363,11 +424,16 @@ async function measure(size: number, shape: Shape): Promise<Run> {
     const folds = []
     for (const changes of [512, 5_000]) folds.push({ changes, ms: await foldCost(client, changes) })
     log(`  folds: ${folds.map((f) => `${f.changes} changes in ${ms(f.ms)} ms`).join(', ')}`)
-    return { size, shape, latencies, throughput, pendingAfter: rows[0]?.n ?? 0, folds }
+    const bulk = await bulkWrites(client, 0)
+    log(`  bulk: ${JSON.stringify(bulk)}`)
+    return { size, shape, latencies, throughput, pendingAfter: rows[0]?.n ?? 0, folds, bulk }
   })
 }
 
 const ms = (value: number) => value.toFixed(2)
+const seconds = (t: Timed) => `${t.statement.toFixed(1)} + ${t.commit.toFixed(1)}`
+const bulkLine = (name: string, b: { openbook: Timed; plain: Timed }) =>
+  `| ${name} | ${seconds(b.openbook)} | ${seconds(b.plain)} | ${ratio(b.openbook.statement + b.openbook.commit, b.plain.statement + b.plain.commit)} |`
 const ratio = (a: number, b: number) => (a / b).toFixed(2)
 
 function render(runs: Run[], machine: string): string {
@@ -389,18 +455,25 @@ function render(runs: Run[], machine: string): string {
       )
     lines.push(
       '',
-      '| writers of one organization | openbook writes/s (p99 ms) | plain writes/s (p99 ms) | × |',
+      '| writers of one organization | openbook writes/s (p99 ms) | plain writes/s (p99 ms) | × | most changes pending |',
     )
-    lines.push('|---:|---:|---:|---:|')
+    lines.push('|---:|---:|---:|---:|---:|')
     for (const t of run.throughput)
       lines.push(
-        `| ${t.writers} | ${t.openbook.perSecond.toFixed(0)} (${ms(t.openbook.p99)}) | ${t.plain.perSecond.toFixed(0)} (${ms(t.plain.p99)}) | ${ratio(t.openbook.perSecond, t.plain.perSecond)} |`,
+        `| ${t.writers} | ${t.openbook.perSecond.toFixed(0)} (${ms(t.openbook.p99)}) | ${t.plain.perSecond.toFixed(0)} (${ms(t.plain.p99)}) | ${ratio(t.openbook.perSecond, t.plain.perSecond)} | ${t.openbook.pendingMost} |`,
       )
     lines.push(
       '',
       `Changes pending after the run: ${run.pendingAfter}. ` +
         `A fold, timed alone: ${run.folds.map((f) => `${f.changes.toLocaleString('en')} changes in ${ms(f.ms)} ms`).join(', ')} ` +
         '(at the commit of the one write in about 512 that runs it).',
+      '',
+      `A bulk write in one transaction, ${BULK_ROWS.toLocaleString('en')} appointments into a new organization, in s (statement + commit):`,
+      '',
+      '| bulk write | openbook | plain | × |',
+      '|---|---:|---:|---:|',
+      bulkLine('one INSERT', run.bulk.insert),
+      bulkLine('one UPDATE of their status', run.bulk.update),
       '',
     )
   }

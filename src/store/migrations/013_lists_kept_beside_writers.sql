@@ -195,9 +195,8 @@ BEGIN
     AND b.lo_id = v_lower.lo_id;
 END $$;
 
--- Adds entry changes (parallel arrays) to the buckets of every list they are entries of, then
--- splits the buckets that passed 2,000 and merges those that shrank. The changes find their
--- buckets in one sorted pass beside the buckets' bounds, not one index probe each.
+-- Adds entry changes (parallel arrays) to the buckets of every list they are entries of, found in
+-- one sorted pass beside the buckets' bounds; splits those past 2,000, merges those that shrank.
 CREATE FUNCTION list_apply(p_org text, p_list text, p_at timestamptz[], p_id text[], p_attrs jsonb[],
   p_delta integer[])
 RETURNS void
@@ -244,16 +243,16 @@ BEGIN
 END $$;
 
 -- Folds one organization's pending changes of a list into its buckets and its version: at most
--- `p_limit` of them (the first in key order: a range of the index), or all of them (NULL). Only one
+-- `p_limit` of them (the first in key order: a range of the index), or all of them (NULL). One
 -- fold of a list runs at a time: a writer's fold never waits, and when another holds the list it
--- leaves the changes to the next (false); an import's fold (`p_wait`) waits its turn. A list
--- without buckets is built from its rows instead (list_build). It runs as the schema owner, for
--- any writer (openbook_writer may only append changes), and only in READ COMMITTED, where each
--- statement sees the folds committed before it. True when it held the list's fold.
+-- leaves the changes to the next (false); an import's (`p_wait`) waits its turn. It runs as the
+-- schema owner, for any writer (openbook_writer may only append changes), and only in READ
+-- COMMITTED, where each statement sees the folds committed before it. True when it folded.
 CREATE FUNCTION list_fold(p_org text, p_list text, p_wait boolean DEFAULT false, p_limit integer DEFAULT 5000)
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public SET jit = off AS $$
 DECLARE
+  v_size bigint;
   v_changes bigint;
   v_at timestamptz[];
   v_id text[];
@@ -271,7 +270,11 @@ BEGIN
   ELSIF NOT pg_try_advisory_xact_lock(hashtext('openbook.list_fold'), hashtext(p_org || '/' || p_list)) THEN
     RETURN false;
   END IF;
-  IF NOT EXISTS (SELECT 1 FROM buckets b WHERE b.org_id = p_org AND b.list = p_list) THEN
+  -- A list without buckets, or one whose changes to fold outnumber half its folded entries, is
+  -- counted again from its rows: one ordered pass costs less than placing each change.
+  SELECT sum(b.n) INTO v_size FROM buckets b WHERE b.org_id = p_org AND b.list = p_list AND b.filters = '{}';
+  IF v_size IS NULL OR (p_limit IS NULL AND (SELECT count(*) FROM (SELECT FROM list_changes x
+      WHERE x.org_id = p_org AND x.list = p_list LIMIT v_size / 2 + 1) c) > v_size / 2) THEN
     PERFORM list_build(p_org, p_list);
     RETURN true;
   END IF;
@@ -298,12 +301,11 @@ BEGIN
   RETURN true;
 END $$;
 
--- Counts one organization's list from its rows, in one ordered pass, into buckets of 1,000: for
--- a list without buckets (one that a load starts), where adding its entries one by one would step
--- along the index for every split. Its pending changes are dropped into the version in the same
--- statement, from the same snapshot, as the rows are counted: a writer's change is either counted
--- in a row here or left pending, never both; the version stays what it was. Holds the list's
--- fold until the transaction ends.
+-- Counts one organization's list from its rows, in one ordered pass, into buckets of 1,000 (for
+-- list_fold). Its pending changes are dropped into the version in the same statement, from the
+-- same snapshot, as the rows are counted: a writer's change is either counted in a row here or
+-- left pending, never both; the version stays what it was. Holds the list's fold until the
+-- transaction ends.
 CREATE FUNCTION list_build(p_org text, p_list text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, public SET jit = off AS $$
 DECLARE
@@ -351,9 +353,9 @@ BEGIN
   END IF;
 END $$;
 
--- Every organization's lists brought up to date: each list without buckets that has rows or
--- changes is built (list_build), then the pending changes of every list are folded. What an
--- import runs at its end (a load's lists are built here), and the embedded server in its idle time.
+-- Every organization's lists brought up to date: each list without buckets that has rows is
+-- built, and every list's pending changes are folded. What an import runs at its end (a load's
+-- lists are built here), and the embedded server in its idle time.
 CREATE FUNCTION list_fold_all() RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -374,13 +376,11 @@ BEGIN
   FROM (SELECT DISTINCT org_id, list FROM list_changes ORDER BY 1, 2) p;
 END $$;
 
--- At the commit of about one write in 512 (by the change's number), the change's list is folded:
--- the more changes a fold takes, the more of them share a bucket row. Deferred, so that the fold's
--- lock is held only while the transaction commits: it never waits on a writer, nor a writer on it.
--- A transaction folds a list at most twice (counted in a setting local to it): first up to 5,000
--- changes; a second fold means it wrote hundreds or more, and takes them all. A later fold would
--- step over the index entries of the changes already folded, which stay until the transaction
--- ends (a 600,000-row write spent 5.5 min in its commit's 1,170 folds).
+-- At the commit of about one write in 512 (by the change's number), the change's list is folded
+-- (deferred: the fold's lock is held only while the transaction commits; no writer waits on it). A
+-- transaction folds a list at most twice (counted in a setting local to it): up to 5,000 changes,
+-- then, having written hundreds or more, all of them. A third fold would step over the index
+-- entries of the changes already folded, which stay until it ends (600,000 rows: 5.5 min).
 CREATE FUNCTION list_fold_at_commit() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
