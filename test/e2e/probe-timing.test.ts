@@ -94,18 +94,26 @@ describe.skipIf(!postgresAvailable())(
      * same machine. A round whose p99 is over the bound is measured again, up to three rounds: a
      * machine busy with other work slows a round now and then, a probe that waits on the store
      * slows every one. The best round counts; every round is logged.
+     *
+     * With `bound`, a round ends as soon as two probes of one path have taken longer: the 99th of
+     * 100 is then over it whatever the others take, and a probe that waits on the store (a second
+     * each) fails the test on its figures, not on the test's time limit.
      */
-    async function probeRounds(ok: (ready: Summary, live: Summary) => boolean) {
-      const rounds: { ready: Summary; live: Summary }[] = []
+    async function probeRounds(ok: (ready: Summary, live: Summary) => boolean, bound?: number) {
+      const rounds: { ready: Summary; live: Summary; stopped: string }[] = []
+      const over = (probes: readonly { ms: number }[]) =>
+        bound === undefined ? 0 : probes.filter((probe) => probe.ms > bound).length
       for (let round = 0; round < 3; round++) {
         const ready: { ms: number; answer: string }[] = []
         const live: { ms: number; answer: string }[] = []
-        for (let i = 0; i < PROBES; i++) {
+        for (let i = 0; i < PROBES && over(ready) < 2 && over(live) < 2; i++) {
           ready.push(await probeOnce('/readyz'))
           live.push(await probeOnce('/healthz'))
         }
-        rounds.push({ ready: summarize(ready), live: summarize(live) })
-        const last = rounds.at(-1) as { ready: Summary; live: Summary }
+        const stopped =
+          ready.length < PROBES ? ` (stopped after ${ready.length} of each: two over ${bound} ms)` : ''
+        rounds.push({ ready: summarize(ready), live: summarize(live), stopped })
+        const last = rounds.at(-1) as { ready: Summary; live: Summary; stopped: string }
         if (ok(last.ready, last.live)) break
       }
       const best =
@@ -116,14 +124,14 @@ describe.skipIf(!postgresAvailable())(
       const text = rounds
         .map(
           (r) =>
-            `/readyz p99 ${r.ready.p99.toFixed(1)} ms (max ${r.ready.max.toFixed(1)}), /healthz p99 ${r.live.p99.toFixed(1)} ms`,
+            `/readyz p99 ${r.ready.p99.toFixed(1)} ms (max ${r.ready.max.toFixed(1)}), /healthz p99 ${r.live.p99.toFixed(1)} ms${r.stopped}`,
         )
         .join('; ')
       return { ...best, text }
     }
 
     it(
-      `the store up and busy, ${BUSY_CLIENTS} clients without pause: /readyz and /healthz /readyz answers ${PROBES} times as fast as /healthz (or within ${PROBE_P99_MS} ms at p99), never behind requests for a pool slot`,
+      `the store up and busy, ${BUSY_CLIENTS} clients without pause: ${PROBES} /readyz answer as fast as /healthz (within twice its p99, or ${PROBE_P99_MS} ms), never behind requests for a pool slot`,
       async () => {
         let stop = false
         let served = 0
@@ -171,15 +179,18 @@ describe.skipIf(!postgresAvailable())(
             () => 0,
           ),
         )
-        // The clients are in, waiting on the store; the background check (every second, its round
-        // trips capped at 1.5 s) has met the fault too.
-        await sleep(3_000)
-        const { ready, live, text } = await probeRounds(
-          (r, l) => r.p99 <= PROBE_P99_MS && l.p99 <= PROBE_P99_MS,
-        )
-        // The store comes back: the waiting clients are answered.
-        await proxy.stop()
-        await proxy.start()
+        let probed: Awaited<ReturnType<typeof probeRounds>>
+        try {
+          // The clients are in, waiting on the store; the background check (every second, its
+          // round trips capped at 1.5 s) has met the fault too.
+          await sleep(3_000)
+          probed = await probeRounds((r, l) => r.p99 <= PROBE_P99_MS && l.p99 <= PROBE_P99_MS, PROBE_P99_MS)
+        } finally {
+          // The store comes back, whatever the probes did: the waiting clients are answered.
+          await proxy.stop()
+          await proxy.start()
+        }
+        const { ready, live, text } = probed
         const statuses = await Promise.all(clients)
         console.log(
           `[probes] ${WAITING_CLIENTS} clients waiting: ${text}; readyz said ${ready.answers.join(' | ')}; ` +

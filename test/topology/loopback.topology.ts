@@ -936,10 +936,12 @@ describe('the production topology on loopback', () => {
             }
           },
         })
+        // A failure counts against the outage it overlaps (up to 1 s after PgBouncer is back).
+        const during = (f: { start: number; end: number }, event: { at: number; back: number }) =>
+          f.end >= event.at - SLACK_MS && f.start <= event.back + 1_000
+        const outside = load.failures.filter((f) => !events.some((event) => during(f, event))).length
         const rows = events.map((event) => {
-          const failures = load.failures.filter(
-            (f) => f.end >= event.at - SLACK_MS && f.start <= event.back + 1_000,
-          )
+          const failures = load.failures.filter((f) => during(f, event))
           const inFlight = load.inFlightAt(event.at, SLACK_MS)
           // Requests waiting when the pooler came back: how long after its return the last of them ended.
           const waiting = load.spans.filter(([start, end]) => start <= event.back && end > event.back)
@@ -965,6 +967,7 @@ describe('the production topology on loopback', () => {
         const ok =
           load.wrong === 0 &&
           serverErrors === 0 &&
+          outside === 0 &&
           samePids &&
           rows.every(
             (row) =>
@@ -985,11 +988,12 @@ describe('the production topology on loopback', () => {
                   (row.readyDuring.length ? `, /readyz during it ${row.readyDuring.join('/')}` : ''),
               )
               .join('; ') +
-            `; 500s ${serverErrors}; instances not restarted: ${samePids}${failureList(load)}`,
+            `; ${outside} failed outside the outages; 500s ${serverErrors}; instances not restarted: ${samePids}${failureList(load)}`,
           verdict(ok),
         )
         expect(load.wrong).toBe(0)
         expect(serverErrors).toBe(0)
+        expect(outside, 'failures outside the outages').toBe(0)
         expect(samePids).toBe(true)
         for (const row of rows) {
           expect(row.failures, `down ${row.downFor} ms`).toBeLessThanOrEqual(row.inFlight)

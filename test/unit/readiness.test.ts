@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { Metrics } from '../../src/ops/metrics.js'
+import { buildOpsApp } from '../../src/ops/ops-app.js'
 import { CHECK_TIMEOUT_MS, observedStore, Readiness } from '../../src/ops/readiness.js'
 import { StoreBusyError } from '../../src/store/busy.js'
 import type { Store } from '../../src/store/types.js'
@@ -149,5 +151,34 @@ describe('readiness: this instance can serve', () => {
     failure = undefined
     expect(await observed.read(async () => undefined)).toBe('page')
     expect(readiness.report().body).toEqual({ status: 'ready', store: 'ok' })
+  })
+
+  it('/healthz stays 200 whatever the store does: past the grace of an outage, with /readyz 503, and on a hung check', async () => {
+    const { readiness, state } = readinessWith(10_000)
+    const ops = await buildOpsApp({
+      metrics: new Metrics({ version: '0.0.0', contractVersion: '0', pools: () => [] }),
+      readiness,
+    })
+    try {
+      const live = async () => {
+        const response = await ops.inject({ url: '/healthz' })
+        return `${response.statusCode} ${response.body}`
+      }
+      state.failure = refused()
+      await readiness.refresh()
+      state.now += 60_000
+      expect((await ops.inject({ url: '/readyz' })).statusCode).toBe(503)
+      expect(await live()).toBe('200 {"status":"ok"}')
+      state.failure = new Error('openbook_reader lacks SELECT on table customers')
+      await readiness.refresh()
+      expect(await live()).toBe('200 {"status":"ok"}')
+      // A check that never comes back holds neither probe.
+      state.hang = true
+      void readiness.refresh()
+      expect(await live()).toBe('200 {"status":"ok"}')
+      expect((await ops.inject({ url: '/readyz' })).statusCode).toBe(503)
+    } finally {
+      await ops.close()
+    }
   })
 })
