@@ -72,8 +72,10 @@ function bucketPieces(given: readonly Numbered[]): { ctes: string; pieces: strin
   const startDate = given.find(({ filter }) => filter.compare === 'from')?.n
   const endDate = given.find(({ filter }) => filter.compare === 'to')?.n
   const filters = listFilters(values)
+  // The buckets name a list by the text of its values (a text equality, which row-level security
+  // lets the index seek by); the pending changes are matched by their values, as jsonb.
   const list = (alias: string) =>
-    `${tenantCondition(alias)} AND ${alias}.list = 'appointments' AND ${alias}.filters = ${filters}`
+    `${tenantCondition(alias)} AND ${alias}.list = 'appointments' AND ${alias}.filters = (${filters})::text`
   // The list without its date range: what the buckets count.
   const base = [
     tenantCondition('k'),

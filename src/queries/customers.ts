@@ -7,7 +7,7 @@ import { tenantCondition } from './sql.js'
 const FIELDS = itemFieldsOf(CUSTOMER)
 
 /** The customers list's folded buckets (migration 013). */
-const LIST = `${tenantCondition('c')} AND c.list = 'customers' AND c.filters = '{}'::jsonb`
+const LIST = `${tenantCondition('c')} AND c.list = 'customers' AND c.filters = '{}'`
 
 const PAGE_SQL = pageSql({
   table: 'customers',

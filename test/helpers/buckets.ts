@@ -24,10 +24,10 @@ function entries(): string {
         ? `'{}'::jsonb`
         : `jsonb_build_object(${columns.map((column) => `'${column}', ${column}`).join(', ')})`
     const given = columns.map((column) => ` AND ${column} IS NOT NULL`).join('')
-    return `SELECT org_id, 'appointments' AS list, ${filters} AS filters, start_at AS at, id FROM appointments WHERE is_active${given}`
+    return `SELECT org_id, 'appointments' AS list, (${filters})::text AS filters, start_at AS at, id FROM appointments WHERE is_active${given}`
   })
   return [
-    "SELECT org_id, 'customers' AS list, '{}'::jsonb AS filters, created_at AS at, id FROM customers WHERE is_active",
+    "SELECT org_id, 'customers' AS list, '{}' AS filters, created_at AS at, id FROM customers WHERE is_active",
     ...appointmentLists,
   ].join('\n         UNION ALL ')
 }
@@ -57,7 +57,7 @@ export async function bucketFaults(store: Store): Promise<unknown[]> {
        inside AS (
          SELECT b.*, coalesce(p.n, 0) AS actual,
                 (SELECT coalesce(sum(c.delta), 0)::int FROM list_changes c
-                 WHERE c.org_id = b.org_id AND c.list = b.list AND c.attrs @> b.filters
+                 WHERE c.org_id = b.org_id AND c.list = b.list AND c.attrs @> b.filters::jsonb
                    AND (c.at, c.id) >= (b.lo_at, b.lo_id)
                    AND (b.hi_at IS NULL OR (c.at, c.id) < (b.hi_at, b.hi_id))) AS pending
          FROM b LEFT JOIN placed p ON p.org_id = b.org_id AND p.list = b.list AND p.filters = b.filters
@@ -67,10 +67,10 @@ export async function bucketFaults(store: Store): Promise<unknown[]> {
        UNION ALL
        SELECT p.org_id, p.list, p.filters, NULL, NULL, NULL,
               (SELECT coalesce(sum(c.delta), 0)::int FROM list_changes c
-               WHERE c.org_id = p.org_id AND c.list = p.list AND c.attrs @> p.filters), p.n
+               WHERE c.org_id = p.org_id AND c.list = p.list AND c.attrs @> p.filters::jsonb), p.n
        FROM placed p
        WHERE p.lo_at IS NULL AND p.n <> (SELECT coalesce(sum(c.delta), 0) FROM list_changes c
-                                        WHERE c.org_id = p.org_id AND c.list = p.list AND c.attrs @> p.filters)`,
+                                        WHERE c.org_id = p.org_id AND c.list = p.list AND c.attrs @> p.filters::jsonb)`,
     ),
   )
 }

@@ -28,14 +28,16 @@ INSERT INTO list_definitions (list, at_column, filter_columns) VALUES
   ('customers', 'created_at', '{}'),
   ('appointments', 'start_at', '{status,staff_id}');
 
--- The folded counts: a list of one organization and one set of filter values (`filters`, as
--- {"column": "value", …}; {} for the whole list) cut into buckets by position. A bucket counts
--- the folded entries whose key (at, id) is at or above its bound and below the next bucket's;
+-- The folded counts: a list of one organization and one set of filter values (`filters`, a jsonb
+-- {"column": "value", …} as text; {} for the whole list) cut into buckets by position. A bucket
+-- counts the folded entries whose key (at, id) is at or above its bound and below the next one's;
 -- the lowest bound is ('-infinity', ''). A fold keeps every bucket under 2,000 folded entries.
+-- Text, because its equality is leakproof: under row-level security a reader's index seek may use
+-- it, where jsonb's would be checked on every bucket of the organization.
 CREATE TABLE buckets (
   org_id   text NOT NULL,
   list     text NOT NULL,
-  filters  jsonb NOT NULL,
+  filters  text NOT NULL,
   lo_at    timestamptz NOT NULL,
   lo_id    text NOT NULL,
   n        integer NOT NULL CHECK (n >= 0),
@@ -68,8 +70,8 @@ CREATE TABLE list_folds (
   PRIMARY KEY (org_id, list)
 );
 
--- Every subset of an entry's filter values: the lists it is an entry of. (PL/pgSQL, so that the
--- planner takes its ROWS; the folds call it once per distinct set of values, not per change.)
+-- Every subset of an entry's filter values: the lists it is an entry of (PL/pgSQL, so that the
+-- planner takes its ROWS; called once per distinct set of values, not per change).
 CREATE FUNCTION list_filter_sets(attrs jsonb) RETURNS SETOF jsonb
 LANGUAGE plpgsql IMMUTABLE ROWS 4 SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -116,8 +118,7 @@ BEGIN
     END IF;
     v_where := v_where || format(' AND k.%I = $3->>%L', v_column, v_column);
   END LOOP;
-  -- A load alone on its store (the embedded one: one session) has no pending changes beside it
-  -- to count: only the rows it folded, dead to it and many.
+  -- A load alone on its store (embedded: one session) has no pending changes to count beside it.
   IF current_setting('openbook.fold_alone', true) = 'on' THEN
     v_pending := '0';
   ELSE
@@ -138,7 +139,7 @@ END $$;
 -- Splits the bucket at (p_lo_at, p_lo_id), holding p_n folded entries, into buckets of 1,000 (the
 -- last 500 to 1,499). A new bound is the key of an entry; the folded entries below it are the
 -- entries stepped over less the pending changes among them.
-CREATE FUNCTION list_split(p_org text, p_list text, p_filters jsonb, p_lo_at timestamptz, p_lo_id text, p_n integer)
+CREATE FUNCTION list_split(p_org text, p_list text, p_filters text, p_lo_at timestamptz, p_lo_id text, p_n integer)
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -153,7 +154,7 @@ BEGIN
   WHERE b.org_id = p_org AND b.list = p_list AND b.filters = p_filters AND (b.lo_at, b.lo_id) > (p_lo_at, p_lo_id)
   ORDER BY b.lo_at, b.lo_id LIMIT 1;
   WHILE v_rest >= 1500 LOOP
-    SELECT * INTO v_next FROM list_key_after(p_org, p_list, p_filters, v_at, v_id, 1000, v_hi.lo_at, v_hi.lo_id);
+    SELECT * INTO v_next FROM list_key_after(p_org, p_list, p_filters::jsonb, v_at, v_id, 1000, v_hi.lo_at, v_hi.lo_id);
     -- Fewer entries than folded: pending removals; the next fold splits what is left.
     EXIT WHEN v_next.key_id IS NULL;
     v_low := 1000 - v_next.pending;
@@ -168,9 +169,8 @@ BEGIN
   END LOOP;
 END $$;
 
--- Merges the bucket at (p_lo_at, p_lo_id) into its lower neighbour when both fit in 1,000
--- folded entries; the lowest bucket stays.
-CREATE FUNCTION list_merge(p_org text, p_list text, p_filters jsonb, p_lo_at timestamptz, p_lo_id text)
+-- Merges the bucket at (p_lo_at, p_lo_id) into its lower neighbour when both fit in 1,000 entries.
+CREATE FUNCTION list_merge(p_org text, p_list text, p_filters text, p_lo_at timestamptz, p_lo_id text)
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -206,14 +206,14 @@ DECLARE
 BEGIN
   -- Each distinct set of filter values is expanded into its lists once.
   INSERT INTO buckets (org_id, list, filters, lo_at, lo_id, n)
-  SELECT DISTINCT p_org, p_list, f.filters, '-infinity'::timestamptz, '', 0
+  SELECT DISTINCT p_org, p_list, f.filters::text, '-infinity'::timestamptz, '', 0
   FROM (SELECT DISTINCT a.attrs FROM unnest(p_attrs) a(attrs)) d CROSS JOIN LATERAL list_filter_sets(d.attrs) f(filters)
   ON CONFLICT DO NOTHING;
   FOR r IN
     -- The lists' bounds and the changes in one order (a bound before a change of its key): each
     -- change falls in the bucket of the last bound before it.
     WITH s AS MATERIALIZED (
-      SELECT d.attrs, f.filters FROM (SELECT DISTINCT a.attrs FROM unnest(p_attrs) a(attrs)) d
+      SELECT d.attrs, f.filters::text AS filters FROM (SELECT DISTINCT a.attrs FROM unnest(p_attrs) a(attrs)) d
       CROSS JOIN LATERAL list_filter_sets(d.attrs) f(filters)),
     x AS (
       SELECT c.filters, c.lo_at AS at, c.lo_id AS id, NULL::integer AS delta FROM buckets c
@@ -325,7 +325,7 @@ BEGIN
            WINDOW w AS (PARTITION BY s.list_no ORDER BY r.at, r.id)),
      built AS (
        INSERT INTO buckets (org_id, list, filters, lo_at, lo_id, n)
-       SELECT $1, $2, e.filters, CASE WHEN e.k = 0 THEN ''-infinity'' ELSE e.at END,
+       SELECT $1, $2, e.filters::text, CASE WHEN e.k = 0 THEN ''-infinity'' ELSE e.at END,
               CASE WHEN e.k = 0 THEN '''' ELSE e.id END, least(1000, e.total - e.k)
        FROM e WHERE e.k %% 1000 = 0)
      INSERT INTO list_folds AS f (org_id, list, changes)

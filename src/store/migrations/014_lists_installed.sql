@@ -102,7 +102,7 @@ END $$;
 
 REVOKE ALL ON FUNCTION list_filter_sets(jsonb), list_attrs_sql(text, text),
   list_key_after(text, text, jsonb, timestamptz, text, integer, timestamptz, text),
-  list_split(text, text, jsonb, timestamptz, text, integer), list_merge(text, text, jsonb, timestamptz, text),
+  list_split(text, text, text, timestamptz, text, integer), list_merge(text, text, text, timestamptz, text),
   list_apply(text, text, timestamptz[], text[], jsonb[], integer[]), list_fold(text, text, boolean, integer), list_fold_all(),
   list_fold_entries(text, text, timestamptz[], text[], jsonb[], integer[]),
   list_install(text), list_rebuild(text), list_build(text, text) FROM PUBLIC;
@@ -207,10 +207,10 @@ CREATE VIEW list_buckets WITH (security_invoker = true) AS
 SELECT o.org_id, o.list, o.lo_at, o.lo_id, o.n FROM list_buckets_12 o
 UNION ALL
 SELECT b.org_id,
-  b.list || coalesce(':' || (b.filters->>'status'), '') || coalesce(':staff:' || (b.filters->>'staff_id'), '') AS list,
+  b.list || coalesce(':' || (b.filters::jsonb->>'status'), '') || coalesce(':staff:' || (b.filters::jsonb->>'staff_id'), '') AS list,
   b.lo_at, b.lo_id,
   b.n + (SELECT coalesce(sum(p.delta), 0) FROM list_changes p
-         WHERE p.org_id = b.org_id AND p.list = b.list AND p.delta <> 0 AND p.attrs @> b.filters
+         WHERE p.org_id = b.org_id AND p.list = b.list AND p.delta <> 0 AND p.attrs @> b.filters::jsonb
            AND (p.at, p.id) >= (b.lo_at, b.lo_id)
            AND NOT EXISTS (SELECT 1 FROM buckets x
                            WHERE x.org_id = b.org_id AND x.list = b.list AND x.filters = b.filters
@@ -222,7 +222,7 @@ SELECT p.org_id,
   '-infinity'::timestamptz, '', sum(p.delta)::integer
 FROM list_changes p CROSS JOIN LATERAL list_filter_sets(p.attrs) s(filters)
 WHERE p.delta <> 0
-  AND NOT EXISTS (SELECT 1 FROM buckets x WHERE x.org_id = p.org_id AND x.list = p.list AND x.filters = s.filters)
+  AND NOT EXISTS (SELECT 1 FROM buckets x WHERE x.org_id = p.org_id AND x.list = p.list AND x.filters = s.filters::text)
 GROUP BY p.org_id, p.list, s.filters;
 
 GRANT SELECT ON list_versions, customer_counts, appointment_counts, list_buckets TO openbook_reader;
