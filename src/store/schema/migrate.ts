@@ -111,12 +111,37 @@ export interface MigrateResult {
 }
 
 /**
+ * How long a migration waits for one table lock before it rolls back and starts again. Under
+ * the PostgreSQL default deadlock_timeout (1 s): a request of a release still serving that holds
+ * a table the migration needs next, while waiting for one the migration holds, is never the one
+ * PostgreSQL ends; the migration gives way, and requests wait on it at most this long a try.
+ */
+const LOCK_WAIT_MS = 500
+const LOCK_TRIES = 40
+/** lock_not_available, deadlock_detected: the whole transaction rolled back, nothing half-done. */
+const GAVE_WAY = new Set(['55P03', '40P01'])
+
+/**
  * Applies pending migrations (which hold the reader's grants), all in one transaction. On a schema
- * newer than this release knows it refuses before it writes anything (MigrateTooOldError).
+ * newer than this release knows it refuses before it writes anything (MigrateTooOldError). Beside
+ * serving instances it takes its table locks a try at a time (LOCK_WAIT_MS).
  */
 export async function migrate(store: Store): Promise<MigrateResult> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await migrateOnce(store)
+    } catch (error) {
+      const code = (error as { code?: unknown }).code
+      if (attempt >= LOCK_TRIES || typeof code !== 'string' || !GAVE_WAY.has(code)) throw error
+      await new Promise((resolve) => setTimeout(resolve, 50 * Math.min(attempt, 10)))
+    }
+  }
+}
+
+async function migrateOnce(store: Store): Promise<MigrateResult> {
   return store.admin(async (sql) => {
     await sql.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
+    await sql.exec(`SET LOCAL lock_timeout = '${LOCK_WAIT_MS}ms'`)
     const owner = await schemaOwner(sql)
     const [may] = await sql.query<{ ok: boolean }>(
       "SELECT current_user = $1 OR pg_has_role(current_user, $1, 'MEMBER') AS ok",
