@@ -2,7 +2,7 @@ import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { patience } from '../../packages/client/test/helpers/patience.js'
 import { createPostgresStore } from '../../src/store/postgres/postgres.js'
-import { LATEST_VERSION, migrate } from '../../src/store/schema/migrate.js'
+import { LATEST_VERSION, MigrationError, migrate, schemaState } from '../../src/store/schema/migrate.js'
 import type { Store } from '../../src/store/types.js'
 import { migrateTo } from '../helpers/migrate-to.js'
 import { createTestDatabase, postgresAvailable, type TestDatabase } from '../helpers/stores.js'
@@ -26,6 +26,33 @@ describe.skipIf(!postgresAvailable())('migrate beside the requests of the releas
     await store?.close()
     await database?.drop()
   })
+
+  it(
+    "stops, changing nothing, when a writer's transaction holds its table every time, and names it",
+    async () => {
+      const writer = new pg.Client({ connectionString: database.url, application_name: 'salon_app' })
+      await writer.connect()
+      try {
+        await writer.query('BEGIN')
+        await writer.query("DELETE FROM appointments WHERE id = 'none'")
+        const { rows } = await writer.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')
+        const failed = await migrate(store, { lockTries: 2 }).then(
+          () => undefined,
+          (error: unknown) => error,
+        )
+        expect(failed).toBeInstanceOf(MigrationError)
+        expect((failed as Error).message).toMatch(
+          new RegExp(
+            `^gave way to other sessions 2 times in \\d+ s and changed nothing: appointments held by pid ${rows[0]?.pid} \\([^)]*salon_app\\) in a transaction since \\d{4}-\\d\\d-\\d\\dT[\\d:]+Z; run \`openbook migrate\` again once that transaction ends$`,
+          ),
+        )
+        expect((await schemaState(store)).version).toBe(12)
+      } finally {
+        await writer.end()
+      }
+    },
+    patience(60_000),
+  )
 
   it(
     'gives way to a request that holds a table it needs and waits for one it holds: no deadlock, both complete',

@@ -124,18 +124,56 @@ const GAVE_WAY = new Set(['55P03', '40P01'])
 /**
  * Applies pending migrations (which hold the reader's grants), all in one transaction. On a schema
  * newer than this release knows it refuses before it writes anything (MigrateTooOldError). Beside
- * serving instances it takes its table locks a try at a time (LOCK_WAIT_MS).
+ * serving instances it takes its table locks a try at a time (LOCK_WAIT_MS); after `lockTries`
+ * tries it stops with a MigrationError that names the transactions holding its tables.
  */
-export async function migrate(store: Store): Promise<MigrateResult> {
+export async function migrate(
+  store: Store,
+  { lockTries = LOCK_TRIES }: { lockTries?: number } = {},
+): Promise<MigrateResult> {
+  const started = Date.now()
   for (let attempt = 1; ; attempt++) {
     try {
       return await migrateOnce(store)
     } catch (error) {
       const code = (error as { code?: unknown }).code
-      if (attempt >= LOCK_TRIES || typeof code !== 'string' || !GAVE_WAY.has(code)) throw error
+      if (typeof code !== 'string' || !GAVE_WAY.has(code)) throw error
+      if (attempt >= lockTries) throw await lockedOut(store, attempt, Date.now() - started)
       await new Promise((resolve) => setTimeout(resolve, 50 * Math.min(attempt, 10)))
     }
   }
+}
+
+/** The other sessions whose open transactions hold a lock on one of openbook's tables, oldest first. */
+const HOLDERS = `
+  SELECT DISTINCT ON (a.pid) a.pid, l.relation::regclass::text AS "table",
+         to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS since,
+         nullif(concat_ws(' ', a.usename, nullif(a.application_name, '')), '') AS who
+  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+  WHERE l.granted AND l.locktype = 'relation' AND l.pid <> pg_backend_pid()
+    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND l.relation IN (SELECT c.oid FROM pg_class c JOIN pg_class m ON m.oid = to_regclass('public.openbook_schema_migrations')
+                       WHERE c.relnamespace = m.relnamespace AND c.relowner = m.relowner AND c.relkind IN ('r', 'v'))
+  ORDER BY a.pid, l.relation
+`
+
+/** What to tell the operator when the migration gave way every time: who holds its tables. */
+async function lockedOut(store: Store, tries: number, ms: number): Promise<MigrationError> {
+  const holders = await store
+    .admin((sql) =>
+      sql.query<{ pid: number; table: string; since: string | null; who: string | null }>(HOLDERS),
+    )
+    .catch(() => [])
+  const oldest = [...holders].sort((a, b) => (a.since ?? '').localeCompare(b.since ?? '')).slice(0, 3)
+  const named = oldest.map(
+    (h) =>
+      `${h.table} held by pid ${h.pid}${h.who ? ` (${h.who})` : ''}${h.since ? ` in a transaction since ${h.since}` : ''}`,
+  )
+  return new MigrationError(
+    `gave way to other sessions ${tries} times in ${Math.round(ms / 1000)} s and changed nothing` +
+      `${named.length > 0 ? `: ${named.join('; ')}` : ''}; run \`openbook migrate\` again once ` +
+      `${named.length === 1 ? 'that transaction ends' : 'those transactions end'}`,
+  )
 }
 
 async function migrateOnce(store: Store): Promise<MigrateResult> {
