@@ -83,8 +83,8 @@ async function importBoth(build: Build, file: string): Promise<{ first: number; 
   await admin(`DROP DATABASE IF EXISTS ${build.db} WITH (FORCE)`)
   await admin(`CREATE DATABASE ${build.db}`)
   await openbook(build, ['migrate'])
-  // Each import starts with no dirty pages left by the one before (its own or the other build's):
-  // a checkpoint that lands inside one import and not another is most of the runs' spread.
+  // Each import starts with no dirty pages left by the one before (its own or the other build's),
+  // so that no build pays for the other's writes in a checkpoint.
   await admin('CHECKPOINT')
   const first = await openbook(build, ['import', file, '--json'])
   await admin('CHECKPOINT')

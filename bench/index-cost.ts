@@ -53,17 +53,25 @@ const STATEMENTS: Record<string, (t: string, i: number) => [string, unknown[]]> 
   ],
 }
 
-const median = (values: number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN
-const p99 = (values: number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length * 0.99)] ?? Number.NaN
+const quantile = (values: number[], q: number) =>
+  [...values].sort((a, b) => a - b)[Math.floor(values.length * q)] ?? Number.NaN
+const median = (values: number[]) => quantile(values, 0.5)
+const p99 = (values: number[]) => quantile(values, 0.99)
 
-async function measure(size: number): Promise<string[]> {
+/** Drops the bench's database and, with `create`, makes it again, empty. */
+async function freshDatabase({ create = true } = {}): Promise<void> {
   const admin = new pg.Client({ connectionString: `${SERVER}/postgres` })
   await admin.connect()
-  await admin.query(`DROP DATABASE IF EXISTS ${values.db} WITH (FORCE)`)
-  await admin.query(`CREATE DATABASE ${values.db}`)
-  await admin.end()
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${values.db} WITH (FORCE)`)
+    if (create) await admin.query(`CREATE DATABASE ${values.db}`)
+  } finally {
+    await admin.end()
+  }
+}
+
+async function measure(size: number): Promise<string[]> {
+  await freshDatabase()
   await runOk(process.execPath, ['bin/openbook.js', 'migrate', '--json'], {
     env: { ...process.env, DATABASE_URL },
   })
@@ -119,10 +127,7 @@ for (const size of values.sizes.split(',').map(Number)) {
   process.stderr.write(`${size} appointments\n`)
   rows.push(...(await measure(size)))
 }
-const admin = new pg.Client({ connectionString: `${SERVER}/postgres` })
-await admin.connect()
-await admin.query(`DROP DATABASE IF EXISTS ${values.db} WITH (FORCE)`)
-await admin.end()
+await freshDatabase({ create: false })
 process.stdout.write(
   [
     `Command: \`npm run bench:index-cost -- --definition '${values.definition}' --sizes ${values.sizes} --iterations ${ITERATIONS}\`.`,
