@@ -1,8 +1,8 @@
 /**
- * npm run bench:import-against -- --tag v1.0.0: `openbook import` of this tree against a release,
- * alternating in one run on the same file: into a freshly migrated database (a first load), then
- * the same file again into the loaded one. Each build imports into its own database, migrated by
- * its own `migrate`.
+ * npm run bench:import-against -- --tag v1.0.0 --lines 50000,200000: `openbook import` of this
+ * tree against a release, alternating in one run on the same file at each size: into a freshly
+ * migrated database (a first load), then the same file again into the loaded one. Each build
+ * imports into its own database, migrated by its own `migrate`.
  */
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
@@ -30,7 +30,7 @@ const { values } = parseArgs({
 })
 assertLoopbackUrl(values.pg)
 const SERVER = values.pg.replace(/\/+$/, '')
-const LINES = Number(values.lines)
+const SIZES = values.lines.split(',').map(Number)
 const ROUNDS = Number(values.rounds)
 const log = (line: string) => process.stderr.write(`${line}\n`)
 const workDir = mkdtempSync(join(tmpdir(), 'openbook-import-against-'))
@@ -95,14 +95,22 @@ async function importBoth(build: Build, file: string): Promise<{ first: number; 
 log('building this tree (npm run build) and the release')
 await runOk('npm', ['run', 'build'], { timeoutMs: 300_000 })
 const release = buildRelease(values.tag)
-try {
+const median = (list: number[]) => {
+  const sorted = [...list].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2
+}
+const builds: Build[] = [
+  { name: 'this tree', root: resolve('.'), db: 'openbook_bench_import_tree' },
+  { name: values.tag, root: release.root, db: 'openbook_bench_import_release' },
+]
+const [tree, old] = builds as [Build, Build]
+
+/** Both builds' imports of one file of `lines` lines, alternating: a row per kind of import. */
+async function compareAt(lines: number): Promise<{ rows: string[]; rounds: string }> {
   const file = join(workDir, 'import.ndjson')
-  const written = await writeNdjson(file, LINES, 11)
+  const written = await writeNdjson(file, lines, 11)
   log(`wrote ${written.lines} lines (${Math.round(written.bytes / 2 ** 20)} MB)`)
-  const builds: Build[] = [
-    { name: 'this tree', root: resolve('.'), db: 'openbook_bench_import_tree' },
-    { name: values.tag, root: release.root, db: 'openbook_bench_import_release' },
-  ]
   const times = new Map(builds.map((build) => [build.name, [] as { first: number; again: number }[]]))
   for (let round = 0; round < ROUNDS; round++) {
     // The order swapped every round.
@@ -110,32 +118,40 @@ try {
       const result = await importBoth(build, file)
       times.get(build.name)?.push(result)
       log(
-        `round ${round + 1}, ${build.name}: ${result.first.toFixed(1)} s, again ${result.again.toFixed(1)} s`,
+        `${lines} lines, round ${round + 1}, ${build.name}: ${result.first.toFixed(1)} s, again ${result.again.toFixed(1)} s`,
       )
     }
   }
-  for (const build of builds) await admin(`DROP DATABASE IF EXISTS ${build.db} WITH (FORCE)`)
-  const median = (list: number[]) => {
-    const sorted = [...list].sort((a, b) => a - b)
-    const middle = Math.floor(sorted.length / 2)
-    return sorted.length % 2 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2
-  }
-  const of = (name: string, kind: 'first' | 'again') => median((times.get(name) ?? []).map((t) => t[kind]))
-  const [tree, old] = builds.map((build) => build.name) as [string, string]
+  const of = (build: Build, kind: 'first' | 'again') =>
+    median((times.get(build.name) ?? []).map((t) => t[kind]))
   const row = (kind: 'first' | 'again', label: string) =>
-    `| ${label} | ${of(tree, kind).toFixed(1)} s | ${of(old, kind).toFixed(1)} s | ${(of(tree, kind) / of(old, kind)).toFixed(2)} |`
+    `| ${lines.toLocaleString('en')} | ${label} | ${of(tree, kind).toFixed(1)} s | ${of(old, kind).toFixed(1)} s | ${(of(tree, kind) / of(old, kind)).toFixed(2)} |`
+  const firsts = (build: Build) => (times.get(build.name) ?? []).map((t) => t.first)
+  const rounds = firsts(tree)
+    .map((time, i) => `${time.toFixed(1)} / ${(firsts(old)[i] ?? 0).toFixed(1)}`)
+    .join(', ')
+  return { rows: [row('first', 'into an empty database'), row('again', 'the same file again')], rounds }
+}
+
+try {
+  const results: { lines: number; rows: string[]; rounds: string }[] = []
+  for (const lines of SIZES) results.push({ lines, ...(await compareAt(lines)) })
+  for (const build of builds) await admin(`DROP DATABASE IF EXISTS ${build.db} WITH (FORCE)`)
   const report = [
     '## Import against a release',
     '',
-    `Command: \`npm run bench:import-against -- --tag ${values.tag} --lines ${LINES} --rounds ${ROUNDS}\`: the same ` +
-      `${LINES.toLocaleString('en')}-line file (the seed generator's), imported by each build into its own freshly migrated ` +
+    `Command: \`npm run bench:import-against -- --tag ${values.tag} --lines ${values.lines} --rounds ${ROUNDS}\`: at each size, the same ` +
+      "file (the seed generator's), imported by each build into its own freshly migrated " +
       'database, then once more into the loaded one, each after a CHECKPOINT; the builds alternate, the order swapped every round; medians of the rounds, ' +
       'wall time of the command.',
     '',
-    `| Import | this tree | ${values.tag} | × |`,
-    '|---|--:|--:|--:|',
-    row('first', 'into an empty database'),
-    row('again', 'the same file again'),
+    `| Lines | Import | this tree | ${values.tag} | × |`,
+    '|--:|---|--:|--:|--:|',
+    ...results.flatMap((result) => result.rows),
+    '',
+    'Rounds, first load (this tree / release, seconds):',
+    '',
+    ...results.map((result) => `- ${result.lines.toLocaleString('en')} lines: ${result.rounds}`),
   ].join('\n')
   process.stdout.write(`${report}\n`)
   if (!values['no-write']) writeResultsSection('import-against', report)

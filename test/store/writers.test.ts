@@ -61,6 +61,15 @@ interface AutoExplained {
   readonly totalCost: number
   readonly jit: boolean
   readonly buffers: number
+  /** The plan's nodes, every level: their type and the relation they read (`Index Scan on t`). */
+  readonly nodes: string[]
+}
+
+/** Every node of an EXPLAIN (FORMAT JSON) plan, its sub-plans included. */
+function planNodes(plan: Record<string, unknown>): string[] {
+  const below = (plan.Plans as Record<string, unknown>[] | undefined) ?? []
+  const relation = plan['Relation Name'] === undefined ? '' : ` on ${String(plan['Relation Name'])}`
+  return [`${String(plan['Node Type'])}${relation}`, ...below.flatMap(planNodes)]
 }
 
 /**
@@ -86,6 +95,7 @@ async function explainedWrites(url: string, statements: readonly string[]): Prom
       // A plan's top node counts the buffers of the nodes under it.
       buffers:
         Number(explained.Plan['Shared Hit Blocks'] ?? 0) + Number(explained.Plan['Shared Read Blocks'] ?? 0),
+      nodes: planNodes(explained.Plan),
     })
   })
   await client.connect()
@@ -402,6 +412,29 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
       await late.end()
       await client.end()
     }
+    expect(await bucketFaults(store)).toEqual([])
+  })
+
+  it('counts a list again from its rows along the index of each of its lists, sorting nothing', async () => {
+    // The whole list, one per status, one per staff member, one per both (the four indexes).
+    for (const [list, reads] of [
+      ['appointments', 4],
+      ['customers', 1],
+    ] as const) {
+      const plans = await explainedWrites(url(), [`SELECT list_build('${LARGE}', '${list}')`])
+      const built = plans.find((plan) => plan.statement.includes('INSERT INTO buckets'))
+      // Each list read in its order along an index (with or without the heap), never sorted.
+      const reading = built?.nodes.filter((node) => node.endsWith(`Scan on ${list}`))
+      expect(
+        reading?.map((node) => node.replace('Index Only Scan', 'Index Scan')),
+        list,
+      ).toEqual(Array(reads).fill(`Index Scan on ${list}`))
+      expect(
+        built?.nodes.filter((node) => /Sort/.test(node)),
+        list,
+      ).toEqual([])
+    }
+    // And counted them right.
     expect(await bucketFaults(store)).toEqual([])
   })
 
