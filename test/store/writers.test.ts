@@ -114,6 +114,17 @@ async function explainedWrites(url: string, statements: readonly string[]): Prom
   return plans
 }
 
+/** Waits until the backend `pid` waits for a lock, as `observer` sees it. */
+async function waitForLock(observer: pg.Client, pid: number): Promise<void> {
+  const since = Date.now()
+  for (;;) {
+    const { rows } = await observer.query('SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted', [pid])
+    if (rows.length > 0) return
+    expect(Date.now() - since).toBeLessThan(patience(20_000))
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
 describe.skipIf(!postgresAvailable())('the salon software writing beside openbook (PostgreSQL)', () => {
   let database: TestDatabase
   let store: Store
@@ -435,6 +446,52 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
       ).toEqual([])
     }
     // And counted them right.
+    expect(await bucketFaults(store)).toEqual([])
+  })
+
+  it("counts a load's rows when a writer's fold counted the list between the load's statement and its turn", async () => {
+    const RACED = 'org_raced'
+    const [writer, load] = [
+      new pg.Client({ connectionString: url() }),
+      new pg.Client({ connectionString: url() }),
+    ]
+    await writer.connect()
+    await load.connect()
+    const insert = (from: number, to: number) =>
+      `INSERT INTO appointments (org_id, id, status, start_at, end_at, is_active, created_at, updated_at)
+       SELECT '${RACED}', 'apt_' || g, 'scheduled', timestamptz '2024-01-01' + g * interval '1 hour',
+              timestamptz '2024-01-01' + g * interval '1 hour' + interval '30 minutes', true, now(), now()
+       FROM generate_series(${from}, ${to}) g`
+    try {
+      await writer.query(`INSERT INTO organizations (id, name, plan) VALUES ($1, $1, 'professional')`, [
+        RACED,
+      ])
+      // Rows without buckets (no fold runs outside READ COMMITTED).
+      await writer.query('BEGIN ISOLATION LEVEL REPEATABLE READ')
+      await writer.query(insert(1, 1_500))
+      await writer.query('COMMIT')
+      // A writer's fold counts the list and holds it while the load's statement looks for buckets.
+      await writer.query('BEGIN')
+      await writer.query(`SELECT list_build($1, 'appointments')`, [RACED])
+      const { rows } = await load.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')
+      await load.query("BEGIN; SELECT set_config('openbook.fold', 'now', true)")
+      const loading = load.query(insert(1_501, 4_000))
+      await waitForLock(writer, rows[0]?.pid ?? 0)
+      await writer.query('COMMIT')
+      await loading
+      await load.query('SELECT list_fold_all()')
+      await load.query('COMMIT')
+      const total = await writer.query<{ n: number }>(
+        `SELECT sum(n)::int AS n FROM buckets WHERE org_id = $1 AND list = 'appointments' AND filters = '{}'`,
+        [RACED],
+      )
+      expect(total.rows[0]?.n).toBe(4_000)
+    } finally {
+      await writer.query('ROLLBACK').catch(() => {})
+      await load.query('ROLLBACK').catch(() => {})
+      await writer.end()
+      await load.end()
+    }
     expect(await bucketFaults(store)).toEqual([])
   })
 
