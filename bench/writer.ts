@@ -9,6 +9,7 @@
  * p99; then 1, 4 and 16 concurrent writers of one organization (40 % appointment inserts, 40 %
  * status changes, 20 % customer inserts), writes a second.
  */
+import { appendFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import pg from 'pg'
@@ -33,6 +34,8 @@ const { values } = parseArgs({
     writers: { type: 'string', default: '1,4,16' },
     seconds: { type: 'string', default: '4' },
     'no-write': { type: 'boolean', default: false },
+    // A file to append each statement's times to, one JSON line a statement.
+    samples: { type: 'string' },
   },
 })
 assertLoopbackUrl(values.pg)
@@ -237,6 +240,9 @@ async function oneRowLatencies(client: pg.Client, statements: Statement[]): Prom
       return { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99) }
     }
     results.push({ name: statement.name, openbook: summary(times.openbook), plain: summary(times.plain) })
+    // Every run's time, in run order: where a statement's tail comes from (a fold lands on a run).
+    if (values.samples)
+      appendFileSync(values.samples, `${JSON.stringify({ name: statement.name, ...times })}\n`)
     log(
       `  ${statement.name}: ${results.at(-1)?.openbook.p50.toFixed(2)} against ${results.at(-1)?.plain.p50.toFixed(2)} ms`,
     )
