@@ -105,36 +105,33 @@ BEGIN
     CREATE OR REPLACE FUNCTION public.%1$I() RETURNS trigger
     LANGUAGE plpgsql AS $body$
     DECLARE
+      v_orgs text[];
       v_built text[];
     BEGIN
       IF current_setting('openbook.fold', true) = 'now' THEN
         -- openbook's own bulk loads: the statement's entries go straight into the buckets of the
         -- organizations whose list has them (v_built); the others' lists are counted at the end.
         IF TG_OP = 'INSERT' THEN
-          v_built := ARRAY(SELECT o.org_id FROM (SELECT DISTINCT r.org_id FROM new_rows r WHERE r.is_active) o
-            WHERE EXISTS (SELECT FROM public.buckets b WHERE b.org_id = o.org_id AND b.list = %3$L));
-          PERFORM public.list_fold_entries(o.org_id, %3$L, NULL, NULL, NULL, NULL)
-          FROM (SELECT DISTINCT r.org_id FROM new_rows r WHERE r.is_active) o WHERE o.org_id <> ALL (v_built);
+          v_orgs := ARRAY(SELECT DISTINCT r.org_id FROM new_rows r WHERE r.is_active);
+        ELSIF TG_OP = 'DELETE' THEN
+          v_orgs := ARRAY(SELECT DISTINCT r.org_id FROM old_rows r WHERE r.is_active);
+        ELSE
+          v_orgs := ARRAY(SELECT r.org_id FROM old_rows r WHERE r.is_active UNION SELECT r.org_id FROM new_rows r WHERE r.is_active);
+        END IF;
+        v_built := ARRAY(SELECT o FROM unnest(v_orgs) o
+          WHERE EXISTS (SELECT FROM public.buckets b WHERE b.org_id = o AND b.list = %3$L));
+        PERFORM public.list_fold_entries(o, %3$L, NULL, NULL, NULL, NULL) FROM unnest(v_orgs) o WHERE o <> ALL (v_built);
+        IF TG_OP = 'INSERT' THEN
           PERFORM public.list_fold_entries(e.org_id, %3$L, array_agg(e.at), array_agg(e.id), array_agg(e.attrs),
             array_agg(1))
           FROM (SELECT %2$s FROM new_rows r WHERE r.is_active AND r.org_id = ANY (v_built)) e(org_id, list, at, id, attrs)
           GROUP BY e.org_id;
         ELSIF TG_OP = 'DELETE' THEN
-          v_built := ARRAY(SELECT o.org_id FROM (SELECT DISTINCT r.org_id FROM old_rows r WHERE r.is_active) o
-            WHERE EXISTS (SELECT FROM public.buckets b WHERE b.org_id = o.org_id AND b.list = %3$L));
-          PERFORM public.list_fold_entries(o.org_id, %3$L, NULL, NULL, NULL, NULL)
-          FROM (SELECT DISTINCT r.org_id FROM old_rows r WHERE r.is_active) o WHERE o.org_id <> ALL (v_built);
           PERFORM public.list_fold_entries(e.org_id, %3$L, array_agg(e.at), array_agg(e.id), array_agg(e.attrs),
             array_agg(-1))
           FROM (SELECT %2$s FROM old_rows r WHERE r.is_active AND r.org_id = ANY (v_built)) e(org_id, list, at, id, attrs)
           GROUP BY e.org_id;
         ELSE
-          v_built := ARRAY(SELECT o.org_id
-            FROM (SELECT r.org_id FROM old_rows r WHERE r.is_active UNION SELECT r.org_id FROM new_rows r WHERE r.is_active) o
-            WHERE EXISTS (SELECT FROM public.buckets b WHERE b.org_id = o.org_id AND b.list = %3$L));
-          PERFORM public.list_fold_entries(o.org_id, %3$L, NULL, NULL, NULL, NULL)
-          FROM (SELECT r.org_id FROM old_rows r WHERE r.is_active UNION SELECT r.org_id FROM new_rows r WHERE r.is_active) o
-          WHERE o.org_id <> ALL (v_built);
           -- Empty arrays, not NULL, where every entry changed in place: the list is kept as it is.
           PERFORM public.list_fold_entries(e.org_id, %3$L,
             coalesce(array_agg(e.at) FILTER (WHERE e.delta <> 0), '{}'), coalesce(array_agg(e.id) FILTER (WHERE e.delta <> 0), '{}'),
