@@ -130,6 +130,16 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
   let store: Store
   let writerRole: TestRole
   const url = () => database.url
+  /** One statement as the schema owner, on a connection of its own. */
+  const asOwner = async <T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> => {
+    const client = new pg.Client({ connectionString: url() })
+    await client.connect()
+    try {
+      return (await client.query<T>(sql, params)).rows
+    } finally {
+      await client.end()
+    }
+  }
 
   beforeAll(async () => {
     database = await createTestDatabase({ migrated: true })
@@ -157,7 +167,7 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
     const statements = Array.from({ length: 160 }, (_, i) =>
       oneRowWrites(LARGE, `apt_${1000 + i * 17}`, 5000 + i),
     ).flat()
-    // Enough writes that several fold at their commit (one change in 512).
+    // Enough writes that several fold at their commit (one entry written in 512).
     const plans = await explainedWrites(url(), statements)
     expect(plans.some((plan) => plan.statement.includes('list_changes'))).toBe(true)
     expect(plans.some((plan) => /DELETE FROM list_changes/.test(plan.statement))).toBe(true)
@@ -495,6 +505,40 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
     expect(await bucketFaults(store)).toEqual([])
   })
 
+  it('runs a fold at the commit of one entry written in 512, an entry that moved between lists counting once', async () => {
+    const turn = async () =>
+      (await asOwner<{ n: number }>('SELECT last_value::int AS n FROM list_turns'))[0]?.n ?? 0
+    const pending = async () =>
+      (
+        await asOwner<{ n: number }>(
+          `SELECT count(*)::int AS n FROM list_changes WHERE org_id = $1 AND list = 'appointments'`,
+          [SMALL],
+        )
+      )[0]?.n ?? 0
+    const client = new pg.Client({ connectionString: url() })
+    await client.connect()
+    try {
+      const first = await turn()
+      // 1,024 status changes of active appointments, one at a time: each entry leaves one list and
+      // joins another (two changes) and takes one turn.
+      const active = Array.from({ length: 1200 }, (_, i) => i + 1).filter((g) => g % 11 !== 0)
+      for (const g of active.slice(0, 1024))
+        await client.query(
+          `UPDATE appointments SET status = CASE status WHEN 'no_show' THEN 'checked_in' ELSE 'no_show' END
+           WHERE org_id = $1 AND id = $2`,
+          [SMALL, `apt_${g}`],
+        )
+      const last = await turn()
+      expect(last - first).toBe(1024)
+      // Two turns were multiples of 512; the later one's commit folded every change before it, so
+      // only the two changes of each status change since are pending.
+      expect(await pending()).toBe(2 * (last % 512))
+    } finally {
+      await client.end()
+    }
+    expect(await bucketFaults(store)).toEqual([])
+  })
+
   it('folds a bulk write of one transaction at most twice a list, at its commit, leaving nothing pending', async () => {
     const client = new pg.Client({ connectionString: url() })
     await client.connect()
@@ -574,8 +618,16 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
         await writer.query(`UPDATE customers SET is_active = false WHERE org_id = $1 AND id = 'cus_1'`, [org])
         await writer.query(`DELETE FROM appointments WHERE org_id = $1 AND id = 'apt_5'`, [org])
       }
-      // Enough changes that folds run at the writer's commits, through list_fold.
-      for (let i = 0; i < 400; i++)
+      // Enough entries written that folds run at the writer's commits, through list_fold.
+      const folded = async () =>
+        (
+          await asOwner<{ n: number }>(
+            `SELECT changes::int AS n FROM list_folds WHERE org_id = $1 AND list = 'appointments'`,
+            [LARGE],
+          )
+        )[0]?.n ?? 0
+      const foldedBefore = await folded()
+      for (let i = 0; i < 600; i++)
         await writer.query(`UPDATE appointments SET status = 'completed' WHERE org_id = $1 AND id = $2`, [
           LARGE,
           `apt_${700 + i}`,
@@ -584,6 +636,7 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
         `SELECT count(*)::int AS n FROM appointments WHERE id = 'apt_w1'`,
       )
       expect(rows[0]?.n).toBe(2)
+      expect(await folded()).toBeGreaterThan(foldedBefore)
       for (const table of ['api_keys', 'buckets', 'list_changes', 'list_folds', 'organizations', 'users'])
         await expect(writer.query(`SELECT 1 FROM ${table} LIMIT 1`), table).rejects.toThrow(
           /permission denied/,
