@@ -9,6 +9,10 @@
  *
  * PAGE_TIMINGS_DATES=start,end sets the date range of the filtered shapes (by default the mixes':
  * 120 to 30 days ago, 365 to 1 day ago), e.g. around the instant of a `--shape one-instant` data set.
+ *
+ * PAGE_TIMINGS_PENDING=n first folds the organization's appointments, then leaves n changes pending
+ * beside them (n/2 status changes of random appointments, written where no fold runs: REPEATABLE
+ * READ), as many as readers meet between two folds. It writes to the database.
  */
 import pg from 'pg'
 import { appointmentsPage } from '../src/queries/appointments.js'
@@ -33,6 +37,8 @@ async function main(): Promise<void> {
     ).rows
     if (!largest) throw new Error(`${database} holds no customers`)
     const org = largest.org_id
+    const pending = Number(process.env.PAGE_TIMINGS_PENDING ?? 0)
+    if (pending > 0) await leavePending(client, org, pending)
     const daysAgo = (days: number) => new Date(Date.now() - days * DAY).toISOString()
     const [startDate, endDate] = process.env.PAGE_TIMINGS_DATES?.split(',') ?? []
     // The filters of the benchmark's mixes of the largest organization (bench/mixes.ts).
@@ -53,7 +59,14 @@ async function main(): Promise<void> {
         }),
       ],
     ]
-    console.log(`${database}, ${org}: execution ms (median of ${RUNS}) at each offset, limit ${PAGE_SIZE}`)
+    const { rows: waiting } = await client.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM list_changes WHERE org_id = $1 AND list = 'appointments'`,
+      [org],
+    )
+    console.log(
+      `${database}, ${org}: execution ms (median of ${RUNS}) at each offset, limit ${PAGE_SIZE}; ` +
+        `appointments' changes pending: ${waiting[0]?.n ?? 0}`,
+    )
     for (const [index, [name, statement]] of shapes.entries()) {
       await client.query(`BEGIN; ${readerPreamble(true, 60_000)}`)
       await client.query("SELECT set_config('openbook.org_id', $1, true)", [org])
@@ -85,6 +98,18 @@ async function main(): Promise<void> {
   } finally {
     await client.end()
   }
+}
+
+/** The organization's appointments folded, then `changes` changes left pending beside them. */
+async function leavePending(client: pg.Client, org: string, changes: number): Promise<void> {
+  await client.query(`SELECT list_fold($1, 'appointments', true, NULL)`, [org])
+  await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ')
+  await client.query(
+    `UPDATE appointments SET status = CASE status WHEN 'confirmed' THEN 'completed' ELSE 'confirmed' END
+     WHERE org_id = $1 AND id IN (SELECT id FROM appointments WHERE org_id = $1 AND is_active ORDER BY random() LIMIT $2)`,
+    [org, Math.floor(changes / 2)],
+  )
+  await client.query('COMMIT')
 }
 
 await main()
