@@ -14,6 +14,7 @@ import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import pg from 'pg'
 import { assertLoopbackUrl } from './options.js'
+import { leavePending, type PageTimes, pendingOf, timePages } from './page-times.js'
 import { runFromRoot } from './paths.js'
 import { runOk } from './proc.js'
 import { writeResultsSection } from './report.js'
@@ -341,9 +342,35 @@ interface Run {
   /** The fold's own time, by the number of changes it folds: what the one writer that runs it pays. */
   readonly folds: { changes: number; ms: number }[]
   readonly bulk: Bulk
+  /** The page statements' times with as many changes pending as the writers leave, and more. */
+  readonly pages: { pending: number; times: PageTimes[] }[]
 }
 
 const BULK_ROWS = 100_000
+
+/**
+ * Changes pending beside the pages timed: none, a fold's worth of status changes (512 entries),
+ * and more than the writers above leave at once.
+ */
+const PENDING = [0, 1_024, 5_000]
+
+/** The date ranges of the timed pages: the middle half and the middle tenth of the shape's times. */
+function pageDates(size: number, shape: Shape): { wide: [string, string]; narrow: [string, string] } {
+  if (shape === 'instant')
+    return {
+      wide: ['2025-03-01T09:00:00Z', '2025-03-01T09:00:01Z'],
+      narrow: ['2025-03-01T09:00:00Z', '2025-03-01T09:00:01Z'],
+    }
+  if (shape === 'day')
+    return {
+      wide: ['2025-03-01T06:00:00Z', '2025-03-01T18:00:00Z'],
+      narrow: ['2025-03-01T11:24:00Z', '2025-03-01T12:36:00Z'],
+    }
+  const at = (g: number) => new Date(Date.parse('2019-01-01T00:00:00Z') + g * 7 * 60_000).toISOString()
+  return { wide: [at(size * 0.25), at(size * 0.75)], narrow: [at(size * 0.45), at(size * 0.55)] }
+}
+
+const slowest = (times: PageTimes[]) => Math.max(...times.flatMap((t) => t.cells.map((c) => c.ms)))
 
 /** Seconds of a bulk write's statement and of its commit, where the folds run. */
 type Timed = { statement: number; commit: number }
@@ -435,7 +462,16 @@ async function measure(size: number, shape: Shape): Promise<Run> {
     log(`  folds: ${folds.map((f) => `${f.changes} changes in ${ms(f.ms)} ms`).join(', ')}`)
     const bulk = await bulkWrites(client, 0)
     log(`  bulk: ${JSON.stringify(bulk)}`)
-    return { size, shape, latencies, throughput, pendingAfter: rows[0]?.n ?? 0, folds, bulk }
+    const pages = []
+    for (const changes of PENDING) {
+      await leavePending(client, ORG, changes)
+      pages.push({
+        pending: await pendingOf(client, ORG),
+        times: await timePages(client, ORG, ['0', 'mid', 'last'], pageDates(size, shape)),
+      })
+    }
+    log(`  pages: ${pages.map((p) => `${p.pending} pending, at most ${ms(slowest(p.times))} ms`).join('; ')}`)
+    return { size, shape, latencies, throughput, pendingAfter: rows[0]?.n ?? 0, folds, bulk, pages }
   })
 }
 
@@ -483,6 +519,15 @@ function render(runs: Run[], machine: string): string {
       '|---|---:|---:|---:|',
       bulkLine('one INSERT', run.bulk.insert),
       bulkLine('one UPDATE of their status', run.bulk.update),
+      '',
+      "The page statements with changes pending beside them (the organization's appointments folded, then status changes written where no fold runs), execution ms, median of 7, first / middle / last page:",
+      '',
+      `| page | ${run.pages.map((p) => `${p.pending.toLocaleString('en')} pending`).join(' | ')} |`,
+      `|---|${run.pages.map(() => '---:').join('|')}|`,
+      ...(run.pages[0]?.times ?? []).map(
+        (page, i) =>
+          `| ${page.name} (${page.total.toLocaleString('en')}) | ${run.pages.map((p) => (p.times[i]?.cells ?? []).map((c) => ms(c.ms)).join(' / ')).join(' | ')} |`,
+      ),
       '',
     )
   }

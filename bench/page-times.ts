@@ -1,0 +1,102 @@
+/**
+ * The page statements' execution time by offset for one organization: EXPLAIN (ANALYZE, TIMING
+ * OFF) of each prepared statement's generic plan, in the request path's transaction
+ * (openbook_reader, the reader preamble), median of 7 runs per offset. Used by page-timings.ts on
+ * a bench database and by the writer bench beside the changes its writers leave pending.
+ */
+import type pg from 'pg'
+import { appointmentsPage } from '../src/queries/appointments.js'
+import { customersPage } from '../src/queries/customers.js'
+import { type PageStatement, pageParams } from '../src/queries/page-statement.js'
+import { readerPreamble } from '../src/store/reader-settings.js'
+import { PAGE_SIZE } from './mixes.js'
+
+const RUNS = 7
+/** Prepared statements outlive their transaction: each gets a name of its own. */
+let prepared = 0
+
+export interface PageTimes {
+  readonly name: string
+  readonly total: number
+  /** Median execution ms at each offset, in the order asked. */
+  readonly cells: { readonly offset: number; readonly ms: number }[]
+}
+
+/**
+ * The mixes' page shapes of `org` (bench/mixes.ts): both lists, a status, a date range and both,
+ * at `offsets` (numbers, `mid` or `last`).
+ */
+export async function timePages(
+  client: pg.Client,
+  org: string,
+  offsets: string[],
+  dates: { readonly wide: [string, string]; readonly narrow: [string, string] },
+): Promise<PageTimes[]> {
+  const shapes: [string, PageStatement][] = [
+    ['customers', customersPage(org)],
+    ['appointments', appointmentsPage(org, {})],
+    ['status', appointmentsPage(org, { status: 'completed' })],
+    ['dates', appointmentsPage(org, { startDate: dates.narrow[0], endDate: dates.narrow[1] })],
+    [
+      'status+dates',
+      appointmentsPage(org, { status: 'completed', startDate: dates.wide[0], endDate: dates.wide[1] }),
+    ],
+  ]
+  const literal = (value: unknown) => `'${String(value).replaceAll("'", "''")}'`
+  const times: PageTimes[] = []
+  for (const [name, statement] of shapes) {
+    await client.query(`BEGIN; ${readerPreamble(true, 60_000)}`)
+    try {
+      await client.query("SELECT set_config('openbook.org_id', $1, true)", [org])
+      const total =
+        (await client.query<{ total: number }>(statement.countText, [...statement.params])).rows[0]?.total ??
+        0
+      const last = Math.max(0, Math.floor((total - 1) / PAGE_SIZE) * PAGE_SIZE)
+      const mid = Math.floor(last / PAGE_SIZE / 2) * PAGE_SIZE
+      const prepared_as = `page_times_${++prepared}`
+      await client.query(`PREPARE ${prepared_as} AS ${statement.jsonText}`)
+      const cells = []
+      for (const text of offsets) {
+        const offset = text === 'mid' ? mid : text === 'last' ? last : Number(text)
+        const args = pageParams(statement, { limit: PAGE_SIZE, offset }).map(literal).join(', ')
+        const runs: number[] = []
+        for (let run = 0; run < RUNS; run++) {
+          const result = await client.query(
+            `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE ${prepared_as}(${args})`,
+          )
+          runs.push(result.rows[0]['QUERY PLAN'][0]['Execution Time'])
+        }
+        runs.sort((a, b) => a - b)
+        cells.push({ offset, ms: runs[Math.floor(RUNS / 2)] ?? 0 })
+      }
+      times.push({ name, total, cells })
+    } finally {
+      await client.query('ROLLBACK')
+    }
+  }
+  return times
+}
+
+/**
+ * `org`'s appointments folded, then `changes` changes left pending beside them: status changes
+ * of random appointments (two changes each), written where no fold runs (REPEATABLE READ).
+ */
+export async function leavePending(client: pg.Client, org: string, changes: number): Promise<void> {
+  await client.query(`SELECT list_fold($1, 'appointments', true, NULL)`, [org])
+  await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ')
+  await client.query(
+    `UPDATE appointments SET status = CASE status WHEN 'confirmed' THEN 'completed' ELSE 'confirmed' END
+     WHERE org_id = $1 AND id IN (SELECT id FROM appointments WHERE org_id = $1 AND is_active ORDER BY random() LIMIT $2)`,
+    [org, Math.floor(changes / 2)],
+  )
+  await client.query('COMMIT')
+}
+
+/** The organization's appointments' changes pending now. */
+export async function pendingOf(client: pg.Client, org: string): Promise<number> {
+  const { rows } = await client.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM list_changes WHERE org_id = $1 AND list = 'appointments'`,
+    [org],
+  )
+  return rows[0]?.n ?? 0
+}
