@@ -343,7 +343,7 @@ interface Run {
   readonly folds: { changes: number; ms: number }[]
   readonly bulk: Bulk
   /** The page statements' times with as many changes pending as the writers leave, and more. */
-  readonly pages: { pending: number; times: PageTimes[] }[]
+  readonly pages: { pending: number; vacuumed: boolean; times: PageTimes[] }[]
 }
 
 const BULK_ROWS = 100_000
@@ -462,15 +462,22 @@ async function measure(size: number, shape: Shape): Promise<Run> {
     log(`  folds: ${folds.map((f) => `${f.changes} changes in ${ms(f.ms)} ms`).join(', ')}`)
     const bulk = await bulkWrites(client, 0)
     log(`  bulk: ${JSON.stringify(bulk)}`)
+    // As the writers left openbook's tables (the folds' deleted changes and old bucket versions
+    // still in their indexes: this cluster runs no autovacuum), then each time just vacuumed.
     const pages = []
-    for (const changes of PENDING) {
-      await leavePending(client, ORG, changes)
-      pages.push({
-        pending: await pendingOf(client, ORG),
-        times: await timePages(client, ORG, ['0', 'mid', 'last'], pageDates(size, shape)),
-      })
-    }
-    log(`  pages: ${pages.map((p) => `${p.pending} pending, at most ${ms(slowest(p.times))} ms`).join('; ')}`)
+    for (const vacuumed of [false, true])
+      for (const changes of PENDING) {
+        await leavePending(client, ORG, changes)
+        if (vacuumed) await client.query('VACUUM list_changes, buckets, list_folds')
+        pages.push({
+          pending: await pendingOf(client, ORG),
+          vacuumed,
+          times: await timePages(client, ORG, ['0', 'mid', 'last'], pageDates(size, shape)),
+        })
+      }
+    log(
+      `  pages: ${pages.map((p) => `${p.pending} pending${p.vacuumed ? ' (vacuumed)' : ''}, at most ${ms(slowest(p.times))} ms`).join('; ')}`,
+    )
     return { size, shape, latencies, throughput, pendingAfter: rows[0]?.n ?? 0, folds, bulk, pages }
   })
 }
@@ -481,6 +488,40 @@ const bulkLine = (name: string, b: { openbook: Timed; plain: Timed }) =>
   `| ${name} | ${seconds(b.openbook)} | ${seconds(b.plain)} | ${ratio(b.openbook.statement + b.openbook.commit, b.plain.statement + b.plain.commit)} |`
 const ratio = (a: number, b: number) => (a / b).toFixed(2)
 
+/** The lowest and highest of `values`, as `a-b×`. */
+function span(values: number[]): string {
+  const [low, high] = [Math.min(...values), Math.max(...values)]
+  return `${low.toFixed(2)}-${high.toFixed(2)}×`
+}
+
+/** The run against the targets, in one paragraph. */
+function summary(runs: Run[]): string {
+  const latencies = runs.flatMap((run) => run.latencies)
+  const p50 = latencies.map((l) => l.openbook.p50 / l.plain.p50)
+  const p99 = latencies.map((l) => l.openbook.p99 / l.plain.p99)
+  const writers = (n: number) =>
+    runs.flatMap((run) =>
+      run.throughput.filter((t) => t.writers === n).map((t) => t.openbook.perSecond / t.plain.perSecond),
+    )
+  const pending = runs.flatMap((run) => run.throughput.map((t) => t.openbook.pendingMost))
+  // The slowest page statement at each level of PENDING, over all runs, as left and vacuumed.
+  const pages = (vacuumed: boolean) =>
+    PENDING.map((changes, i) => {
+      const slowestMs = Math.max(
+        ...runs.map((run) => slowest(run.pages.filter((p) => p.vacuumed === vacuumed)[i]?.times ?? [])),
+      )
+      return `${ms(slowestMs)} ms with ${changes.toLocaleString('en')}`
+    }).join(', ')
+  return [
+    'Targets: p50 at most 1.5× and p99 at most 3× the plain table for every statement; 4 and 16 writers at least 0.5× its writes/s.',
+    `This run: p50 ${span(p50)} and p99 ${span(p99)} over all ${latencies.length} rows;`,
+    ...WRITERS.filter((n) => n > 1).map((n) => `${n} writers ${span(writers(n))};`),
+    `the most changes pending at once ${Math.min(...pending).toLocaleString('en')}-${Math.max(...pending).toLocaleString('en')}.`,
+    `The slowest page statement, by the changes pending beside it: ${pages(true)} just after a vacuum of openbook's tables;`,
+    `${pages(false)} as the writers left them, unvacuumed.`,
+  ].join(' ')
+}
+
 function render(runs: Run[], machine: string): string {
   const lines = [
     '## Writer cost',
@@ -488,6 +529,8 @@ function render(runs: Run[], machine: string): string {
     `Command: \`npm run bench:writer -- --sizes ${values.sizes} --shapes ${values.shapes} --large-shapes ${values['large-shapes']} --iterations ${ITERATIONS} --seconds ${SECONDS}\`. ${machine}`,
     '',
     "Each one-row statement alone in autocommit (synchronous_commit off), on openbook's tables and on plain copies (same columns, checks, indexes and foreign keys, no trigger), alternating; client-side time in ms through node-postgres. Then 1, 4 and 16 writers of one organization: 40 % appointment inserts, 40 % status changes, 20 % customer inserts.",
+    '',
+    summary(runs),
     '',
   ]
   for (const run of runs) {
@@ -520,9 +563,9 @@ function render(runs: Run[], machine: string): string {
       bulkLine('one INSERT', run.bulk.insert),
       bulkLine('one UPDATE of their status', run.bulk.update),
       '',
-      "The page statements with changes pending beside them (the organization's appointments folded, then status changes written where no fold runs), execution ms, median of 7, first / middle / last page:",
+      "The page statements with changes pending beside them (the organization's appointments folded, then status changes written where no fold runs), execution ms, median of 7, first / middle / last page; as the writers above left openbook's tables, then just after a `VACUUM` of them:",
       '',
-      `| page | ${run.pages.map((p) => `${p.pending.toLocaleString('en')} pending`).join(' | ')} |`,
+      `| page | ${run.pages.map((p) => `${p.pending.toLocaleString('en')} pending${p.vacuumed ? ', vacuumed' : ''}`).join(' | ')} |`,
       `|---|${run.pages.map(() => '---:').join('|')}|`,
       ...(run.pages[0]?.times ?? []).map(
         (page, i) =>
