@@ -53,8 +53,8 @@ export async function timePages(
         0
       const last = Math.max(0, Math.floor((total - 1) / PAGE_SIZE) * PAGE_SIZE)
       const mid = Math.floor(last / PAGE_SIZE / 2) * PAGE_SIZE
-      const prepared_as = `page_times_${++prepared}`
-      await client.query(`PREPARE ${prepared_as} AS ${statement.jsonText}`)
+      const statementName = `page_times_${++prepared}`
+      await client.query(`PREPARE ${statementName} AS ${statement.jsonText}`)
       const cells = []
       for (const text of offsets) {
         const offset = text === 'mid' ? mid : text === 'last' ? last : Number(text)
@@ -62,7 +62,7 @@ export async function timePages(
         const runs: number[] = []
         for (let run = 0; run < RUNS; run++) {
           const result = await client.query(
-            `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE ${prepared_as}(${args})`,
+            `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE ${statementName}(${args})`,
           )
           runs.push(result.rows[0]['QUERY PLAN'][0]['Execution Time'])
         }

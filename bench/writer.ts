@@ -409,21 +409,11 @@ async function bulkWrites(client: pg.Client, round: number): Promise<Bulk> {
   }
 }
 
-/**
- * A fold of `changes` pending changes of the organization's appointments (status changes, two
- * changes each, written where no fold runs: outside READ COMMITTED), timed alone: median of 3.
- */
+/** A fold of `changes` pending changes of the organization's appointments (leavePending), timed alone: median of 3. */
 async function foldCost(client: pg.Client, changes: number): Promise<number> {
   const times: number[] = []
   for (let round = 0; round < 3; round++) {
-    await client.query('SELECT list_fold($1, $2, true, NULL)', [ORG, 'appointments'])
-    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ')
-    await client.query(
-      `UPDATE appointments SET status = CASE status WHEN 'confirmed' THEN 'completed' ELSE 'confirmed' END
-       WHERE org_id = $1 AND id IN (SELECT id FROM appointments WHERE org_id = $1 AND is_active ORDER BY random() LIMIT $2)`,
-      [ORG, changes / 2],
-    )
-    await client.query('COMMIT')
+    await leavePending(client, ORG, changes)
     const started = performance.now()
     await client.query('SELECT list_fold($1, $2, true, NULL)', [ORG, 'appointments'])
     times.push(performance.now() - started)
