@@ -12,6 +12,8 @@ export class TcpProxy {
   #frozen = false
   #refusal: Buffer | undefined
   port = 0
+  /** Sessions refused so far (refuseSessions). */
+  refused = 0
 
   constructor(
     private readonly targetHost: string,
@@ -100,6 +102,7 @@ export class TcpProxy {
 
   /** Reads the startup packet (its length first), then answers `refusal` and closes. */
   #refuse(client: Socket, refusal: Buffer): void {
+    this.refused++
     this.#sockets.add(client)
     client.on('close', () => this.#sockets.delete(client))
     client.on('error', () => client.destroy())

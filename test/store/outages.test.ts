@@ -4,6 +4,7 @@ import { patience } from '../../packages/client/test/helpers/patience.js'
 import { STORE_BUSY_MESSAGE } from '../../src/errors.js'
 import { storeReadiness } from '../../src/ops/readiness.js'
 import { createPostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/postgres.js'
+import { RECONNECT_EVERY_MS } from '../../src/store/postgres/reconnect.js'
 import type { Store } from '../../src/store/types.js'
 import { bearer, buildTestApp, listenOnLoopback } from '../helpers/app.js'
 import { addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
@@ -76,6 +77,28 @@ describe.skipIf(!postgresAvailable())('the store through a short outage (Postgre
       status: 'ready',
       store: 'ok',
     })
+  })
+
+  it('requests waiting through a server restart try it one connection at a time, and all go on at its return', async () => {
+    const served = await serve()
+    // A server starting up: every new session refused with 57P03, the open ones gone.
+    await proxy.stop()
+    proxy.refuseSessions('57P03', 'the database system is starting up')
+    await proxy.start()
+    const requests = Array.from({ length: 20 }, () =>
+      served.inject({ url: '/api/public/v1/customers?limit=1', headers: bearer(key) }),
+    )
+    // Each request's own first try, then the shared ones.
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    const before = proxy.refused
+    await new Promise((resolve) => setTimeout(resolve, 1_200))
+    const during = proxy.refused - before
+    proxy.stopRefusing()
+    const responses = await Promise.all(requests)
+    expect(responses.map((r) => r.statusCode)).toEqual(Array(20).fill(200))
+    // One try every RECONNECT_EVERY_MS (12 in 1.2 s); twenty requests each on a backoff of its own tried about a hundred times.
+    expect(during).toBeGreaterThanOrEqual(6)
+    expect(during).toBeLessThanOrEqual(1_200 / RECONNECT_EVERY_MS + 4)
   })
 
   it('a request whose deadline runs out is answered 503 with Retry-After, in words of its own', async () => {

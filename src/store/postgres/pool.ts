@@ -11,6 +11,7 @@ import {
   type TransactionMode,
   within,
 } from './connection.js'
+import { reconnector } from './reconnect.js'
 
 /**
  * A pool of connections to one PostgreSQL server and its transactions: connections tried again
@@ -98,13 +99,16 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
   /** Connections that have begun a transaction before: the ones that have sat idle in the pool. */
   const reused = new WeakSet<pg.PoolClient>()
 
+  const untilBack = reconnector(pool, (error) => isConnectRefused(error) || isConnectionLost(error))
+
   /**
    * A connection from the pool. A refused connection (a pooler or server restarting: PgBouncer is
-   * gone for a second or more during a restart) is tried again until `deadline`, with backoff,
-   * before the request is answered 503: nothing of the transaction has run yet.
+   * gone for a second or more during a restart) is tried again until `deadline`, all the requests
+   * waiting together (reconnect.ts), before the request is answered 503: nothing of the
+   * transaction has run yet.
    */
   async function connect(deadline: number, answerBy: number | undefined): Promise<pg.PoolClient> {
-    for (let delay = 25; ; delay = Math.min(delay * 2, 250)) {
+    for (;;) {
       try {
         // A connection that hangs (a peer that stopped answering) counts against the deadline too.
         return await (answerBy === undefined
@@ -112,10 +116,9 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
           : within(pool.connect(), answerBy - Date.now(), (late) => late.release()))
       } catch (error) {
         if (error instanceof RoundTripTimeout) throw error
-        const left = deadline - Date.now()
-        if (!(isConnectRefused(error) || isConnectionLost(error)) || left <= 0) throw error
-        // The last try at the deadline itself.
-        await sleep(Math.min(delay, left))
+        if (!(isConnectRefused(error) || isConnectionLost(error)) || deadline <= Date.now()) throw error
+        // Then one last try at the deadline itself.
+        await untilBack(deadline)
       }
     }
   }
