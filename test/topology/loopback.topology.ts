@@ -52,8 +52,8 @@ const SLACK_MS = 2
 /**
  * How long after PgBouncer's return every request then waiting may take to be answered. A new
  * PgBouncer opens its server connections one login at a time per pool (`launch_new_connection`),
- * so the last of 16 waiting requests meets the tenth login: 250-370 ms on a quiet machine, 1.1-1.2 s
- * on a loaded one. The first 200 must still come within 1 s.
+ * so the last of 16 waiting requests waits for about the tenth login, longest on a loaded machine
+ * (docs/scaling.md). The first 200 must still come within 1 s.
  */
 const WAITING_ANSWERED_MS = 2_000
 

@@ -99,7 +99,9 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
   /** Connections that have begun a transaction before: the ones that have sat idle in the pool. */
   const reused = new WeakSet<pg.PoolClient>()
 
-  const untilBack = reconnector(pool, (error) => isConnectRefused(error) || isConnectionLost(error))
+  /** A connection the server or its pooler would not take or keep: tried again until the deadline. */
+  const isRefusal = (error: unknown) => isConnectRefused(error) || isConnectionLost(error)
+  const untilBack = reconnector(pool, isRefusal)
 
   /**
    * A connection from the pool. A refused connection (a pooler or server restarting: PgBouncer is
@@ -116,7 +118,7 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
           : within(pool.connect(), answerBy - Date.now(), (late) => late.release()))
       } catch (error) {
         if (error instanceof RoundTripTimeout) throw error
-        if (!(isConnectRefused(error) || isConnectionLost(error)) || deadline <= Date.now()) throw error
+        if (!isRefusal(error) || deadline <= Date.now()) throw error
         // Then one last try at the deadline itself.
         await untilBack(deadline)
       }
