@@ -30,13 +30,16 @@ function tagged(tag) {
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
+/**
+ * Makes the tags this clone lacks. Throws when a tag names another commit than the list's, or a
+ * listed commit is missing (a shallow clone): both need a person, not a retag.
+ */
+export function makeReleaseTags(log = (line) => console.log(line)) {
   for (const { tag, commit } of releases()) {
     const current = tagged(tag)
     if (current === commit) continue
     if (current !== undefined) {
-      console.error(`release-tags: ${tag} names ${current}, but scripts/releases.txt says ${commit}`)
-      process.exit(1)
+      throw new Error(`release-tags: ${tag} names ${current}, but scripts/releases.txt says ${commit}`)
     }
     git(
       '-c',
@@ -50,6 +53,15 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       tag,
       commit,
     )
-    console.log(`release-tags: made ${tag}`)
+    log(`release-tags: made ${tag}`)
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  try {
+    makeReleaseTags()
+  } catch (error) {
+    console.error(error.message)
+    process.exit(1)
   }
 }

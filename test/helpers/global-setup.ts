@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
@@ -7,7 +8,7 @@ import { createEmbeddedStore } from '../../src/store/embedded/embedded.js'
 import { createPostgresStore } from '../../src/store/postgres/postgres.js'
 import { migrate } from '../../src/store/schema/migrate.js'
 import { ensureBuild } from './build.js'
-import { scratchRoot } from './process.js'
+import { ROOT, scratchRoot } from './process.js'
 import { dropRole, rolesOfRun } from './roles.js'
 
 export const ADMIN_URL = process.env.TEST_DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test'
@@ -117,13 +118,23 @@ async function postgresReachable(): Promise<boolean> {
 }
 
 /**
- * Before the integration tests: builds dist/ if it is not of the current sources (build.ts), makes
- * the migrated templates the test stores are copied from, and finds the PostgreSQL the tests use.
+ * The release tags of scripts/releases.txt, which a clone of one branch lacks: the release tests
+ * check them, and the tests that run an earlier release check it out by its tag.
+ */
+function makeReleaseTags(): void {
+  execFileSync(process.execPath, ['scripts/release-tags.js'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] })
+}
+
+/**
+ * Before the integration tests: makes the release tags a clone lacks, builds dist/ if it is not
+ * of the current sources (build.ts), makes the migrated templates the test stores are copied from,
+ * and finds the PostgreSQL the tests use.
  * Under CI (or REQUIRE_POSTGRES=1) it must be there; elsewhere its absence skips the PostgreSQL
  * cases, loudly. Returns the teardown that removes the templates and checks that no role of this
  * run is left.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  makeReleaseTags()
   const roleTag = randomBytes(3).toString('hex')
   project.provide('roleTag', roleTag)
   const embedded = createEmbeddedTemplate()
