@@ -251,7 +251,7 @@ function embeddedChecks(embedded: EmbeddedResult): Check[] {
   ]
 }
 
-/** Issue 11's targets, each with the figures that decide it. */
+/** The service benchmark's targets, each with the figures that decide it. */
 export function checks(report: BenchReport): Check[] {
   const commit = report.previous?.commit
   return [

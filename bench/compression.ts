@@ -1,6 +1,6 @@
 /**
  * `npm run bench:compression -- DATABASE_URL [--seconds 8] [--rounds 3] [--connections 10]`: what compressed
- * pages cost and save (issue 31, item 9), on a seeded database migrated by this build.
+ * pages cost and save, on a seeded database migrated by this build.
  *
  * 1. The levels: one real page of 100 customers of the largest organization, compressed 300 times
  *    in this process by gzip at levels 1, 4, 6, 9 and brotli at qualities 1, 4, 5, 11 (CPU µs per

@@ -358,7 +358,7 @@ export async function explainCount(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Data shapes (issue 33): one organization whose createdAt and start crowd one instant or one day,
+// Data shapes: one organization whose createdAt and start crowd one instant or one day,
 // or spread a few rows a day over decades, beside (PostgreSQL) or inside (the embedded demo) the
 // seeded data. `openbook seed` spreads every organization's rows over years; a migration import
 // gives them one createdAt.
@@ -406,7 +406,7 @@ export function crowdStatements(orgId: string, crowd: Crowd, now: Date, create: 
   ]
   return [
     ...(create ? created : []),
-    // A staff member per 3,000 appointments (at the sizes of issue 33): a staff filter's rows stay
+    // A staff member per 3,000 appointments (at the shapes' sizes): a staff filter's rows stay
     // few (schemas/filters.ts), as in a salon whose history spans years and a team.
     `INSERT INTO staff (org_id, id, name, is_active)
      SELECT '${orgId}', 'stf_crowd_' || s, 'Staff ' || s, true FROM generate_series(0, ${CROWD_STAFF - 1}) s

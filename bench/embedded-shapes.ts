@@ -1,5 +1,5 @@
 /**
- * The embedded store at each data shape (issue 33, part 1), without the PostgreSQL half of
+ * The embedded store at each data shape, without the PostgreSQL half of
  * `npm run bench`: for each shape, the built server's first start on a new DATA_DIR, the crowd
  * (`--shape-size`, default 300,000 customers and 600,000 appointments) added to its demo
  * organization, and the crowd's pages (first, middle, last; customers, appointments, a status, a

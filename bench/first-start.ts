@@ -1,5 +1,5 @@
 /**
- * The first start (issue 33, part 3): `npm start` on a new DATA_DIR, timed from the spawn to the
+ * The first start: `npm start` on a new DATA_DIR, timed from the spawn to the
  * first 200 of `GET /api/public/v1/customers?limit=2` with the key it printed, as a new user
  * meets it. Several runs one after the other, each on its own new DATA_DIR; the median and the
  * spread, the server's CPU seconds (its children's included: the initdb child, when there is no

@@ -28,7 +28,7 @@ export interface Scale {
 }
 
 /**
- * The two scales of issue 11: the benchmark's original data set, and ten times smaller with one
+ * The benchmark's two scales: the benchmark's original data set, and ten times smaller with one
  * dominant organization, where the old page statements' plans flipped to whole-table scans.
  */
 export const SCALES: Readonly<Record<ScaleName, Scale>> = {
@@ -85,7 +85,7 @@ export interface BenchOptions {
   /** Only seed (or check) the databases, then stop: a later run reuses them. */
   readonly prepareOnly: boolean
   /**
-   * A data shape (issue 33): with one, each scale's database (named `<database>_<shape>`) holds a
+   * A data shape: with one, each scale's database (named `<database>_<shape>`) holds a
    * crowded organization beside the seed's, the largest, which the `large` mixes read; the
    * embedded store's demo organization gets the same rows. Undefined: the seed's data alone.
    */

@@ -1,5 +1,5 @@
 /**
- * openbook on PostgreSQL at each data shape (issue 33, part 1), without the rest of
+ * openbook on PostgreSQL at each data shape, without the rest of
  * `npm run bench`: for each shape, the 100k scale's database with the crowd
  * (`--shape-size`, default 300,000 customers and 600,000 appointments) as its largest organization
  * (`<database>_<shape>`, made or reused as `npm run bench -- --shape …` makes it), and every page of
@@ -36,7 +36,7 @@ const { values } = parseArgs({
 assertLoopbackUrl(values.pg)
 const settings: LoadSettings = shapeLoadSettings(values, 10)
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
-/** The target of issue 33 on PostgreSQL: p50 at half load, ms. */
+/** The shapes' target on PostgreSQL: p50 at half load, ms. */
 const TARGET_P50_MS = 5
 
 const loadBefore = loadAverageText()

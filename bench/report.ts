@@ -227,7 +227,7 @@ function scaleSection(report: BenchReport, scale: ScaleReport): string[] {
 
 /** The section between the bench markers: set-up, targets, a table per scale, the embedded store. */
 export function renderBench(report: BenchReport): string {
-  const out = [...setup(report), '', '### Targets (issue 11)', '', ...checkTable(checks(report)), '']
+  const out = [...setup(report), '', '### Targets', '', ...checkTable(checks(report)), '']
   out.push(
     'Ratios move by about ±0.2 from one run to the next on this shared machine: compare them within a run, ' +
       'and a mix over several runs.',

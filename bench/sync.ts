@@ -1,6 +1,6 @@
 /**
  * `npm run bench:sync -- DATABASE_URL [--rounds 3] [--dir DIR]`: `openbook-sync customers` to a
- * file against the client's `.all()` over the same organization (issue 31: the sync within 1.2×
+ * file against the client's `.all()` over the same organization (the sync within 1.2×
  * of `.all()`), on a seeded database migrated by this build, its largest organization.
  *
  * The server is this build (`node dist/server.js`) on that database. Each round runs, each in its

@@ -5,8 +5,8 @@
  *   [--paced-ladder (openbook and its A/A twin, the ceiling, and the ladder's parts of openbook's
  *   message, each at openbook's rate: where the rest is, at the same rate)]
  *
- * openbook against the database's own ceiling, and each request-path technique's own share
- * (issues 33 and 32). On the databases of `npm run bench` (seeded, or reused as they are), per mix,
+ * openbook against the database's own ceiling, and each request-path technique's own share.
+ * On the databases of `npm run bench` (seeded, or reused as they are), per mix,
  * in rounds in which every target takes its turn (the order rotating), so that whatever else the
  * machine does falls on all of them alike:
  *

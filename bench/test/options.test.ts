@@ -51,7 +51,7 @@ describe('parseOptions', () => {
 })
 
 describe('the scales', () => {
-  it("are issue 11's two data sets in databases of their own", () => {
+  it('are the two data sets in databases of their own', () => {
     expect(SCALES['100k']).toMatchObject({ orgs: 100, customers: 100_000, appointments: 200_000, seed: 1 })
     expect(SCALES.full).toMatchObject({ orgs: 200, customers: 1_000_000, appointments: 2_000_000 })
     expect(SCALES.full.database).not.toBe(SCALES['100k'].database)

@@ -102,7 +102,7 @@ describeEachStore('authentication on %s', (testStore) => {
     )
     const response = await get(bearer(created.key))
     expect(response.statusCode).toBe(401)
-    // The contract's message; the code says why (issue 31, item 7).
+    // The contract's message; the code says why.
     expect(response.json()).toEqual({ ...INVALID, code: 'revoked_api_key' })
     expect(response.headers['www-authenticate']).toContain('invalid_token')
   })

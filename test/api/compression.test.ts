@@ -7,7 +7,7 @@ import { addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
 import { describeEachStore } from '../helpers/stores.js'
 
 /**
- * Compressed answers (issue 31, item 9), over real HTTP: the bytes as they leave the server,
+ * Compressed answers, over real HTTP: the bytes as they leave the server,
  * decoded here, never by a client that might hide a wrong encoding.
  */
 

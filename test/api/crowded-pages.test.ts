@@ -10,7 +10,7 @@ import { addAppointments, addCustomers, addStaff, createOrg } from '../helpers/f
 import { fetchPage } from '../helpers/pages.js'
 import { describeEachStore } from '../helpers/stores.js'
 
-// Rows that share a day or an instant (issue 33): the lists are cut into buckets by position
+// Rows that share a day or an instant: the lists are cut into buckets by position
 // (migration 013), at most 2,000 entries each, which split and merge themselves as
 // rows are written. The oracle is the data: every page is its slice of the whole list in the
 // contract's order, with its exact total, for an organization whose rows share one instant, one

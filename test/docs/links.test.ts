@@ -9,13 +9,23 @@ import { describe, expect, it } from 'vitest'
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..')
 
-function markdownUnder(dir: string): string[] {
+function filesUnder(dir: string, extensions: readonly string[]): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name)
-    if (entry.isDirectory()) return markdownUnder(path)
-    return entry.name.endsWith('.md') ? [path] : []
+    if (entry.isDirectory())
+      return entry.name === 'node_modules' || entry.name === 'dist' ? [] : filesUnder(path, extensions)
+    return extensions.some((extension) => entry.name.endsWith(extension)) ? [path] : []
   })
 }
+const markdownUnder = (dir: string) => filesUnder(dir, ['.md'])
+
+/** The shipped code and its comments (migrations included), and the benchmark's. */
+const PRODUCT_CODE = [
+  ...filesUnder(join(ROOT, 'src'), ['.ts', '.sql', '.md']),
+  ...filesUnder(join(ROOT, 'scripts'), ['.ts', '.js']),
+  ...filesUnder(join(ROOT, 'packages/client/src'), ['.ts']),
+  ...filesUnder(join(ROOT, 'bench'), ['.ts', '.mjs']),
+]
 
 /** The product docs: what a reader of the repository is sent to. */
 const PRODUCT_DOCS = [
@@ -156,6 +166,13 @@ describe('the product docs', () => {
 
   it('carry no issue numbers, commit hashes, run times or load averages', () => {
     const notes = PRODUCT_DOCS.flatMap((file) => runNotes(read(file)).map((note) => `${name(file)}: ${note}`))
+    expect(notes).toEqual([])
+  })
+
+  it('nor does the code: no issue numbers in comments, migrations included', () => {
+    const notes = PRODUCT_CODE.flatMap((file) =>
+      [...read(file).matchAll(/\bissues? #?\d+/gi)].map((match) => `${name(file)}: ${match[0]}`),
+    )
     expect(notes).toEqual([])
   })
 

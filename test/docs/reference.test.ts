@@ -95,7 +95,7 @@ describe.skipIf(!available && !process.env.CI)('reference page (docs/api.html)',
             )
           }
         }
-        // The rules a client needs are on the page (issue 31, item 8): the headers, every error code
+        // The rules a client needs are on the page: the headers, every error code
         // and the guidance on concurrency, idempotency and backoff.
         // biome-ignore lint/performance/useDomNodeTextContent: the text shown, as above
         const text = await page.locator('body').innerText()

@@ -63,7 +63,7 @@ interface OrgSize {
   readonly id: string
   readonly customers: number
   readonly appointments: number
-  /** How createdAt and start spread: over years (the default), or one of issue 33's crowds. */
+  /** How createdAt and start spread: over years (the default), or one of the crowded shapes. */
   readonly shape?: TimeShape
 }
 
@@ -300,7 +300,7 @@ const SCENARIOS: readonly Scenario[] = [
     ],
   },
   {
-    // Issue 33: rows that share a day or an instant, beside an organization spread over years.
+    // Rows that share a day or an instant, beside an organization spread over years.
     name: 'crowded times: one instant, one day holding 90 %, a few rows a day over decades',
     stages: [
       {
@@ -862,7 +862,7 @@ describe.skipIf(!postgresAvailable())('the plan test fails a filter for a reason
   it.each([
     ['serviceId', 'serviceId'],
     ['locationType', 'locationType'],
-    // As staffId was described until issue 32 found a staff member with 10,000 appointments.
+    // As staffId was described before a staff member with 10,000 appointments was found.
     ['staffId', 'staffId'],
   ])(
     'a few filter on %s, whose busiest value selects more than FEW_ROWS, is a fault that says what to do',

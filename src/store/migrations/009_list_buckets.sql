@@ -13,7 +13,7 @@
 -- over years, crowd one day or share one instant (a migration import): a page at offset N sums the
 -- buckets from the nearer end of the list, starts at the bound of the one its offset falls in and
 -- steps over at most 2,000 entries (src/queries/page.ts). Day buckets (003, 005) step over up to a
--- whole day, all of an organization when it was imported with one createdAt (issue 33).
+-- whole day, all of an organization when it was imported with one createdAt.
 --
 -- Why buckets by position, and not:
 -- - a position kept per row: an insert near the top of the list moves every row below it, so a

@@ -2,7 +2,7 @@
 --
 -- (Expand only: a new function; releases up to 7 keep calling openbook_authenticate.)
 --
--- Why a key is refused, in the same lookup that finds it (issue 31, item 7): openbook_authenticate
+-- Why a key is refused, in the same lookup that finds it: openbook_authenticate
 -- returns active keys only, so an expired or revoked key looked like a wrong one. This function
 -- returns the presented key's row whatever its state, with its expiry and one of 'active',
 -- 'revoked' (revoked wins over expired: revoking is a deliberate act) or 'expired'. No row: no key

@@ -3,7 +3,7 @@
 -- (Expand only: new bucket lists, an index, and 009's functions replaced with ones that keep the
 -- new lists as well; releases up to 7 read no bucket, and 9 to 11 read only the lists 009 kept.)
 --
--- A staff member's appointments are many (issue 32): one of a large salon has ten thousand
+-- A staff member's appointments are many: one of a large salon has ten thousand
 -- active appointments and more, so the staff filter is described `many` (src/schemas/filters.ts)
 -- and its totals and deep pages come from bucket lists, as the status filter's do. A list is kept
 -- for every combination of the `many` filters' values (`bucketListOf` names them the same way):
