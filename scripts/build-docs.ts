@@ -2,7 +2,9 @@
 // OpenAPI document the server serves. Redoc's standalone bundle and the document are inlined, so
 // opening the file makes no request at all (no CDN script, no web font). The page is not served on
 // the public port: the contract's surface stays the API and /openapi.json. It also writes the
-// table of docs/integrators/errors.md from the error catalogue, which a test holds it to.
+// table of docs/integrators/errors.md from the error catalogue, which a test holds it to, and the
+// schema as the migrations leave it (src/store/schema/current.sql, from a PostgreSQL database it
+// migrates: TEST_DATABASE_URL, or the tests' default).
 import { readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, resolve } from 'node:path'
@@ -10,6 +12,7 @@ import { fileURLToPath } from 'node:url'
 import { ERROR_CATALOGUE } from '../src/errors.js'
 import { buildOpenApiDocument } from '../src/openapi/document.js'
 import { LIST_ROUTES, PUBLIC_V1_PREFIX } from '../src/routes/public/v1/index.js'
+import { writeCurrentSchema } from './schema-dump.js'
 
 export const REFERENCE_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '../docs/api.html')
 export const ERRORS_PAGE_PATH = resolve(
@@ -172,4 +175,11 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   console.log(`docs: wrote ${writeReference()}`)
   writeFileSync(ERRORS_PAGE_PATH, errorsPage(readFileSync(ERRORS_PAGE_PATH, 'utf8')))
   console.log(`docs: wrote ${ERRORS_PAGE_PATH}`)
+  const adminUrl = process.env.TEST_DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test'
+  try {
+    console.log(`docs: wrote ${await writeCurrentSchema(adminUrl)}`)
+  } catch (error) {
+    console.error(`docs: the schema was not written (PostgreSQL at ${adminUrl}): ${(error as Error).message}`)
+    process.exitCode = 1
+  }
 }

@@ -122,7 +122,10 @@ async function postgresReachable(): Promise<boolean> {
  * check them, and the tests that run an earlier release check it out by its tag.
  */
 function makeReleaseTags(): void {
-  execFileSync(process.execPath, ['scripts/release-tags.js'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] })
+  execFileSync(process.execPath, ['scripts/release-tags.js'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
 }
 
 /**
