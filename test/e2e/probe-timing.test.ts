@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { patience } from '../../packages/client/test/helpers/patience.js'
+import { loadFactor, patience } from '../../packages/client/test/helpers/patience.js'
 import { createPostgresStore } from '../../src/store/postgres/postgres.js'
 import { bearer } from '../helpers/app.js'
 import { createKey, createOrg } from '../helpers/fixtures.js'
@@ -10,6 +10,14 @@ import { TcpProxy } from '../helpers/tcp-proxy.js'
 
 /** What a probe may take at p99, whatever the store does: within any balancer's or orchestrator's check time-out. */
 const PROBE_P99_MS = 50
+/**
+ * The same bound on this machine as it is while the test runs: a machine busy with other work
+ * (two other processes per core) stretches every answer, the probes' too. A probe that waits on
+ * the store takes a second or more (the background check's round trips are capped at 1.5 s), and
+ * one behind requests for a pool slot took 683 ms on an idle machine: both stay far above it, up
+ * to its cap of 500 ms, half of Kubernetes' default probe time-out.
+ */
+const probeBound = () => Math.min(500, Math.round(PROBE_P99_MS * loadFactor()))
 const WAITING_CLIENTS = 200
 const PROBES = 100
 /** As many requests at once as HAProxy's reference configuration sends one instance (maxconn 64). */
@@ -148,7 +156,7 @@ describe.skipIf(!postgresAvailable())(
         // Busy, the process itself answers more slowly (more so on a machine that runs other test
         // files at once): /readyz is held to /healthz's time, which never touches the store, or to
         // the bound, whichever is larger. Waiting for a pool slot took 683 ms here.
-        const busyOk = (ready: Summary, live: Summary) => ready.p99 <= Math.max(PROBE_P99_MS, 2 * live.p99)
+        const busyOk = (ready: Summary, live: Summary) => ready.p99 <= Math.max(probeBound(), 2 * live.p99)
         const { ready, live, text } = await probeRounds(busyOk)
         stop = true
         await Promise.all(clients)
@@ -184,7 +192,8 @@ describe.skipIf(!postgresAvailable())(
           // The clients are in, waiting on the store; the background check (every second, its
           // round trips capped at 1.5 s) has met the fault too.
           await sleep(3_000)
-          probed = await probeRounds((r, l) => r.p99 <= PROBE_P99_MS && l.p99 <= PROBE_P99_MS, PROBE_P99_MS)
+          const bound = probeBound()
+          probed = await probeRounds((r, l) => r.p99 <= bound && l.p99 <= bound, bound)
         } finally {
           // The store comes back, whatever the probes did: the waiting clients are answered.
           await proxy.stop()
@@ -196,8 +205,8 @@ describe.skipIf(!postgresAvailable())(
           `[probes] ${WAITING_CLIENTS} clients waiting: ${text}; readyz said ${ready.answers.join(' | ')}; ` +
             `clients: ${statuses.filter((s) => s === 200).length} x 200`,
         )
-        expect(ready.p99, text).toBeLessThanOrEqual(PROBE_P99_MS)
-        expect(live.p99, text).toBeLessThanOrEqual(PROBE_P99_MS)
+        expect(ready.p99, text).toBeLessThanOrEqual(probeBound())
+        expect(live.p99, text).toBeLessThanOrEqual(probeBound())
         // Through an outage shorter than READY_OUTAGE_GRACE_MS: ready, and the body says what the store is doing.
         expect(ready.answers.every((answer) => answer.startsWith('200 '))).toBe(true)
         expect(ready.answers.some((answer) => answer.includes('"store":"unreachable"'))).toBe(true)

@@ -386,10 +386,11 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
     'SIGTERM while requests are in flight: every one completes with 200, new connections are refused, exit 0 within 10 s',
     async () => {
       const port = await freePort()
-      // The current source, not a possibly stale build.
+      // The build of the current sources (the global set-up makes it): without tsx's compiling,
+      // which on a busy machine took seconds of the drain's grace.
       const server = start(
         'node',
-        ['--import', 'tsx', 'src/server.ts'],
+        ['dist/server.js'],
         cleanEnv({ DATABASE_URL: url, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info' }),
       )
       const admin = await adminClient(url)
@@ -446,8 +447,8 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
         )
         expect(results.map((r) => r.status)).toEqual(Array(20).fill(200))
         for (const r of results) expect(JSON.parse(r.body).data).toHaveLength(1)
+        // 0: the drain ended within its grace (10 s); past it, close-with-grace exits with 1.
         expect(code).toBe(0)
-        expect(seconds).toBeLessThan(10)
         const output = server.output()
         expect(output).toMatch(/draining requests in flight/)
         // Given a privileged DATABASE_URL (root here), it said so once at start.

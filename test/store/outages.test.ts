@@ -168,8 +168,10 @@ describe.skipIf(!postgresAvailable())('the store through a short outage (Postgre
       )
       expect(answers.every((a) => a.status === 503 && a.body.includes('service_unavailable'))).toBe(true)
       expect(slowest).toBeGreaterThanOrEqual(7_500)
-      // The deadline, and what a loaded machine adds to the last retry's turn (10.1 s seen at load 17).
-      expect(slowest).toBeLessThan(12_000)
+      // The deadline, and what the machine adds to the last retry's turn: up to 2 s on an idle
+      // machine, and more in proportion to its load (10.1 s seen at load 17). A wait without end
+      // runs into the test's limit.
+      expect(slowest).toBeLessThan(8_000 + patience(4_000))
       expect(pools[0]?.total ?? 0).toBeLessThanOrEqual(4)
       expect(rssDuring - rssBefore).toBeLessThan(100 * 1_048_576)
       expect(after.statusCode).toBe(200)

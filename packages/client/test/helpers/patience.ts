@@ -4,7 +4,7 @@ import { availableParallelism, loadavg } from 'node:os'
  * A test's or hook's time limit, stretched by how busy the machine is when the test file starts:
  * `ms` on an idle machine, and that many times more per runnable process beyond the cores (on 2
  * cores at load 10: five times). Limits are there to end a test that hangs, not to race a slow
- * machine: the same set-up that takes 20 s alone took over a minute at load 5-10 (issue 32).
+ * machine: the same set-up that takes 20 s alone took over a minute at load 5-10.
  */
 export function patience(ms: number): number {
   return Math.round(ms * loadFactor())
