@@ -3,12 +3,9 @@ import type { Store } from '../../src/store/types.js'
 
 /** Every set of the `many` value filters (the empty one too): a list is kept for each. */
 function manySets(): FilterDescription[][] {
-  const many = APPOINTMENT_LIST.filters.filter(
-    (filter) => filter.compare === 'equals' && filter.rows === 'many',
+  return subsets(
+    APPOINTMENT_LIST.filters.filter((filter) => filter.compare === 'equals' && filter.rows === 'many'),
   )
-  const sets: FilterDescription[][] = [[]]
-  for (const filter of many) for (const set of [...sets]) sets.push([...set, filter])
-  return sets
 }
 
 /**
@@ -73,4 +70,45 @@ export async function bucketFaults(store: Store): Promise<unknown[]> {
                                         WHERE c.org_id = p.org_id AND c.list = p.list AND c.attrs @> p.filters::jsonb)`,
     ),
   )
+}
+
+/** Every subset of `items`, the empty one first. */
+export function subsets<T>(items: readonly T[]): T[][] {
+  const sets: T[][] = [[]]
+  for (const item of items) for (const set of [...sets]) sets.push([...set, item])
+  return sets
+}
+
+/**
+ * The lists of the schema's definitions (`list_definitions`) that no index serves: for each list,
+ * each combination of its filter columns needs a partial index on `is_active` whose columns are
+ * `org_id`, the combination in any order, then the list's order (as `list_index` creates it).
+ * Each named as `<list> {<columns>}`.
+ */
+export async function listsWithoutIndex(store: Store): Promise<string[]> {
+  return store.admin(async (sql) => {
+    const definitions = await sql.query<{ list: string; at: string; columns: string[] }>(
+      'SELECT list, at_column AS at, filter_columns AS columns FROM list_definitions ORDER BY list',
+    )
+    const indexes = await sql.query<{ list: string; keys: string[] }>(
+      `SELECT x.indrelid::regclass::text AS list, array_agg(a.attname::text ORDER BY k.n) AS keys
+       FROM pg_index x CROSS JOIN LATERAL unnest(x.indkey::int2[]) WITH ORDINALITY k(attnum, n)
+       JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+       WHERE pg_get_expr(x.indpred, x.indrelid) = 'is_active'
+       GROUP BY x.indexrelid, x.indrelid`,
+    )
+    const serves = (keys: readonly string[], at: string, combination: readonly string[]) =>
+      keys.length === combination.length + 3 &&
+      keys[0] === 'org_id' &&
+      [...keys.slice(1, -2)].sort().join() === [...combination].sort().join() &&
+      keys.slice(-2).join() === `${at},id`
+    return definitions.flatMap(({ list, at, columns }) =>
+      subsets(columns)
+        .filter(
+          (combination) =>
+            !indexes.some((index) => index.list === list && serves(index.keys, at, combination)),
+        )
+        .map((combination) => `${list} {${combination.join(', ')}}`),
+    )
+  })
 }

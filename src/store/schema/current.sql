@@ -430,6 +430,45 @@ BEGIN
 END $$;
 
 --
+-- Name: list_index(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.list_index(p_list text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+  d list_definitions;
+  v_n integer;
+  v_cols text[];
+  v_name text;
+  v_created integer := 0;
+BEGIN
+  SELECT * INTO STRICT d FROM list_definitions WHERE list = p_list;
+  v_n := cardinality(d.filter_columns);
+  FOR m IN 0 .. (1 << v_n) - 1 LOOP
+    v_cols := ARRAY(SELECT d.filter_columns[i] FROM generate_series(1, v_n) i WHERE m & (1 << (i - 1)) <> 0 ORDER BY i);
+    CONTINUE WHEN EXISTS (
+      SELECT 1 FROM pg_index x
+      CROSS JOIN LATERAL (SELECT array_agg(a.attname::text ORDER BY k.n) AS keys
+                          FROM unnest(x.indkey::int2[]) WITH ORDINALITY k(attnum, n)
+                          JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum) c
+      WHERE x.indrelid = format('public.%I', p_list)::regclass
+        AND pg_get_expr(x.indpred, x.indrelid) = 'is_active'
+        AND cardinality(c.keys) = cardinality(v_cols) + 3
+        AND c.keys[1] = 'org_id'
+        AND c.keys[2:cardinality(v_cols) + 1] @> v_cols AND v_cols @> c.keys[2:cardinality(v_cols) + 1]
+        AND c.keys[cardinality(v_cols) + 2:] = ARRAY[d.at_column::text, 'id']);
+    v_name := format('%s_active_%s_idx', p_list, coalesce(nullif(array_to_string(v_cols, '_'), ''), 'list'));
+    EXECUTE format('CREATE INDEX %I ON public.%I (org_id, %s%I DESC, id DESC) WHERE is_active', v_name, p_list,
+      (SELECT string_agg(format('%I, ', c), '' ORDER BY o) FROM unnest(v_cols) WITH ORDINALITY u(c, o)), d.at_column);
+    RAISE NOTICE 'list_index: created % for the list of %', v_name, coalesce(nullif(array_to_string(v_cols, ', '), ''), 'all');
+    v_created := v_created + 1;
+  END LOOP;
+  RETURN v_created;
+END $$;
+
+--
 -- Name: list_install(text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -712,7 +751,7 @@ $$;
 
 CREATE FUNCTION public.openbook_schema_version(OUT version smallint, OUT compatible_from smallint) RETURNS record
     LANGUAGE sql IMMUTABLE
-    AS $$ SELECT 16::smallint, 12::smallint $$;
+    AS $$ SELECT 19::smallint, 12::smallint $$;
 
 SET default_tablespace = '';
 
@@ -979,6 +1018,7 @@ UNION ALL
                    FROM public.buckets x
                   WHERE ((x.org_id = b.org_id) AND (x.list = b.list) AND (x.filters = b.filters) AND (ROW(x.lo_at, x.lo_id) > ROW(b.lo_at, b.lo_id)) AND (ROW(x.lo_at, x.lo_id) <= ROW(p.at, p.id)))))))))::integer) AS n
    FROM public.buckets b
+  WHERE ((((b.filters)::jsonb - 'status'::text) - 'staff_id'::text) = '{}'::jsonb)
 UNION ALL
  SELECT p.org_id,
     ((p.list || COALESCE((':'::text || (s.filters ->> 'status'::text)), ''::text)) || COALESCE((':staff:'::text || (s.filters ->> 'staff_id'::text)), ''::text)) AS list,
@@ -987,7 +1027,7 @@ UNION ALL
     (sum(p.delta))::integer AS n
    FROM (public.list_changes p
      CROSS JOIN LATERAL public.list_filter_sets(p.attrs) s(filters))
-  WHERE ((p.delta <> 0) AND (NOT (EXISTS ( SELECT 1
+  WHERE ((p.delta <> 0) AND (((s.filters - 'status'::text) - 'staff_id'::text) = '{}'::jsonb) AND (NOT (EXISTS ( SELECT 1
            FROM public.buckets x
           WHERE ((x.org_id = p.org_id) AND (x.list = p.list) AND (x.filters = (s.filters)::text))))))
   GROUP BY p.org_id, p.list, s.filters;
@@ -1818,6 +1858,12 @@ REVOKE ALL ON FUNCTION public.list_fold_all() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION public.list_fold_entries(p_org text, p_list text, p_at timestamp with time zone[], p_id text[], p_attrs jsonb[], p_delta integer[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_index(p_list text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.list_index(p_list text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION list_install(p_list text); Type: ACL; Schema: public; Owner: -
