@@ -55,7 +55,8 @@ function buildInputs(): string[] {
   return files
 }
 
-function inputsHash(): string {
+/** A hash of every input of the build: the sources, the migrations, the scripts, the configs. */
+export function inputsHash(): string {
   const hash = createHash('sha256')
   for (const file of buildInputs()) {
     hash.update(file.slice(ROOT.length)).update('\0').update(readFileSync(file)).update('\0')

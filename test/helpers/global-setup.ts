@@ -7,7 +7,7 @@ import type { TestProject } from 'vitest/node'
 import { createEmbeddedStore } from '../../src/store/embedded/embedded.js'
 import { createPostgresStore } from '../../src/store/postgres/postgres.js'
 import { migrate } from '../../src/store/schema/migrate.js'
-import { ensureBuild } from './build.js'
+import { ensureBuild, inputsHash } from './build.js'
 import { ROOT, scratchRoot } from './process.js'
 import { dropRole, rolesOfRun } from './roles.js'
 
@@ -129,6 +129,19 @@ function makeReleaseTags(): void {
 }
 
 /**
+ * dist/ and the templates are of the sources as they were at the run's start. A source edited
+ * during the run makes its failures (and its passes) say nothing of the code as it is now: the run
+ * refuses to be a verdict, in its own words, instead of failing in others.
+ */
+function checkSourcesUnchanged(atStart: string): void {
+  if (inputsHash() === atStart) return
+  throw new Error(
+    'The sources changed during this run: the binaries the tests spawned (dist/) and the migrated ' +
+      'templates were built from the sources as they were at its start. Run the tests again.',
+  )
+}
+
+/**
  * Before the integration tests: makes the release tags a clone lacks, builds dist/ if it is not
  * of the current sources (build.ts), makes the migrated templates the test stores are copied from,
  * and finds the PostgreSQL the tests use.
@@ -138,6 +151,8 @@ function makeReleaseTags(): void {
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   makeReleaseTags()
+  // Before the build and the templates, which are made of the sources as they are now.
+  const sources = inputsHash()
   const roleTag = randomBytes(3).toString('hex')
   project.provide('roleTag', roleTag)
   const embedded = createEmbeddedTemplate()
@@ -165,8 +180,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('postgresTemplate', postgresTemplate?.name ?? null)
   return async () => {
     embeddedTemplate.remove()
-    if (!postgresTemplate) return
-    await postgresTemplate.drop()
-    await checkRolesDropped(roleTag)
+    if (postgresTemplate) {
+      await postgresTemplate.drop()
+      await checkRolesDropped(roleTag)
+    }
+    checkSourcesUnchanged(sources)
   }
 }
