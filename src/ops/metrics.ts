@@ -2,8 +2,9 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
 import type { LastUsedObserver } from '../domain/last-used.js'
+import type { ListFoldObserver } from '../domain/list-folder.js'
 import { StoreBusyError } from '../store/busy.js'
-import type { PoolStats } from '../store/types.js'
+import type { FoldReport, PoolStats } from '../store/types.js'
 
 export interface MetricsSources {
   readonly version: string
@@ -53,7 +54,7 @@ type RequestLabel = 'route' | 'method' | 'status'
  * The process's Prometheus metrics, on a registry of its own. Labels are route patterns, methods,
  * statuses and closed sets of kinds: never a key, an organization, a customer or a query value.
  */
-export class Metrics implements LastUsedObserver {
+export class Metrics implements LastUsedObserver, ListFoldObserver {
   readonly registry = new Registry()
   readonly #requests: Counter<RequestLabel>
   readonly #duration: Histogram<RequestLabel>
@@ -62,6 +63,10 @@ export class Metrics implements LastUsedObserver {
   readonly #lastUsedLag: Gauge
   readonly #lastUsedFailures: Counter
   readonly #replicaFallbacks: Counter<'reason'>
+  readonly #listPending: Gauge
+  readonly #allListsPending: Gauge
+  readonly #listFolds: Counter
+  readonly #listFoldFailures: Counter
   /**
    * The label values of each route, method and status seen, and how many requests each answered
    * since the counter was last read: counted here and added to the counter when it is collected,
@@ -130,6 +135,28 @@ export class Metrics implements LastUsedObserver {
       labelNames: ['reason'],
       registers,
     })
+    this.#listPending = new Gauge({
+      name: 'openbook_list_pending_changes',
+      help: 'Pending changes of the list with the most, as the last background fold left them (NaN before one, or after one failed)',
+      registers,
+    })
+    this.#allListsPending = new Gauge({
+      name: 'openbook_list_pending_changes_all_lists',
+      help: 'Pending changes of all lists together, as the last background fold left them (NaN before one, or after one failed)',
+      registers,
+    })
+    this.#listPending.set(Number.NaN)
+    this.#allListsPending.set(Number.NaN)
+    this.#listFolds = new Counter({
+      name: 'openbook_list_folds_total',
+      help: "Lists whose pending changes this instance's background fold folded",
+      registers,
+    })
+    this.#listFoldFailures = new Counter({
+      name: 'openbook_list_fold_failures_total',
+      help: 'Background folds that failed (store unreachable, missing grant)',
+      registers,
+    })
     const pools = sources.pools
     if (pools) {
       const poolGauge = (name: string, help: string, pick: (stats: PoolStats) => number) =>
@@ -195,6 +222,18 @@ export class Metrics implements LastUsedObserver {
 
   lastUsedFlushFailed(): void {
     this.#lastUsedFailures.inc()
+  }
+
+  listsFolded(report: FoldReport): void {
+    this.#listPending.set(report.mostPending)
+    this.#allListsPending.set(report.allPending)
+    this.#listFolds.inc(report.folded)
+  }
+
+  listFoldFailed(): void {
+    this.#listPending.set(Number.NaN)
+    this.#allListsPending.set(Number.NaN)
+    this.#listFoldFailures.inc()
   }
 
   replicaFallback(reason: 'down' | 'behind'): void {
