@@ -195,6 +195,7 @@ async function main(): Promise<void> {
     contractVersion: CONTRACT_VERSION,
     pools: () => store?.pools() ?? [],
     ...(config.databaseReadUrl ? { replicaLagSeconds: () => store?.replicaLagSeconds?.() } : {}),
+    listFolds: Boolean(config.databaseUrl),
   })
   const setUp = guardSetUp(log)
   const firstStart = !config.databaseUrl && !existsSync(join(config.dataDir, 'PG_VERSION'))

@@ -13,6 +13,8 @@ export interface MetricsSources {
   readonly pools?: () => readonly PoolStats[]
   /** Seconds the read replica is behind, read at each scrape; undefined without a replica. */
   readonly replicaLagSeconds?: () => number | undefined
+  /** The server folds the lists in the background (PostgreSQL): its gauges and counters are served. */
+  readonly listFolds?: boolean
 }
 
 /**
@@ -63,10 +65,14 @@ export class Metrics implements LastUsedObserver, ListFoldObserver {
   readonly #lastUsedLag: Gauge
   readonly #lastUsedFailures: Counter
   readonly #replicaFallbacks: Counter<'reason'>
-  readonly #listPending: Gauge
-  readonly #allListsPending: Gauge
-  readonly #listFolds: Counter
-  readonly #listFoldFailures: Counter
+  readonly #listFolds:
+    | {
+        readonly pending: Gauge
+        readonly allPending: Gauge
+        readonly folds: Counter
+        readonly failures: Counter
+      }
+    | undefined
   /**
    * The label values of each route, method and status seen, and how many requests each answered
    * since the counter was last read: counted here and added to the counter when it is collected,
@@ -135,28 +141,7 @@ export class Metrics implements LastUsedObserver, ListFoldObserver {
       labelNames: ['reason'],
       registers,
     })
-    this.#listPending = new Gauge({
-      name: 'openbook_list_pending_changes',
-      help: 'Pending changes of the list with the most, as the last background fold left them (NaN before one, or after one failed)',
-      registers,
-    })
-    this.#allListsPending = new Gauge({
-      name: 'openbook_list_pending_changes_all_lists',
-      help: 'Pending changes of all lists together, as the last background fold left them (NaN before one, or after one failed)',
-      registers,
-    })
-    this.#listPending.set(Number.NaN)
-    this.#allListsPending.set(Number.NaN)
-    this.#listFolds = new Counter({
-      name: 'openbook_list_folds_total',
-      help: "Lists whose pending changes this instance's background fold folded",
-      registers,
-    })
-    this.#listFoldFailures = new Counter({
-      name: 'openbook_list_fold_failures_total',
-      help: 'Background folds that failed (store unreachable, missing grant)',
-      registers,
-    })
+    this.#listFolds = sources.listFolds ? listFoldMetrics(registers) : undefined
     const pools = sources.pools
     if (pools) {
       const poolGauge = (name: string, help: string, pick: (stats: PoolStats) => number) =>
@@ -225,15 +210,15 @@ export class Metrics implements LastUsedObserver, ListFoldObserver {
   }
 
   listsFolded(report: FoldReport): void {
-    this.#listPending.set(report.mostPending)
-    this.#allListsPending.set(report.allPending)
-    this.#listFolds.inc(report.folded)
+    this.#listFolds?.pending.set(report.mostPending)
+    this.#listFolds?.allPending.set(report.allPending)
+    this.#listFolds?.folds.inc(report.folded)
   }
 
   listFoldFailed(): void {
-    this.#listPending.set(Number.NaN)
-    this.#allListsPending.set(Number.NaN)
-    this.#listFoldFailures.inc()
+    this.#listFolds?.pending.set(Number.NaN)
+    this.#listFolds?.allPending.set(Number.NaN)
+    this.#listFolds?.failures.inc()
   }
 
   replicaFallback(reason: 'down' | 'behind'): void {
@@ -247,6 +232,33 @@ export class Metrics implements LastUsedObserver, ListFoldObserver {
   get contentType(): string {
     return this.registry.contentType
   }
+}
+
+/** The background fold's metrics (ListFolder): what the last fold saw, NaN until one succeeds. */
+function listFoldMetrics(registers: Registry[]) {
+  const pending = new Gauge({
+    name: 'openbook_list_pending_changes',
+    help: 'Pending changes of the list with the most, as the last background fold left them (NaN before one, or after one failed)',
+    registers,
+  })
+  const allPending = new Gauge({
+    name: 'openbook_list_pending_changes_all_lists',
+    help: 'Pending changes of all lists together, as the last background fold left them (NaN before one, or after one failed)',
+    registers,
+  })
+  pending.set(Number.NaN)
+  allPending.set(Number.NaN)
+  const folds = new Counter({
+    name: 'openbook_list_folds_total',
+    help: "Lists whose pending changes this instance's background fold folded",
+    registers,
+  })
+  const failures = new Counter({
+    name: 'openbook_list_fold_failures_total',
+    help: 'Background folds that failed (store unreachable, missing grant)',
+    registers,
+  })
+  return { pending, allPending, folds, failures }
 }
 
 const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? '(no route)'

@@ -45,7 +45,7 @@ describe.skipIf(!postgresAvailable())(
     let app: FastifyInstance
     let key: string
     let folder: ListFolder
-    const metrics = new Metrics({ version: 'test', contractVersion: 'test' })
+    const metrics = new Metrics({ version: 'test', contractVersion: 'test', listFolds: true })
 
     const asOwner = async <T extends pg.QueryResultRow>(
       sql: string,
