@@ -116,6 +116,22 @@ describe.skipIf(!postgresAvailable())('the writer role a booking application log
     await expect(writer.query(`SELECT 1 FROM ${table} LIMIT 1`)).rejects.toThrow(/permission denied/)
   })
 
+  it('creates its own tables in a schema of its own, not in public', async () => {
+    const owner = new pg.Client({ connectionString: database.url })
+    await owner.connect()
+    try {
+      await owner.query(`CREATE SCHEMA salon AUTHORIZATION ${role.name}`)
+    } finally {
+      await owner.end()
+    }
+    await writer.query('CREATE TABLE salon.reminders (org_id text, appointment_id text, due_at timestamptz)')
+    await writer.query(`INSERT INTO salon.reminders VALUES ($1, 'apt_1', now())`, [ORG])
+    // PostgreSQL 15's default: no role but the owner creates in public.
+    await expect(writer.query('CREATE TABLE public.reminders (org_id text)')).rejects.toThrow(
+      /permission denied/,
+    )
+  })
+
   it.each([
     'SELECT * FROM list_fold_pending()',
     'SELECT list_fold_all()',
