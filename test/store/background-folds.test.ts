@@ -217,5 +217,42 @@ describe.skipIf(!postgresAvailable())(
       expect(text).toMatch(/^openbook_list_pending_changes_all_lists \d+$/m)
       expect(text).toMatch(/^openbook_list_folds_total [1-9]\d*$/m)
     })
+
+    it('folds a list left below the threshold once 10,000 newer changes were written', async () => {
+      const small = ['org_quiet_1', 'org_quiet_2', 'org_quiet_3']
+      for (const org of small) {
+        await asOwner(`INSERT INTO organizations (id, name, plan) VALUES ($1, $1, 'free')`, [org])
+        await asOwner(
+          `INSERT INTO customers (org_id, id, is_active, created_at, updated_at)
+           SELECT $1, 'cus_' || g, true, timestamptz '2024-01-01' + g * interval '1 day', now() FROM generate_series(1, 50) g`,
+          [org],
+        )
+      }
+      await asOwner('SELECT list_fold_all()')
+      await writeEach(
+        'REPEATABLE READ',
+        small.map((org) => `UPDATE customers SET first_name = 'q' WHERE org_id = '${org}'`),
+      )
+      const once = () =>
+        new ListFolder(store.foldLists as NonNullable<Store['foldLists']>, silentLog, {
+          everyMs: 1_000,
+        }).once()
+      const quiet = async () =>
+        (
+          await asOwner<{ n: number }>(
+            'SELECT count(*)::int AS n FROM list_changes WHERE org_id = ANY ($1)',
+            [small],
+          )
+        )[0]?.n
+      await once()
+      // 50 changes a list: below the threshold, and new.
+      expect(await quiet()).toBe(150)
+      // 10,000 newer changes, of another organization's list (which the threshold folds).
+      await writeEach('REPEATABLE READ', [
+        `UPDATE appointments SET note = 'later' WHERE org_id = '${ORG}' AND id IN (SELECT id FROM appointments WHERE org_id = '${ORG}' AND is_active LIMIT 10500)`,
+      ])
+      await once()
+      expect(await quiet()).toBe(0)
+    })
   },
 )
