@@ -43,8 +43,9 @@ const PROBE_ROUND_TRIP_CAP_MS = 1_500
 
 /**
  * The background fold's transaction (list_fold_pending, migration 017): READ COMMITTED and read-write
- * whatever the database's or the role's defaults, as the reader role, under its own limits. A fold
- * that counts a large list again from its rows takes a second or two; 30 s is far beyond.
+ * whatever the database's or the role's defaults, as the reader role, under its own limits: the
+ * longest fold counts a list again from all its rows (list_build), so its statement may take longer
+ * than a request's.
  */
 const FOLD_STATEMENT_TIMEOUT_MS = 30_000
 const FOLDING: TransactionMode = {
