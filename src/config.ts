@@ -53,6 +53,12 @@ export const environmentSchema = z.object({
   SHUTDOWN_DELAY_MS: milliseconds(600_000, '0'),
   READY_OUTAGE_GRACE_MS: milliseconds(600_000, '10000'),
   REQUEST_DEADLINE_MS: milliseconds(60_000, '8000'),
+  LIST_FOLD_INTERVAL_MS: z
+    .string()
+    .regex(/^\d{1,5}$/, 'must be a whole number of milliseconds')
+    .transform(Number)
+    .pipe(z.number().int().min(100, 'must be at least 100').max(60_000))
+    .default('1000'),
 })
 
 export interface Config {
@@ -84,6 +90,8 @@ export interface Config {
   readonly readyOutageGraceMs: number
   /** How long a request waits out an unreachable store (retrying) before it is answered 503. */
   readonly requestDeadlineMs: number
+  /** On PostgreSQL, the background fold of the lists' pending changes runs this often (ListFolder). */
+  readonly listFoldIntervalMs: number
 }
 
 export class ConfigError extends Error {}
@@ -124,5 +132,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownDelayMs: value.SHUTDOWN_DELAY_MS,
     readyOutageGraceMs: value.READY_OUTAGE_GRACE_MS,
     requestDeadlineMs: value.REQUEST_DEADLINE_MS,
+    listFoldIntervalMs: value.LIST_FOLD_INTERVAL_MS,
   }
 }

@@ -5,6 +5,7 @@ import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import { pino } from 'pino'
 import { type Config, ConfigError, loadConfig } from './config.js'
+import { ListFolder } from './domain/list-folder.js'
 import { tuneGarbageCollector } from './gc-tuning.js'
 import { LOG_SERIALIZERS } from './loggable-error.js'
 import { CONTRACT_VERSION } from './openapi/document.js'
@@ -194,6 +195,7 @@ async function main(): Promise<void> {
     contractVersion: CONTRACT_VERSION,
     pools: () => store?.pools() ?? [],
     ...(config.databaseReadUrl ? { replicaLagSeconds: () => store?.replicaLagSeconds?.() } : {}),
+    listFolds: Boolean(config.databaseUrl),
   })
   const setUp = guardSetUp(log)
   const firstStart = !config.databaseUrl && !existsSync(join(config.dataDir, 'PG_VERSION'))
@@ -235,6 +237,12 @@ async function main(): Promise<void> {
       ? await serveOperatorSocket(config.dataDir, inServerRunner(store, config), { schema: LATEST_VERSION })
       : undefined
 
+  // Where the salon software writes beside openbook (PostgreSQL), this server folds the lists'
+  // pending changes in the background, on a connection of its own to the primary.
+  const folder = store.foldLists
+    ? new ListFolder(store.foldLists, log, { everyMs: config.listFoldIntervalMs, observer: metrics })
+    : undefined
+
   setUp.done()
   closeWithGrace({ delay: 10_000 + config.shutdownDelayMs, logger: log }, async ({ signal, err }) => {
     if (err) log.error({ err }, 'shutting down after an unexpected error')
@@ -247,11 +255,13 @@ async function main(): Promise<void> {
     await operatorSocket?.close()
     await app.close()
     await ops.close()
+    await folder?.stop()
     await opened.close()
   })
 
   // The store was checked at start (prepareStore); from here on, in the background.
   readiness.start()
+  folder?.start()
   await listen(app, ops, store, config, ports, log)
 }
 

@@ -2,8 +2,9 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
 import type { LastUsedObserver } from '../domain/last-used.js'
+import type { ListFoldObserver } from '../domain/list-folder.js'
 import { StoreBusyError } from '../store/busy.js'
-import type { PoolStats } from '../store/types.js'
+import type { FoldReport, PoolStats } from '../store/types.js'
 
 export interface MetricsSources {
   readonly version: string
@@ -12,6 +13,8 @@ export interface MetricsSources {
   readonly pools?: () => readonly PoolStats[]
   /** Seconds the read replica is behind, read at each scrape; undefined without a replica. */
   readonly replicaLagSeconds?: () => number | undefined
+  /** The server folds the lists in the background (PostgreSQL): its gauges and counters are served. */
+  readonly listFolds?: boolean
 }
 
 /**
@@ -53,7 +56,7 @@ type RequestLabel = 'route' | 'method' | 'status'
  * The process's Prometheus metrics, on a registry of its own. Labels are route patterns, methods,
  * statuses and closed sets of kinds: never a key, an organization, a customer or a query value.
  */
-export class Metrics implements LastUsedObserver {
+export class Metrics implements LastUsedObserver, ListFoldObserver {
   readonly registry = new Registry()
   readonly #requests: Counter<RequestLabel>
   readonly #duration: Histogram<RequestLabel>
@@ -62,6 +65,14 @@ export class Metrics implements LastUsedObserver {
   readonly #lastUsedLag: Gauge
   readonly #lastUsedFailures: Counter
   readonly #replicaFallbacks: Counter<'reason'>
+  readonly #listFolds:
+    | {
+        readonly pending: Gauge
+        readonly allPending: Gauge
+        readonly folds: Counter
+        readonly failures: Counter
+      }
+    | undefined
   /**
    * The label values of each route, method and status seen, and how many requests each answered
    * since the counter was last read: counted here and added to the counter when it is collected,
@@ -130,6 +141,7 @@ export class Metrics implements LastUsedObserver {
       labelNames: ['reason'],
       registers,
     })
+    this.#listFolds = sources.listFolds ? listFoldMetrics(registers) : undefined
     const pools = sources.pools
     if (pools) {
       const poolGauge = (name: string, help: string, pick: (stats: PoolStats) => number) =>
@@ -197,6 +209,18 @@ export class Metrics implements LastUsedObserver {
     this.#lastUsedFailures.inc()
   }
 
+  listsFolded(report: FoldReport): void {
+    this.#listFolds?.pending.set(report.mostPending)
+    this.#listFolds?.allPending.set(report.allPending)
+    this.#listFolds?.folds.inc(report.folded)
+  }
+
+  listFoldFailed(): void {
+    this.#listFolds?.pending.set(Number.NaN)
+    this.#listFolds?.allPending.set(Number.NaN)
+    this.#listFolds?.failures.inc()
+  }
+
   replicaFallback(reason: 'down' | 'behind'): void {
     this.#replicaFallbacks.inc({ reason })
   }
@@ -208,6 +232,33 @@ export class Metrics implements LastUsedObserver {
   get contentType(): string {
     return this.registry.contentType
   }
+}
+
+/** The background fold's metrics (ListFolder): what the last fold saw, NaN until one succeeds. */
+function listFoldMetrics(registers: Registry[]) {
+  const pending = new Gauge({
+    name: 'openbook_list_pending_changes',
+    help: 'Pending changes of the list with the most, as the last background fold left them (NaN before one, or after one failed)',
+    registers,
+  })
+  const allPending = new Gauge({
+    name: 'openbook_list_pending_changes_all_lists',
+    help: 'Pending changes of all lists together, as the last background fold left them (NaN before one, or after one failed)',
+    registers,
+  })
+  pending.set(Number.NaN)
+  allPending.set(Number.NaN)
+  const folds = new Counter({
+    name: 'openbook_list_folds_total',
+    help: "Lists whose pending changes this instance's background fold folded",
+    registers,
+  })
+  const failures = new Counter({
+    name: 'openbook_list_fold_failures_total',
+    help: 'Background folds that failed (store unreachable, missing grant)',
+    registers,
+  })
+  return { pending, allPending, folds, failures }
 }
 
 const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? '(no route)'

@@ -50,6 +50,16 @@ export interface StoreAdapter {
   readonly pageForm: PageForm
 }
 
+/** What one call of the background fold saw (migration 017, `list_fold_pending`). */
+export interface FoldReport {
+  /** Lists whose pending changes were folded by this call. */
+  readonly folded: number
+  /** Pending changes of the list with the most, after the call: what its pages step over. */
+  readonly mostPending: number
+  /** Pending changes of all lists, after the call. */
+  readonly allPending: number
+}
+
 /** A connection pool's state, for the metrics; `database` names it (`primary`, `embedded`). */
 export interface PoolStats {
   readonly database: string
@@ -92,6 +102,13 @@ export interface Store {
    * now, and since when, for an import waiting its turn to say so.
    */
   readonly holder?: () => { readonly what: string; readonly since: Date } | undefined
+  /**
+   * Folds the lists whose pending changes reached the threshold, on the primary, in a READ
+   * COMMITTED transaction on a connection of its own (never a request's slot), as the reader role.
+   * Where the salon software writes beside openbook (PostgreSQL); absent where only openbook
+   * writes (embedded: its imports fold their own changes at their end).
+   */
+  readonly foldLists?: () => Promise<FoldReport>
   /** The state of the store's connection pools, read at each metrics scrape. */
   pools(): readonly PoolStats[]
   /** With a read replica: how far it is behind, in seconds (undefined while it is unreachable). */

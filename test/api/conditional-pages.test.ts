@@ -210,10 +210,24 @@ describeEachStore('conditional list pages on %s', (testStore) => {
     // A row no page shows: its change leaves every page, and so every tag, as it was.
     const paths = ['/customers', '/customers?limit=1&offset=1']
     const before = await Promise.all(paths.map((path) => tagOf(path)))
-    await customers("UPDATE customers SET city = 'Oslo' WHERE org_id = 'org_c' AND id = 'cus_3'")
-    for (const [i, path] of paths.entries()) {
-      const response = await get(path, { 'if-none-match': String(before[i]) })
-      expect(response.status, `${path} after a change of an inactive row`).toBe(304)
+    const inactive: [string, string][] = [
+      [
+        'an update of an inactive row',
+        "UPDATE customers SET city = 'Oslo' WHERE org_id = 'org_c' AND id = 'cus_3'",
+      ],
+      [
+        'an insert of an inactive row',
+        "INSERT INTO customers (org_id, id, is_active, created_at, updated_at) VALUES ('org_c', 'cus_5', false, now(), now())",
+      ],
+      ['a delete of an inactive row', "DELETE FROM customers WHERE org_id = 'org_c' AND id = 'cus_5'"],
+    ]
+    for (const [what, sql] of inactive) {
+      await customers(sql)
+      for (const [i, path] of paths.entries()) {
+        const response = await get(path, { 'if-none-match': String(before[i]) })
+        expect(response.status, `${path} after ${what}`).toBe(304)
+        expect(response.headers.get('etag'), `${path} after ${what}`).toBe(before[i])
+      }
     }
   })
 

@@ -562,7 +562,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     expect(writableColumns).toEqual(READER_COLUMN_GRANTS.map(({ t, c }) => ({ t, c })))
   })
 
-  it('may call exactly the key lookup, the schema version and openbook_prepare of the functions in public', async () => {
+  it('may call exactly the key lookup, the schema version, openbook_prepare and the background fold of the functions in public', async () => {
     // Trigger functions are left out: they cannot be called, only fired by the tables' writes.
     const callable = await store.admin((sql) =>
       sql.query<{ f: string }>(
@@ -581,6 +581,7 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     // earlier release that serves this schema calls.
     expect(callable.map((row) => row.f)).toEqual([
       'list_filter_sets(jsonb)',
+      'list_fold_pending()',
       'openbook_authenticate(text)',
       'openbook_key_lookup(text)',
       'openbook_prepare(text,text,boolean)',
@@ -588,28 +589,123 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
     ])
   })
 
-  it('is a member of no other role, and may call no SECURITY DEFINER function', async () => {
+  it('is a member of no other role, and may call exactly one SECURITY DEFINER function: the parameterless background fold', async () => {
     const [row] = await store.admin((sql) =>
-      sql.query<{ memberships: number; definers: string[]; callable: number; create: boolean }>(
+      sql.query<{ memberships: number; definers: string[]; callable: string[]; create: boolean }>(
         `SELECT (SELECT count(*)::int FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member
                  WHERE r.rolname = $1) AS memberships,
                 (SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
                  JOIN pg_namespace n ON n.oid = p.pronamespace
                  WHERE n.nspname = 'public' AND p.prosecdef) AS definers,
-                (SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                (SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY 1), '{}') FROM pg_proc p
+                 JOIN pg_namespace n ON n.oid = p.pronamespace
                  WHERE n.nspname = 'public' AND p.prosecdef AND has_function_privilege($1, p.oid, 'EXECUTE')) AS callable,
                 has_schema_privilege($1, 'public', 'CREATE') AS create`,
         [READER],
       ),
     )
-    // A membership would lend it another role's rights and policies; a definer function would run
-    // with its owner's; CREATE in public would let it plant objects. The one definer function
-    // folds the lists' pending changes for writers, and the reader may not call it.
+    // A membership would lend it another role's rights and policies; a definer function runs with
+    // its owner's; CREATE in public would let it plant objects. Two definer functions fold the
+    // lists' pending changes: list_fold for writers, which the reader may not call, and
+    // list_fold_pending, named here as the one it may (an allow-list: a new definer function it
+    // could call fails this test).
     expect(row).toEqual({
       memberships: 0,
-      definers: ['list_fold(text,text,boolean,integer)'],
-      callable: 0,
+      definers: ['list_fold(text,text,boolean,integer)', 'list_fold_pending()'],
+      callable: ['list_fold_pending()'],
       create: false,
+    })
+    // It takes no argument, is the schema owner's (the tables' owner), and fixes its search_path.
+    const [fold] = await store.admin((sql) =>
+      sql.query<{ args: number; owner_owns_tables: boolean; config: string[] }>(
+        `SELECT p.pronargs::int AS args, p.proowner = (SELECT relowner FROM pg_class WHERE oid = 'list_changes'::regclass) AS owner_owns_tables,
+                p.proconfig AS config
+         FROM pg_proc p WHERE p.oid = 'list_fold_pending()'::regprocedure`,
+      ),
+    )
+    expect(fold).toMatchObject({ args: 0, owner_owns_tables: true })
+    expect(fold?.config).toContain('search_path=pg_catalog, public')
+  })
+
+  describe('the background fold, the one definer function it may call', () => {
+    const ORG = 'org_fold_rights'
+    /** Pending changes of the organization's customers, and their list's version. */
+    const state = () =>
+      store.admin(async (sql) => {
+        const [row] = await sql.query<{ pending: number; version: number }>(
+          `SELECT (SELECT count(*)::int FROM list_changes WHERE org_id = $1) AS pending,
+                  ((SELECT coalesce(sum(changes), 0) FROM list_folds WHERE org_id = $1)
+                   + (SELECT count(*) FROM list_changes WHERE org_id = $1))::int AS version`,
+          [ORG],
+        )
+        return row
+      })
+
+    beforeAll(async () => {
+      await store.admin(async (sql) => {
+        await sql.query(`INSERT INTO organizations (id, name, plan) VALUES ($1, $1, 'free')`, [ORG])
+        await sql.query(
+          `INSERT INTO customers (org_id, id, is_active, created_at, updated_at)
+           SELECT $1, 'cus_' || g, true, timestamptz '2025-01-01' + g * interval '1 hour', now()
+           FROM generate_series(1, 400) g`,
+          [ORG],
+        )
+        await sql.query('SELECT list_fold_all()')
+      })
+      // 300 one-row writes that no commit folds (REPEATABLE READ): pending, above the threshold.
+      await store.admin(async (sql) => {
+        await sql.exec('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ')
+        for (let i = 1; i <= 300; i++)
+          await sql.query(`UPDATE customers SET first_name = 'n' WHERE org_id = $1 AND id = $2`, [
+            ORG,
+            `cus_${i}`,
+          ])
+      })
+      expect((await state())?.pending).toBe(300)
+    })
+
+    it("folds nothing from the request path's read-only transaction", async () => {
+      await expect(store.read((sql) => sql.query('SELECT * FROM list_fold_pending()'))).rejects.toThrow(
+        /read-write transaction only/,
+      )
+      expect((await state())?.pending).toBe(300)
+    })
+
+    it('folds nothing outside READ COMMITTED', async () => {
+      await expect(
+        store.admin(async (sql) => {
+          await sql.exec('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ')
+          return sql.query('SELECT * FROM list_fold_pending()')
+        }),
+      ).rejects.toThrow(/READ COMMITTED only/)
+      expect((await state())?.pending).toBe(300)
+    })
+
+    it('folds as the reader in a read-write transaction, changing no version, and leaves the reader unable to write any table', async () => {
+      const before = await state()
+      const [report] = await store.asReader((sql) =>
+        sql.query<{ folded: number }>('SELECT * FROM list_fold_pending()'),
+      )
+      expect(report?.folded).toBeGreaterThanOrEqual(1)
+      expect(await state()).toEqual({ pending: 0, version: before?.version })
+      for (const statement of [
+        `INSERT INTO list_changes (org_id, list, at, id, attrs, delta) VALUES ('${ORG}', 'customers', now(), 'x', '{}', 1)`,
+        `DELETE FROM list_changes WHERE org_id = '${ORG}'`,
+        `UPDATE buckets SET n = n + 1 WHERE org_id = '${ORG}'`,
+        `UPDATE list_folds SET changes = 0 WHERE org_id = '${ORG}'`,
+        `UPDATE customers SET first_name = 'x' WHERE org_id = '${ORG}'`,
+        `DELETE FROM appointments WHERE org_id = '${ORG}'`,
+        `INSERT INTO organizations (id, name, plan) VALUES ('org_x', 'x', 'free')`,
+        `SELECT list_fold('${ORG}', 'customers', false, 5000)`,
+      ]) {
+        await expect(
+          store.asReader(async (sql) => {
+            await sql.query("SELECT set_config('openbook.org_id', $1, true)", [ORG])
+            return sql.query(statement)
+          }),
+          statement,
+        ).rejects.toThrow(/permission denied/)
+      }
     })
   })
 

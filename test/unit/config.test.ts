@@ -19,6 +19,7 @@ describe('the environment, validated once at start', () => {
       shutdownDelayMs: 0,
       readyOutageGraceMs: 10_000,
       requestDeadlineMs: 8_000,
+      listFoldIntervalMs: 1_000,
     })
   })
 
@@ -33,6 +34,7 @@ describe('the environment, validated once at start', () => {
       SHUTDOWN_DELAY_MS: '2000',
       READY_OUTAGE_GRACE_MS: '3000',
       REQUEST_DEADLINE_MS: '4500',
+      LIST_FOLD_INTERVAL_MS: '250',
       HOST: '',
     })
     expect(config).toMatchObject({
@@ -46,6 +48,7 @@ describe('the environment, validated once at start', () => {
       shutdownDelayMs: 2000,
       readyOutageGraceMs: 3000,
       requestDeadlineMs: 4500,
+      listFoldIntervalMs: 250,
     })
   })
 
@@ -68,6 +71,11 @@ describe('the environment, validated once at start', () => {
     [
       { DATABASE_READ_URL: 'postgres://a@replica/x' },
       'invalid DATABASE_READ_URL: a read replica needs DATABASE_URL (the primary) as well',
+    ],
+    [{ LIST_FOLD_INTERVAL_MS: '50' }, 'invalid LIST_FOLD_INTERVAL_MS: must be at least 100'],
+    [
+      { LIST_FOLD_INTERVAL_MS: '90000' },
+      'invalid LIST_FOLD_INTERVAL_MS: Number must be less than or equal to 60000',
     ],
     [{ DATABASE_PREPARED_STATEMENTS: 'maybe' }, /^invalid DATABASE_PREPARED_STATEMENTS: /],
   ])('refuses %o in one line naming the variable', (env, message) => {

@@ -1,6 +1,6 @@
 import type pg from 'pg'
-import { readerPreamble } from '../reader-settings.js'
-import type { AdminSql, Store, StoreAdapter } from '../types.js'
+import { READER_ROLE, readerPreamble } from '../reader-settings.js'
+import type { AdminSql, FoldReport, Store, StoreAdapter } from '../types.js'
 import { OPERATOR, type TransactionMode } from './connection.js'
 import {
   isConnectionLost,
@@ -41,6 +41,22 @@ export interface PostgresStoreOptions extends PoolOptions {
 /** The readiness check's round trips (readiness.ts checks every second and waits at most 2 s). */
 const PROBE_ROUND_TRIP_CAP_MS = 1_500
 
+/**
+ * The background fold's transaction (list_fold_pending, migration 017): READ COMMITTED and read-write
+ * whatever the database's or the role's defaults, as the reader role, under its own limits: the
+ * longest fold counts a list again from all its rows (list_build), so its statement may take longer
+ * than a request's.
+ */
+const FOLD_STATEMENT_TIMEOUT_MS = 30_000
+const FOLDING: TransactionMode = {
+  preamble:
+    'SET TRANSACTION ISOLATION LEVEL READ COMMITTED, READ WRITE; ' +
+    `SELECT set_config('role', '${READER_ROLE}', true), ` +
+    `set_config('statement_timeout', '${FOLD_STATEMENT_TIMEOUT_MS}', true), set_config('lock_timeout', '1000', true)`,
+  request: false,
+  readOnly: false,
+}
+
 /** On PostgreSQL the database is the busier side: pages come back as rows, Node writes the JSON. */
 const POSTGRES_ADAPTER: StoreAdapter = { pageForm: 'rows' }
 
@@ -73,6 +89,13 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     options.connectionString,
     { ...poolOptions, maxConnections: 1 },
     { retryForMs: 0, roundTripCapMs: PROBE_ROUND_TRIP_CAP_MS, capEveryTransaction: true },
+  )
+  // The background fold's own connection to the primary: it never takes a request's slot, and a
+  // request never waits behind a fold.
+  const folder = openDatabase(
+    options.connectionString,
+    { ...poolOptions, maxConnections: 1 },
+    { retryForMs: 0, roundTripCapMs: FOLD_STATEMENT_TIMEOUT_MS + 5_000, capEveryTransaction: true },
   )
   const replica = options.readConnectionString
     ? openDatabase(options.readConnectionString, poolOptions, {
@@ -126,11 +149,22 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       await primary.pool.query(statement)
     },
     probe: (work) => probe.transaction(OPERATOR, work),
+    foldLists: () =>
+      folder.transaction(FOLDING, async (sql): Promise<FoldReport> => {
+        const [row] = await sql.query<{ folded: number; most_pending: string; all_pending: string }>(
+          'SELECT folded, most_pending, all_pending FROM list_fold_pending()',
+        )
+        return {
+          folded: row?.folded ?? 0,
+          mostPending: Number(row?.most_pending ?? 0),
+          allPending: Number(row?.all_pending ?? 0),
+        }
+      }),
     pools: () => [stats('primary', primary.pool), ...(replica ? [stats('replica', replica.pool)] : [])],
     ...(monitor ? { replicaLagSeconds: () => monitor.lagSeconds } : {}),
     async close() {
       monitor?.stop()
-      await Promise.all([primary.pool.end(), probe.pool.end(), replica?.pool.end()])
+      await Promise.all([primary.pool.end(), probe.pool.end(), folder.pool.end(), replica?.pool.end()])
     },
   }
 }
