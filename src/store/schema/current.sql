@@ -430,6 +430,44 @@ BEGIN
 END $$;
 
 --
+-- Name: list_fold_pending(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.list_fold_pending(OUT folded integer, OUT most_pending bigint, OUT all_pending bigint) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+  v record;
+  -- The number of the last change written (a sequence's last value: no scan).
+  v_last bigint := pg_sequence_last_value(pg_get_serial_sequence('public.list_changes', 'seq')::regclass);
+BEGIN
+  IF current_setting('transaction_read_only') = 'on' THEN
+    RAISE EXCEPTION 'list_fold_pending() folds in a read-write transaction only' USING ERRCODE = 'read_only_sql_transaction';
+  END IF;
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'list_fold_pending() folds in READ COMMITTED only' USING ERRCODE = 'invalid_transaction_state';
+  END IF;
+  folded := 0;
+  IF pg_try_advisory_xact_lock(hashtext('openbook.list_fold_pending'), 0) THEN
+    FOR v IN
+      WITH p AS MATERIALIZED (
+        SELECT c.org_id, c.list, count(*) AS n, min(c.seq) AS oldest FROM list_changes c GROUP BY c.org_id, c.list)
+      (SELECT p.org_id, p.list FROM p WHERE p.n >= 256 ORDER BY p.n DESC, p.org_id, p.list LIMIT 8)
+      UNION ALL
+      (SELECT p.org_id, p.list FROM p WHERE p.n < 256 AND p.oldest <= v_last - 10000 ORDER BY p.oldest LIMIT 32)
+    LOOP
+      IF list_fold(v.org_id, v.list, false, 5000) THEN
+        folded := folded + 1;
+      END IF;
+    END LOOP;
+  END IF;
+  SELECT coalesce(max(p.n), 0), coalesce(sum(p.n), 0) INTO most_pending, all_pending
+  FROM (SELECT count(*) AS n FROM list_changes c GROUP BY c.org_id, c.list) p;
+END $$;
+
+--
 -- Name: list_index(text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1798,6 +1836,24 @@ CREATE POLICY writer_access ON public.customers TO openbook_writer USING (true) 
 CREATE POLICY writer_access ON public.list_changes FOR INSERT TO openbook_writer WITH CHECK (true);
 
 --
+-- Name: organizations writer_access; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY writer_access ON public.organizations FOR SELECT TO openbook_writer USING (true);
+
+--
+-- Name: services writer_access; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY writer_access ON public.services TO openbook_writer USING (true) WITH CHECK (true);
+
+--
+-- Name: staff writer_access; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY writer_access ON public.staff TO openbook_writer USING (true) WITH CHECK (true);
+
+--
 -- Name: SCHEMA public; Type: ACL; Schema: -; Owner: -
 --
 
@@ -1858,6 +1914,13 @@ REVOKE ALL ON FUNCTION public.list_fold_all() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION public.list_fold_entries(p_org text, p_list text, p_at timestamp with time zone[], p_id text[], p_attrs jsonb[], p_delta integer[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_fold_pending(OUT folded integer, OUT most_pending bigint, OUT all_pending bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.list_fold_pending(OUT folded integer, OUT most_pending bigint, OUT all_pending bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.list_fold_pending(OUT folded integer, OUT most_pending bigint, OUT all_pending bigint) TO openbook_reader;
 
 --
 -- Name: FUNCTION list_index(p_list text); Type: ACL; Schema: public; Owner: -
@@ -2033,6 +2096,24 @@ GRANT SELECT ON TABLE public.list_versions_12 TO openbook_reader;
 --
 
 GRANT SELECT ON TABLE public.list_versions TO openbook_reader;
+
+--
+-- Name: TABLE organizations; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.organizations TO openbook_writer;
+
+--
+-- Name: TABLE services; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.services TO openbook_writer;
+
+--
+-- Name: TABLE staff; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.staff TO openbook_writer;
 
 --
 -- PostgreSQL database dump complete
