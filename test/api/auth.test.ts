@@ -171,9 +171,12 @@ describeEachStore('authentication on %s', (testStore) => {
     // reference only: no 429, no X-RateLimit-* and no Retry-After on the list routes.
     const CATALOG_RPM_PROFESSIONAL = 1000
     const statuses = new Map<number, number>()
-    for (let sent = 0; sent <= CATALOG_RPM_PROFESSIONAL; sent += 50) {
+    // Ten at a time: the embedded store answers one statement at a time, and fifty at once on a
+    // machine busy with other work left the last one past its request deadline (a 503, which is
+    // no rate limit but would hide one).
+    for (let sent = 0; sent <= CATALOG_RPM_PROFESSIONAL; sent += 10) {
       const responses = await Promise.all(
-        Array.from({ length: 50 }, () => get(bearer(testKey), '/api/public/v1/customers?limit=1')),
+        Array.from({ length: 10 }, () => get(bearer(testKey), '/api/public/v1/customers?limit=1')),
       )
       for (const response of responses) {
         statuses.set(response.statusCode, (statuses.get(response.statusCode) ?? 0) + 1)
@@ -183,7 +186,7 @@ describeEachStore('authentication on %s', (testStore) => {
         expect(limitHeaders).toEqual([])
       }
     }
-    expect([...statuses]).toEqual([[200, 1050]])
+    expect([...statuses]).toEqual([[200, 1010]])
   })
 })
 
