@@ -46,11 +46,14 @@ export interface TestDatabase {
 
 /**
  * A fresh PostgreSQL database, dropped by `drop()`: empty, or `migrated` (a copy of the run's
- * template, migrated once by the global set-up, which costs milliseconds instead of a migration).
+ * template, migrated once by the global set-up, which costs milliseconds instead of a migration),
+ * or a copy of the database `from` (which no session may be connected to).
  */
-export async function createTestDatabase(options: { migrated?: boolean } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(
+  options: { migrated?: boolean; from?: string } = {},
+): Promise<TestDatabase> {
   const name = `openbook_test_${randomBytes(6).toString('hex')}`
-  const template = options.migrated ? inject('postgresTemplate') : null
+  const template = options.from ?? (options.migrated ? inject('postgresTemplate') : null)
   if (options.migrated && !template) throw new Error('PostgreSQL is not available')
   await adminQuery(template ? `CREATE DATABASE ${name} TEMPLATE ${template}` : `CREATE DATABASE ${name}`)
   return {
