@@ -130,6 +130,13 @@ export async function assertOperatorAccess(store: Store): Promise<void> {
     ),
   )
   // No schema yet: the schema check says to run `openbook migrate`.
+  if (row?.owner && !row.sees && row.owner === row.name) {
+    // The owner's own policy names another role: a restore under another owner's name.
+    throw new AccessError(
+      `role ${row.name} owns openbook's tables, but their owner_access policies admit another role ` +
+        `(a restore under other role names): run \`openbook migrate\` as ${row.name}, which restores them`,
+    )
+  }
   if (row?.owner && !row.sees) {
     throw new AccessError(
       `role ${row.name} cannot see openbook's rows (row-level security admits the schema owner ${row.owner ?? '?'}): ` +
