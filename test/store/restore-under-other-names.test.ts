@@ -176,6 +176,18 @@ describe.skipIf(!postgresAvailable())('a restore under other role names, repaire
     }
   })
 
+  it('a restore under the same role names has nothing to repair', async () => {
+    const same = await createTestDatabase()
+    const restored = createPostgresStore({ connectionString: same.url, maxConnections: 1 })
+    try {
+      await execFileAsync('pg_restore', ['--exit-on-error', '-d', same.url, dump])
+      expect(await migrate(restored)).toMatchObject({ applied: [], repaired: [] })
+    } finally {
+      await restored.close()
+      await same.drop()
+    }
+  })
+
   it('pg_dump as the owner needs --enable-row-security, and then dumps every row', async () => {
     const url = String(staging?.url)
     const refused = await execFileAsync('pg_dump', [
