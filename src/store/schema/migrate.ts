@@ -126,19 +126,20 @@ const GAVE_WAY = new Set(['55P03', '40P01'])
 
 /**
  * Applies pending migrations (which hold the roles' grants), then restores any grant, policy or
- * forced row-level security of access.ts that the schema lacks, all in one transaction. On a schema
+ * forced row-level security of access.ts that the schema lacks (unless `repair` is false), all in
+ * one transaction. On a schema
  * newer than this release knows it refuses before it writes anything (MigrateTooOldError). Beside
  * serving instances it takes its table locks a try at a time (LOCK_WAIT_MS); after `lockTries`
  * tries it stops with a MigrationError that names the transactions holding its tables.
  */
 export async function migrate(
   store: Store,
-  { lockTries = LOCK_TRIES }: { lockTries?: number } = {},
+  { lockTries = LOCK_TRIES, repair = true }: { lockTries?: number; repair?: boolean } = {},
 ): Promise<MigrateResult> {
   const started = Date.now()
   for (let attempt = 1; ; attempt++) {
     try {
-      return await migrateOnce(store)
+      return await migrateOnce(store, repair)
     } catch (error) {
       const code = (error as { code?: unknown }).code
       if (typeof code !== 'string' || !GAVE_WAY.has(code)) throw error
@@ -180,7 +181,7 @@ async function lockedOut(store: Store, tries: number, ms: number): Promise<Migra
   )
 }
 
-async function migrateOnce(store: Store): Promise<MigrateResult> {
+async function migrateOnce(store: Store, repair: boolean): Promise<MigrateResult> {
   return store.admin(async (sql) => {
     await sql.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
     await sql.exec(`SET LOCAL lock_timeout = '${LOCK_WAIT_MS}ms'`)
@@ -216,7 +217,7 @@ async function migrateOnce(store: Store): Promise<MigrateResult> {
     const version = LATEST_VERSION
     await publishVersion(sql, version)
     // At every run, also with nothing to apply: what a restore under other role names lost.
-    repaired.push(...(await repairAccess(sql, owner)))
+    if (repair) repaired.push(...(await repairAccess(sql, owner)))
     return { applied, version, repaired }
   })
 }
