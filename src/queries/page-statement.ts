@@ -129,8 +129,8 @@ export const SEEK_FROM = 1000
  */
 export interface PageSql {
   /**
-   * The page's rows, one column per field, the exact `total`, `version`, `latest` and `org`. An empty page
-   * (and an unchanged one, whose `total` is NULL) is one row of NULL fields.
+   * The page's rows, one column per field, the exact `total`, `version`, `latest` and `org`. An
+   * empty page (and an unchanged one, whose `total` is NULL) is one row of NULL fields.
    */
   readonly rowsText: string
   /**

@@ -8,9 +8,10 @@ import type { KnownVersions } from '../../../queries/page-statement.js'
  * A page is a function of its list's rows, the query that selects it, and the way this release
  * writes it. The list's rows are named by their version (migration 010: one organization's count
  * of its changes to one table) and the time the latest of those changes was written (018: the
- * same count reached in a copy of the database by other writes has other times), the query by its checked, normalized form (two spellings of the
- * same query select the same bytes), the writing by `PAGE_FORMAT` and the item's fields, and the
- * bytes on the wire by their content-coding. The tag is `"<version>-<digest>"`: the version in
+ * same count reached in a copy of the database by other writes has other times), the query by
+ * its checked, normalized form (two spellings of the same query select the same bytes), the
+ * writing by `PAGE_FORMAT` and the item's fields, and the bytes on the wire by their
+ * content-coding. The tag is `"<version>-<digest>"`: the version in
  * clear, so that the page statement can compare it without knowing the rest, and a digest of
  * everything, so that the tag names one representation only.
  */
