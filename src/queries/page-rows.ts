@@ -42,6 +42,7 @@ export function itemsJson(rows: Record<string, unknown>[], statement: PageSql): 
   for (const row of rows) {
     row.total = undefined
     row.version = undefined
+    row.latest = undefined
     row.org = undefined
     for (const key of statement.omittedWhenNull) if (row[key] === null) row[key] = undefined
     for (const key of statement.timestamps) {

@@ -129,11 +129,14 @@ export const SEEK_FROM = 1000
  */
 export interface PageSql {
   /**
-   * The page's rows, one column per field, the exact `total`, `version` and `org`. An empty page
-   * (and an unchanged one, whose `total` is NULL) is one row of NULL fields.
+   * The page's rows, one column per field, the exact `total`, `version`, `latest` and `org`. An
+   * empty page (and an unchanged one, whose `total` is NULL) is one row of NULL fields.
    */
   readonly rowsText: string
-  /** The same page as one row: `version`, `org`, the exact `total`, and `items` written as JSON by the database. */
+  /**
+   * The same page as one row: `version`, `latest`, `org`, the exact `total`, and `items` written as
+   * JSON by the database.
+   */
   readonly jsonText: string
   /** The total alone. */
   readonly countText: string
@@ -166,15 +169,21 @@ export function pageSql(parts: PageStatementParts): PageSql {
   // The list's version and the organization, then the total unless the client holds that
   // version: every branch of the page runs only on a total (`when`), so an absent one reads no row.
   // MATERIALIZED: each is computed once, not again wherever the branches name it.
-  // At most one row, by its key (org_id, list); LIMIT 1 also lets the statement run with its tenant
-  // conditions taken out, as the isolation test's control runs it.
-  const version = `v AS MATERIALIZED (SELECT (SELECT $1::text) AS org, coalesce((
-      SELECT f.changes FROM list_folds f WHERE ${tenantCondition('f')} AND f.list = '${parts.table}'
-      LIMIT 1), 0) + (
-      SELECT count(*) FROM list_changes c WHERE ${tenantCondition('c')} AND c.list = '${parts.table}') AS version)`
+  // The version is the count of the list's changes, and `latest` the time the latest of them was
+  // written (migration 018), from the same two reads: a copy of the database that took other
+  // writes after it was made reaches the same count at other times. In microseconds since the
+  // epoch, as text; NULL when no change has a time.
+  // The folds: at most one row, by its key (org_id, list); LIMIT 1 also lets the statement run with
+  // its tenant conditions taken out, as the isolation test's control runs it.
+  const version = `v AS MATERIALIZED (SELECT (SELECT $1::text) AS org, coalesce(f.changes, 0) + p.n AS version,
+      (extract(epoch FROM greatest(f.latest_written_at, p.latest)) * 1000000)::bigint::text AS latest
+      FROM (SELECT count(*) AS n, max(c.written_at) AS latest FROM list_changes c
+            WHERE ${tenantCondition('c')} AND c.list = '${parts.table}') p
+      LEFT JOIN (SELECT f.changes, f.latest_written_at FROM list_folds f
+                 WHERE ${tenantCondition('f')} AND f.list = '${parts.table}' LIMIT 1) f ON true)`
   const total = `WITH ${version}, ${parts.ctes ? `${parts.ctes}, ` : ''}t AS MATERIALIZED (
       SELECT (${count}) AS total FROM v WHERE v.version <> ALL (${paramsOf(parts).known}))${ctes}`
-  const versioned = 'v.version::text AS version, v.org'
+  const versioned = 'v.version::text AS version, v.latest, v.org'
   const rowsText = `${total} SELECT ${columns}, t.total, ${versioned} FROM v LEFT JOIN t ON true LEFT JOIN LATERAL (
       SELECT r.* ${rows}) r ON true ORDER BY ${keyOrder(parts, 'DESC', 'r')}`
   const jsonText = `${total} SELECT t.total, ${versioned}, (

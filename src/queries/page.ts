@@ -32,6 +32,8 @@ export function pageBody(page: Page): string {
  */
 export interface VersionedPage {
   readonly version: string
+  /** When the latest of the version's changes was written (µs since the epoch), if any has a time. */
+  readonly latest: string | null
   readonly orgId: string
   readonly page: Page | undefined
 }
@@ -48,7 +50,7 @@ export async function fetchVersionedPage(
   known: KnownVersions = [],
 ): Promise<VersionedPage> {
   const params = pageParams(statement, page, known)
-  type Versioned = { total: number | null; version: string; org: string }
+  type Versioned = { total: number | null; version: string; latest: string | null; org: string }
   let answer: Versioned
   let items: string
   if (store.pageForm === 'json') {
@@ -60,16 +62,17 @@ export async function fetchVersionedPage(
     const rows = await sql.query<Record<string, unknown> & Versioned>(statement.rowsText, params)
     const [first] = rows
     if (!first) throw new Error('a page statement returned no row')
-    answer = { total: first.total, version: first.version, org: first.org }
+    answer = { total: first.total, version: first.version, latest: first.latest, org: first.org }
     // An empty page is one row without an item (every item has an id).
     items = first.id === null ? '' : itemsJson(rows, statement)
   }
-  const { total, version, org } = answer
-  if (total === null) return { version, orgId: org, page: undefined }
+  const { total, version, latest, org } = answer
+  if (total === null) return { version, latest, orgId: org, page: undefined }
   // Page and total come from one snapshot: more follow exactly when the page ends before the total.
   const hasMore = page.offset + page.limit < total
   return {
     version,
+    latest,
     orgId: org,
     page: { items, pagination: { limit: page.limit, offset: page.offset, total, hasMore } },
   }

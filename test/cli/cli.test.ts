@@ -129,6 +129,25 @@ describeEachStoreKind(
       expect(again.stdout).toContain(`already at version ${LATEST_VERSION}`)
     })
 
+    it.runIf(onPostgres)(
+      'migrate restores a grant that was lost, says so in one line, then has nothing to say',
+      async () => {
+        const client = new pg.Client({ connectionString: database?.url })
+        await client.connect()
+        try {
+          await client.query('REVOKE SELECT ON customers FROM openbook_reader')
+        } finally {
+          await client.end()
+        }
+        const repaired = await cli('migrate')
+        expect(repaired.code).toBe(0)
+        expect(repaired.stdout).toBe(
+          `repaired: granted SELECT on table customers to openbook_reader\nschema already at version ${LATEST_VERSION}\n`,
+        )
+        expect((await cli('migrate')).stdout).toBe(`schema already at version ${LATEST_VERSION}\n`)
+      },
+    )
+
     it('orgs create and list, with an owner', async () => {
       const created = json<{ id: string; plan: string; owner: { email: string } }>(
         await createOrgWithOwner('Studio Pro', 'professional', 'org_pro', 'owner@pro.test'),

@@ -46,11 +46,14 @@ export interface TestDatabase {
 
 /**
  * A fresh PostgreSQL database, dropped by `drop()`: empty, or `migrated` (a copy of the run's
- * template, migrated once by the global set-up, which costs milliseconds instead of a migration).
+ * template, migrated once by the global set-up, which costs milliseconds instead of a migration),
+ * or a copy of the database `from` (which no session may be connected to).
  */
-export async function createTestDatabase(options: { migrated?: boolean } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(
+  options: { migrated?: boolean; from?: string } = {},
+): Promise<TestDatabase> {
   const name = `openbook_test_${randomBytes(6).toString('hex')}`
-  const template = options.migrated ? inject('postgresTemplate') : null
+  const template = options.from ?? (options.migrated ? inject('postgresTemplate') : null)
   if (options.migrated && !template) throw new Error('PostgreSQL is not available')
   await adminQuery(template ? `CREATE DATABASE ${name} TEMPLATE ${template}` : `CREATE DATABASE ${name}`)
   return {
@@ -67,14 +70,27 @@ export interface TestRole {
 }
 
 /**
- * A login role that is a member of `memberOf` (trust authentication here, so no password). Roles
- * are cluster-wide and outlive the test's database: the global teardown fails the run over any
- * role created here and not dropped.
+ * A login role that is a member of `memberOf` (none: null), with `attributes` (e.g. CREATEROLE);
+ * trust authentication here, so no password. Roles are cluster-wide and outlive the test's
+ * database: the global teardown fails the run over any role created here and not dropped.
  */
-export async function createTestRole(memberOf: string): Promise<TestRole> {
+export async function createTestRole(memberOf: string | null, attributes = ''): Promise<TestRole> {
   const name = `${TEST_ROLE_PREFIX}${inject('roleTag')}_${randomBytes(4).toString('hex')}`
-  await adminQuery(`CREATE ROLE ${name} LOGIN IN ROLE ${memberOf}`)
+  await adminQuery(`CREATE ROLE ${name} LOGIN ${attributes}${memberOf ? ` IN ROLE ${memberOf}` : ''}`)
   return { name, drop: () => dropRole(adminUrl(), name) }
+}
+
+/** A new, empty PostgreSQL database owned by `owner`, dropped by `drop()` (before its owner is). */
+export async function createOwnedDatabase(owner: string): Promise<TestDatabase> {
+  const name = `openbook_test_${randomBytes(6).toString('hex')}`
+  await adminQuery(`CREATE DATABASE ${name} OWNER ${owner}`)
+  const url = new URL(urlFor(name))
+  url.username = owner
+  return {
+    name,
+    url: url.toString(),
+    drop: () => adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
+  }
 }
 
 export interface TestStore {

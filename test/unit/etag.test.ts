@@ -1,5 +1,12 @@
+import { createHash } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
-import { knownVersions, listEtag, matches, parseIfNoneMatch } from '../../src/routes/public/v1/etag.js'
+import {
+  knownVersions,
+  listEtag,
+  matches,
+  PAGE_FORMAT,
+  parseIfNoneMatch,
+} from '../../src/routes/public/v1/etag.js'
 
 const PAGE = {
   list: '/customers',
@@ -7,6 +14,7 @@ const PAGE = {
   orgId: 'org_a',
   query: '{"limit":50,"offset":0}',
   version: '42',
+  latest: '1764892800000000',
 }
 
 describe('list ETags', () => {
@@ -22,8 +30,30 @@ describe('list ETags', () => {
       listEtag({ ...PAGE, orgId: 'org_b' }, 'identity'),
       listEtag({ ...PAGE, query: '{"limit":50,"offset":50}' }, 'identity'),
       listEtag({ ...PAGE, version: '43' }, 'identity'),
+      // The same count of changes with another history (a copy of the database written after it was made).
+      listEtag({ ...PAGE, latest: '1764892800000001' }, 'identity'),
+      listEtag({ ...PAGE, latest: null }, 'identity'),
     ]
     expect(new Set([tag, ...others]).size).toBe(others.length + 1)
+  })
+
+  it('leave the time out for a list whose changes have none: the tag an earlier release gave its page', () => {
+    const { latest: _, ...untimed } = PAGE
+    const earlier = createHash('sha256')
+      .update(
+        JSON.stringify([
+          PAGE_FORMAT,
+          untimed.list,
+          untimed.fields,
+          untimed.orgId,
+          untimed.query,
+          '42',
+          'identity',
+        ]),
+      )
+      .digest('base64url')
+      .slice(0, 22)
+    expect(listEtag({ ...PAGE, latest: null }, 'identity')).toBe(`"42-${earlier}"`)
   })
 
   it('If-None-Match is read as RFC 9110 says: *, lists, weak tags; only our tags name versions', () => {

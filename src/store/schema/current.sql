@@ -125,15 +125,16 @@ BEGIN
       (SELECT 'PARTITION BY ' || string_agg(format('r.%I', c), ', ') FROM unnest(v_cols) c));
   END LOOP;
   EXECUTE format(
-    'WITH gone AS (DELETE FROM list_changes c WHERE c.org_id = $1 AND c.list = $2 RETURNING 1),
+    'WITH gone AS (DELETE FROM list_changes c WHERE c.org_id = $1 AND c.list = $2 RETURNING c.written_at),
      built AS (
        INSERT INTO buckets (org_id, list, filters, lo_at, lo_id, n)
        SELECT $1, $2, e.filters, CASE WHEN e.lowest THEN ''-infinity'' ELSE e.at END,
               CASE WHEN e.lowest THEN '''' ELSE e.id END, e.j %% 1000 + 1
        FROM (%s) e)
-     INSERT INTO list_folds AS f (org_id, list, changes)
-     SELECT $1, $2, count(*) FROM gone HAVING count(*) > 0
-     ON CONFLICT (org_id, list) DO UPDATE SET changes = f.changes + excluded.changes',
+     INSERT INTO list_folds AS f (org_id, list, changes, latest_written_at)
+     SELECT $1, $2, count(*), max(gone.written_at) FROM gone HAVING count(*) > 0
+     ON CONFLICT (org_id, list) DO UPDATE
+       SET changes = f.changes + excluded.changes, latest_written_at = greatest(f.latest_written_at, excluded.latest_written_at)',
     array_to_string(v_lists, ' UNION ALL '))
   USING p_org, p_list;
 END $_$;
@@ -315,6 +316,7 @@ CREATE FUNCTION public.list_fold(p_org text, p_list text, p_wait boolean DEFAULT
 DECLARE
   v_size bigint;
   v_changes bigint;
+  v_latest timestamptz;
   v_at timestamptz[];
   v_id text[];
   v_attrs jsonb[];
@@ -346,16 +348,17 @@ BEGIN
   WITH gone AS (
     DELETE FROM list_changes c WHERE c.org_id = p_org AND c.list = p_list
       AND (v_last_seq IS NULL OR (c.at, c.id, c.seq) <= (v_last_at, v_last_id, v_last_seq))
-    RETURNING c.at, c.id, c.attrs, c.delta)
-  SELECT count(*), array_agg(g.at) FILTER (WHERE g.delta <> 0), array_agg(g.id) FILTER (WHERE g.delta <> 0),
+    RETURNING c.at, c.id, c.attrs, c.delta, c.written_at)
+  SELECT count(*), max(g.written_at), array_agg(g.at) FILTER (WHERE g.delta <> 0), array_agg(g.id) FILTER (WHERE g.delta <> 0),
          array_agg(g.attrs) FILTER (WHERE g.delta <> 0), array_agg(g.delta::int) FILTER (WHERE g.delta <> 0)
-  INTO v_changes, v_at, v_id, v_attrs, v_delta
+  INTO v_changes, v_latest, v_at, v_id, v_attrs, v_delta
   FROM gone g;
   IF v_changes = 0 THEN
     RETURN true;
   END IF;
-  INSERT INTO list_folds AS f (org_id, list, changes) VALUES (p_org, p_list, v_changes)
-  ON CONFLICT (org_id, list) DO UPDATE SET changes = f.changes + excluded.changes;
+  INSERT INTO list_folds AS f (org_id, list, changes, latest_written_at) VALUES (p_org, p_list, v_changes, v_latest)
+  ON CONFLICT (org_id, list) DO UPDATE
+    SET changes = f.changes + excluded.changes, latest_written_at = greatest(f.latest_written_at, excluded.latest_written_at);
   IF v_delta IS NOT NULL THEN
     PERFORM list_apply(p_org, p_list, v_at, v_id, v_attrs, v_delta);
   END IF;
@@ -420,8 +423,9 @@ CREATE FUNCTION public.list_fold_entries(p_org text, p_list text, p_at timestamp
     AS $$
 BEGIN
   PERFORM pg_advisory_xact_lock(hashtext('openbook.list_fold'), hashtext(p_org || '/' || p_list));
-  INSERT INTO list_folds AS f (org_id, list, changes) VALUES (p_org, p_list, 1)
-  ON CONFLICT (org_id, list) DO UPDATE SET changes = f.changes + 1;
+  INSERT INTO list_folds AS f (org_id, list, changes, latest_written_at) VALUES (p_org, p_list, 1, now())
+  ON CONFLICT (org_id, list) DO UPDATE
+    SET changes = f.changes + 1, latest_written_at = greatest(f.latest_written_at, excluded.latest_written_at);
   IF p_delta IS NULL THEN
     DELETE FROM buckets WHERE org_id = p_org AND list = p_list;
   ELSIF cardinality(p_delta) > 0 AND EXISTS (SELECT 1 FROM buckets b WHERE b.org_id = p_org AND b.list = p_list) THEN
@@ -716,11 +720,13 @@ CREATE FUNCTION public.list_truncate() RETURNS trigger
     AS $$
 BEGIN
   DELETE FROM buckets WHERE list = TG_TABLE_NAME;
-  INSERT INTO list_folds AS f (org_id, list, changes)
-  SELECT c.org_id, TG_TABLE_NAME, count(*) FROM list_changes c WHERE c.list = TG_TABLE_NAME GROUP BY 1
-  ON CONFLICT (org_id, list) DO UPDATE SET changes = f.changes + excluded.changes;
+  INSERT INTO list_folds AS f (org_id, list, changes, latest_written_at)
+  SELECT c.org_id, TG_TABLE_NAME, count(*), max(c.written_at) FROM list_changes c WHERE c.list = TG_TABLE_NAME GROUP BY 1
+  ON CONFLICT (org_id, list) DO UPDATE
+    SET changes = f.changes + excluded.changes, latest_written_at = greatest(f.latest_written_at, excluded.latest_written_at);
   DELETE FROM list_changes WHERE list = TG_TABLE_NAME;
-  UPDATE list_folds SET changes = changes + 1 WHERE list = TG_TABLE_NAME;
+  UPDATE list_folds SET changes = changes + 1, latest_written_at = greatest(latest_written_at, now())
+  WHERE list = TG_TABLE_NAME;
   RETURN NULL;
 END $$;
 
@@ -858,6 +864,7 @@ CREATE TABLE public.list_changes (
     attrs jsonb NOT NULL,
     delta smallint NOT NULL,
     fold boolean DEFAULT false NOT NULL,
+    written_at timestamp with time zone DEFAULT now(),
     CONSTRAINT list_changes_delta_check CHECK (((delta >= '-1'::integer) AND (delta <= 1)))
 );
 
@@ -1101,7 +1108,8 @@ CREATE TABLE public.list_definitions (
 CREATE TABLE public.list_folds (
     org_id text NOT NULL,
     list text NOT NULL,
-    changes bigint NOT NULL
+    changes bigint NOT NULL,
+    latest_written_at timestamp with time zone
 );
 
 ALTER TABLE ONLY public.list_folds FORCE ROW LEVEL SECURITY;
@@ -1290,7 +1298,7 @@ ALTER TABLE ONLY public.list_buckets_12
 --
 
 ALTER TABLE ONLY public.list_changes
-    ADD CONSTRAINT list_changes_pkey PRIMARY KEY (org_id, list, at, id, seq);
+    ADD CONSTRAINT list_changes_pkey PRIMARY KEY (org_id, list, at, id, seq) INCLUDE (written_at);
 
 --
 -- Name: list_definitions list_definitions_pkey; Type: CONSTRAINT; Schema: public; Owner: -

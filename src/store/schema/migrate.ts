@@ -1,5 +1,7 @@
 import { READER_ROLE } from '../reader-settings.js'
 import type { Sql, Store } from '../types.js'
+import { WRITER_ROLE } from './access.js'
+import { repairAccess } from './repair.js'
 import {
   assertServable,
   compatibleFromAt,
@@ -11,7 +13,7 @@ import {
   SchemaNotCurrentError,
 } from './schema-version.js'
 
-export { LATEST_VERSION, SchemaNotCurrentError }
+export { LATEST_VERSION, SchemaNotCurrentError, WRITER_ROLE }
 
 // Any constant serialises concurrent `openbook migrate` runs on one database.
 const MIGRATION_LOCK = 7_340_112
@@ -32,16 +34,13 @@ async function schemaOwner(sql: Sql): Promise<string> {
   return row?.owner ?? ''
 }
 
-/** The role the salon software's application writes customers and appointments as (migration 013). */
-export const WRITER_ROLE = 'openbook_writer'
-
 /**
  * Creates `role` when it is missing (which needs CREATEROLE once, or a superuser). For
  * openbook_reader, also makes the schema owner a member, so that a server given the owner's URL
  * can run its requests as openbook_reader. Each is skipped when already so: an owner without
- * CREATEROLE can migrate once the roles exist.
+ * CREATEROLE can migrate once the roles exist. Returns true when it made the owner a member.
  */
-async function ensureRole(sql: Sql, owner: string, role: string): Promise<void> {
+async function ensureRole(sql: Sql, owner: string, role: string): Promise<boolean> {
   const [state] = await sql.query<{ exists: boolean; member: boolean; may_create: boolean }>(
     `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1) AS exists,
             EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1) AND pg_has_role($2, $1, 'MEMBER') AS member,
@@ -62,7 +61,9 @@ async function ensureRole(sql: Sql, owner: string, role: string): Promise<void> 
   }
   if (role === READER_ROLE && !state?.member && state?.may_create) {
     await sql.exec(`GRANT ${READER_ROLE} TO ${quoteIdent(owner)}`)
+    return true
   }
+  return false
 }
 
 /**
@@ -90,8 +91,8 @@ async function publishVersion(sql: Sql, version: number): Promise<void> {
 }
 
 /**
- * Checked at every run, changing nothing: the reader's grants live in the migrations (008 on),
- * and no run of `migrate` rewrites them.
+ * Checked at every run, changing nothing: a reader that bypasses row-level security is the
+ * operator's doing, and no repair of openbook's may undo it silently.
  */
 async function assertReaderUnprivileged(sql: Sql): Promise<void> {
   const [row] = await sql.query<{ privileged: boolean }>(
@@ -108,6 +109,8 @@ export class MigrationError extends Error {}
 export interface MigrateResult {
   readonly applied: readonly string[]
   readonly version: number
+  /** What was missing of the access the schema defines, and was restored (repair.ts): one line each. */
+  readonly repaired: readonly string[]
 }
 
 /**
@@ -122,19 +125,21 @@ const LOCK_TRIES = 40
 const GAVE_WAY = new Set(['55P03', '40P01'])
 
 /**
- * Applies pending migrations (which hold the reader's grants), all in one transaction. On a schema
+ * Applies pending migrations (which hold the roles' grants), then restores any grant, policy or
+ * forced row-level security of access.ts that the schema lacks (unless `repair` is false), all in
+ * one transaction. On a schema
  * newer than this release knows it refuses before it writes anything (MigrateTooOldError). Beside
  * serving instances it takes its table locks a try at a time (LOCK_WAIT_MS); after `lockTries`
  * tries it stops with a MigrationError that names the transactions holding its tables.
  */
 export async function migrate(
   store: Store,
-  { lockTries = LOCK_TRIES }: { lockTries?: number } = {},
+  { lockTries = LOCK_TRIES, repair = true }: { lockTries?: number; repair?: boolean } = {},
 ): Promise<MigrateResult> {
   const started = Date.now()
   for (let attempt = 1; ; attempt++) {
     try {
-      return await migrateOnce(store)
+      return await migrateOnce(store, repair)
     } catch (error) {
       const code = (error as { code?: unknown }).code
       if (typeof code !== 'string' || !GAVE_WAY.has(code)) throw error
@@ -176,7 +181,7 @@ async function lockedOut(store: Store, tries: number, ms: number): Promise<Migra
   )
 }
 
-async function migrateOnce(store: Store): Promise<MigrateResult> {
+async function migrateOnce(store: Store, repair: boolean): Promise<MigrateResult> {
   return store.admin(async (sql) => {
     await sql.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
     await sql.exec(`SET LOCAL lock_timeout = '${LOCK_WAIT_MS}ms'`)
@@ -190,7 +195,10 @@ async function migrateOnce(store: Store): Promise<MigrateResult> {
     }
     const from = (await readSchemaState(sql, 'owner')).version
     if (from > LATEST_VERSION) throw new MigrateTooOldError(from)
-    await ensureRole(sql, owner, READER_ROLE)
+    const repaired: string[] = []
+    // On a schema that existed, a missing membership was lost (a restore under another owner).
+    if ((await ensureRole(sql, owner, READER_ROLE)) && from > 0)
+      repaired.push(`${owner} made a member of ${READER_ROLE}`)
     await ensureRole(sql, owner, WRITER_ROLE)
     await sql.exec(`SET LOCAL ROLE ${quoteIdent(owner)}`)
     await sql.exec(`CREATE TABLE IF NOT EXISTS openbook_schema_migrations (
@@ -208,7 +216,9 @@ async function migrateOnce(store: Store): Promise<MigrateResult> {
     await assertReaderUnprivileged(sql)
     const version = LATEST_VERSION
     await publishVersion(sql, version)
-    return { applied, version }
+    // At every run, also with nothing to apply: what a restore under other role names lost.
+    if (repair) repaired.push(...(await repairAccess(sql, owner)))
+    return { applied, version, repaired }
   })
 }
 

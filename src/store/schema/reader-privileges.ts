@@ -91,6 +91,6 @@ export async function assertReaderPrivileges(sql: Sql): Promise<void> {
   const more = missing.length > 1 ? ` (and ${missing.length - 1} more)` : ''
   throw new ReaderPrivilegeError(
     `${READER_ROLE} lacks ${first.privilege} on ${first.kind} ${first.object}${more}, which every request needs: ` +
-      `as the schema owner, run \`${grantStatement(first)}\``,
+      `as the schema owner, run \`openbook migrate\` (it restores every grant the schema defines) or \`${grantStatement(first)}\``,
   )
 }

@@ -7,9 +7,11 @@ import type { KnownVersions } from '../../../queries/page-statement.js'
  *
  * A page is a function of its list's rows, the query that selects it, and the way this release
  * writes it. The list's rows are named by their version (migration 010: one organization's count
- * of its changes to one table), the query by its checked, normalized form (two spellings of the
- * same query select the same bytes), the writing by `PAGE_FORMAT` and the item's fields, and the
- * bytes on the wire by their content-coding. The tag is `"<version>-<digest>"`: the version in
+ * of its changes to one table) and the time the latest of those changes was written (018: the
+ * same count reached in a copy of the database by other writes has other times), the query by
+ * its checked, normalized form (two spellings of the same query select the same bytes), the
+ * writing by `PAGE_FORMAT` and the item's fields, and the bytes on the wire by their
+ * content-coding. The tag is `"<version>-<digest>"`: the version in
  * clear, so that the page statement can compare it without knowing the rest, and a digest of
  * everything, so that the tag names one representation only.
  */
@@ -29,6 +31,12 @@ export interface PageIdentity {
   readonly query: string
   /** The list's version, from the page's own snapshot. */
   readonly version: string
+  /**
+   * When the latest of the version's changes was written, from the same snapshot (null for a list
+   * whose changes all predate the column): the same count reached by other writes, in a copy of
+   * the database that went on from an earlier point, is another history with another tag.
+   */
+  readonly latest: string | null
 }
 
 /**
@@ -36,12 +44,10 @@ export interface PageIdentity {
  * of the same page are two representations, with two tags (RFC 9110 §8.8.3.3).
  */
 export function listEtag(page: PageIdentity, encoding: string): string {
-  const digest = createHash('sha256')
-    .update(
-      JSON.stringify([PAGE_FORMAT, page.list, page.fields, page.orgId, page.query, page.version, encoding]),
-    )
-    .digest('base64url')
-    .slice(0, 22)
+  const named = [PAGE_FORMAT, page.list, page.fields, page.orgId, page.query, page.version, encoding]
+  // Without a time, the tag an earlier release gave the same page: an upgrade costs no re-read.
+  if (page.latest !== null) named.push(page.latest)
+  const digest = createHash('sha256').update(JSON.stringify(named)).digest('base64url').slice(0, 22)
   return `"${page.version}-${digest}"`
 }
 

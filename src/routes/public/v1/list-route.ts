@@ -73,12 +73,13 @@ export function registerListRoute(app: FastifyInstance, route: AnyListRoute): vo
         })
       // Read only once the query passed (`read` refuses it otherwise).
       const query = parsed.success ? JSON.stringify(parsed.data) : ''
-      const identityOf = ({ orgId, version }: VersionedPage): PageIdentity => ({
+      const identityOf = ({ orgId, version, latest }: VersionedPage): PageIdentity => ({
         list: route.path,
         fields,
         orgId,
         query,
         version,
+        latest,
       })
       let answer = await read(knownVersions(condition))
       reply.header(ORGANIZATION_HEADER, answer.orgId)
@@ -92,7 +93,8 @@ export function registerListRoute(app: FastifyInstance, route: AnyListRoute): vo
           reply.code(304).header('etag', etag)
           return reply.send()
         }
-        // A tag of this version, but of another query or organization: the page after all.
+        // A tag of this version, but of another query, organization or history (the same count of
+        // changes written at other times, in a copy of the database): the page after all.
         answer = await read([])
       }
       if (!answer.page) throw new Error('an unconditional read returned no page')
