@@ -113,6 +113,10 @@ export class ApiError extends Error {
   }
 }
 
+/** The API reads no request body; a GET may carry at most this many bytes, which are ignored. */
+export const BODY_LIMIT = 1024
+export const PAYLOAD_TOO_LARGE_MESSAGE = `A GET request carries no body (at most ${BODY_LIMIT} bytes, ignored)`
+
 export const MISSING_KEY_MESSAGE = 'API key required in Authorization header'
 export const INVALID_KEY_MESSAGE = 'Invalid or expired API key'
 /** The 503 message for PostgreSQL's passing conditions (a lock, a restart, no free connection). */
