@@ -315,7 +315,7 @@ async function main(): Promise<void> {
       )
     else
       process.stderr.write(
-        `${resource}: pass ${summary.pass} complete, ${summary.rows} rows, ${summary.tombstones} tombstones, ` +
+        `${resource}: pass ${summary.pass} complete, ${summary.rows} rows read, ${summary.written} written, ${summary.tombstones} tombstones, ` +
           (resource === 'appointments'
             ? `${summary.leftWindow} left the window, ${summary.recovered} moved and kept, `
             : '') +

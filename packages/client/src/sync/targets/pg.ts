@@ -208,6 +208,9 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
     const paginator = readPass(options, client, current.cursor, window, seen)
     const checkpoints = Checkpoints.of(options)
     let rows = current.rows
+    /** Rows written and committed this run, and those of the open transaction. */
+    let written = 0
+    let pendingWritten = 0
     let pages = 0
     let cursor: Cursor | undefined = current.cursor
     /** A transaction holds the pages since the last checkpoint; false when PostgreSQL failed. */
@@ -217,6 +220,8 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
     const checkpoint = async () => {
       if (open) await db.query('commit')
       open = false
+      written += pendingWritten
+      pendingWritten = 0
       idsBytes += appendSynced(idsPath(pass), pendingIds)
       pendingIds = ''
       const etag = current?.etag ?? paginator.etag
@@ -232,7 +237,7 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
           open = true
           // Only rows that changed (or come back) are written: an unchanged row is left as it is,
           // without a new row version, and the seen-set says this pass saw it.
-          await db.query(
+          const upserted = await db.query(
             `insert into ${table} as t (org_id, id, data, synced_at, deleted_at, sync_pass)
              select $3, e->>'id', e, now(), null, $2 from jsonb_array_elements($1::jsonb) as e
              on conflict (org_id, id) do update
@@ -243,6 +248,7 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
             // Rows moved since they were upserted come again as they are now: updated.
             [JSON.stringify([...page.data, ...page.moved]), pass, orgId],
           )
+          pendingWritten += upserted.rowCount ?? 0
         } catch (error) {
           healthy = false
           throw error
@@ -278,7 +284,8 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
       window,
       moved: paginator.stats.moved,
     }
-    if (!cursor?.done) return { ...summary, rows, ...INCOMPLETE_PASS, durationMs: Date.now() - started }
+    if (!cursor?.done)
+      return { ...summary, rows, written, ...INCOMPLETE_PASS, durationMs: Date.now() - started }
 
     // Complete. What became of the rows an earlier pass saw and this one did not
     // (resolveMissing): moved ones are written, ones outside the window marked left-window, ones
@@ -315,14 +322,17 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
     }
     await db.query('begin')
     let marked: { rows: Record<string, unknown>[] }
+    let back = 0
     try {
       if (verdicts.back.length > 0)
-        await db.query(
+        back = (
+          await db.query(
           `update ${table} t set data = e, synced_at = now(), deleted_at = null, left_window_at = null,
              sync_pass = $2
            from jsonb_array_elements($1::jsonb) as e where t.org_id = $3 and t.id = e->>'id'`,
-          [JSON.stringify(verdicts.back), pass, orgId],
-        )
+            [JSON.stringify(verdicts.back), pass, orgId],
+          )
+        ).rowCount ?? 0
       if (verdicts.left.length > 0)
         await db.query(
           `update ${table} set left_window_at = now() where org_id = $1 and id = any($2::text[])`,
@@ -356,6 +366,7 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
       requests: summary.requests + verdicts.requests,
       // Counted from the seen-set, so a page read again after a crash is not counted twice.
       rows: seenNow.size + verdicts.back.length,
+      written: written + back,
       ...verdictCounts(verdicts, checked),
       tombstones: marked.rows.length,
       durationMs: Date.now() - started,
