@@ -324,15 +324,15 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
     let marked: { rows: Record<string, unknown>[] }
     let back = 0
     try {
-      if (verdicts.back.length > 0)
-        back = (
-          await db.query(
+      if (verdicts.back.length > 0) {
+        const updated = await db.query(
           `update ${table} t set data = e, synced_at = now(), deleted_at = null, left_window_at = null,
              sync_pass = $2
            from jsonb_array_elements($1::jsonb) as e where t.org_id = $3 and t.id = e->>'id'`,
-            [JSON.stringify(verdicts.back), pass, orgId],
-          )
-        ).rowCount ?? 0
+          [JSON.stringify(verdicts.back), pass, orgId],
+        )
+        back = updated.rowCount ?? 0
+      }
       if (verdicts.left.length > 0)
         await db.query(
           `update ${table} set left_window_at = now() where org_id = $1 and id = any($2::text[])`,
