@@ -21,13 +21,19 @@ import { createTestStore, type TestStore } from '../helpers/stores.js'
 
 const SCRIPT = fileURLToPath(new URL('./python/validate_openapi.py', import.meta.url))
 
-function pythonWithJsonschema(): { ok: true } | { ok: false; why: string } {
-  const probe = spawnSync('python3', ['-c', 'from jsonschema import Draft202012Validator, FormatChecker'], {
-    encoding: 'utf8',
-  })
-  if (probe.error) return { ok: false, why: `python3 not found (${probe.error.message})` }
-  if (probe.status !== 0) return { ok: false, why: probe.stderr.trim().split('\n').at(-1) ?? 'no jsonschema' }
-  return { ok: true }
+/** The first Python with jsonschema: the one on PATH, else Debian's (which .ci/run installs it for). */
+function pythonWithJsonschema(): { ok: true; command: string } | { ok: false; why: string } {
+  let why = 'no python3'
+  for (const command of ['python3', '/usr/bin/python3']) {
+    const probe = spawnSync(command, ['-c', 'from jsonschema import Draft202012Validator, FormatChecker'], {
+      encoding: 'utf8',
+    })
+    if (probe.status === 0) return { ok: true, command }
+    why = probe.error
+      ? `${command} not found (${probe.error.message})`
+      : `${command}: ${probe.stderr.trim().split('\n').at(-1)}`
+  }
+  return { ok: false, why }
 }
 
 const python = pythonWithJsonschema()
@@ -151,7 +157,7 @@ describe.skipIf(!python.ok && !required)('the OpenAPI document, read by Python',
       writeFileSync(join(directory, 'openapi.json'), JSON.stringify(document))
       writeFileSync(join(directory, 'samples.json'), JSON.stringify(samples))
       const output = execFileSync(
-        'python3',
+        python.ok ? python.command : 'python3',
         [SCRIPT, join(directory, 'openapi.json'), join(directory, 'samples.json')],
         { encoding: 'utf8' },
       )
