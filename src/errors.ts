@@ -18,7 +18,7 @@ export const ERROR_CATALOGUE = {
     status: 400,
     title: 'Invalid query parameters',
     meaning:
-      'a query parameter is invalid (`details` lists each issue). Fix the request; never retry it unchanged.',
+      'a query parameter is invalid or unknown (`details` lists each issue). Fix the request; never retry it unchanged.',
   },
   bad_request: {
     status: 400,

@@ -69,7 +69,8 @@ Exit codes, for a scheduler:
   1  temporary: the server or the network failed beyond the retries, PostgreSQL is unreachable
      or failed (a restart, a full disk), or the run was interrupted; retry later, the rerun
      resumes where this one stopped
-  2  usage: a wrong option, a file that cannot be written, a table of the wrong shape or in a
+  2  usage: a wrong option, a file that cannot be written, a CSV of other columns or a field
+     the CSV's columns lack (NDJSON and --pg keep every field), a table of the wrong shape or in a
      schema that does not exist, PostgreSQL refusing (password, database, privilege), --org;
      the same command fails again, fix it first
   3  the key is refused (401: unknown, revoked or expired); fix the key first
