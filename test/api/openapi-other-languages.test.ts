@@ -15,11 +15,13 @@ import { createTestStore, type TestStore } from '../helpers/stores.js'
  * a schema's own stay in the subset RE2 and Java read alike, every example and default validates
  * against its schema, and real answers of a running server (both lists, a page with a field added
  * as a later release within v1 might send it, the error bodies) validate against the schema the
- * document declares for their operation and status. Debian's `python3-jsonschema` (.ci/run
+ * document declares for their operation and status; Java compiles every pattern where a JDK is
+ * installed. Debian's `python3-jsonschema` (.ci/run
  * installs it); without it the test is skipped loudly, except under CI, where it fails.
  */
 
-const SCRIPT = fileURLToPath(new URL('./python/validate_openapi.py', import.meta.url))
+const SCRIPT = fileURLToPath(new URL('./other-languages/validate_openapi.py', import.meta.url))
+const JAVA_PATTERNS = fileURLToPath(new URL('./other-languages/Patterns.java', import.meta.url))
 
 /** The first Python with jsonschema: the one on PATH, else Debian's (which .ci/run installs it for). */
 function pythonWithJsonschema(): { ok: true; command: string } | { ok: false; why: string } {
@@ -53,6 +55,37 @@ interface Sample {
   /** False: a body that must fail validation. */
   readonly valid?: boolean
 }
+
+/** Every `pattern` of the document, its schemas' and its extensions' (JSON strings, one a line). */
+function patternsOf(node: unknown): string[] {
+  if (node === null || typeof node !== 'object') return []
+  return Object.entries(node).flatMap(([key, value]) =>
+    key === 'pattern' && typeof value === 'string' ? [value] : patternsOf(value),
+  )
+}
+
+const java = spawnSync('java', ['-version'], { encoding: 'utf8' })
+describe.skipIf(java.status !== 0)("the document's patterns, compiled by Java's Pattern", () => {
+  it('every pattern compiles', async () => {
+    const { buildOpenApiDocument } = await import('../../src/openapi/document.js')
+    const { LIST_ROUTES, PUBLIC_V1_PREFIX } = await import('../../src/routes/public/v1/index.js')
+    const patterns = patternsOf(
+      JSON.parse(JSON.stringify(buildOpenApiDocument(PUBLIC_V1_PREFIX, LIST_ROUTES))),
+    )
+    expect(patterns.length).toBeGreaterThan(10)
+    expect(patterns.every((pattern) => !pattern.includes('\n'))).toBe(true)
+    const directory = mkdtempSync(join(tmpdir(), 'openbook-java-'))
+    try {
+      writeFileSync(join(directory, 'patterns.txt'), patterns.join('\n'))
+      const output = execFileSync('java', [JAVA_PATTERNS, join(directory, 'patterns.txt')], {
+        encoding: 'utf8',
+      })
+      expect(output.trim()).toBe(`compiled ${patterns.length}`)
+    } finally {
+      rmSync(directory, { recursive: true, force: true })
+    }
+  }, 60_000)
+})
 
 describe.skipIf(!python.ok && !required)('the OpenAPI document, read by Python', () => {
   let testStore: TestStore
