@@ -16,8 +16,8 @@ import { createTestStore, type TestStore } from '../helpers/stores.js'
  * against its schema, and real answers of a running server (both lists, a page with a field added
  * as a later release within v1 might send it, the error bodies) validate against the schema the
  * document declares for their operation and status; Java compiles every pattern where a JDK is
- * installed. Debian's `python3-jsonschema` (.ci/run
- * installs it); without it the test is skipped loudly, except under CI, where it fails.
+ * installed. Python needs Debian's `python3-jsonschema` (.ci/run installs it); without it that
+ * part is skipped loudly, except under CI, where it fails.
  */
 
 const SCRIPT = fileURLToPath(new URL('./other-languages/validate_openapi.py', import.meta.url))

@@ -124,7 +124,7 @@ export type components = {
     /**
      * @description Why the request failed. New codes may be added within v1: treat an unknown code by its HTTP status.
      *
-     *     - `invalid_query`: 400: a query parameter is invalid (`details` lists each issue). Fix the request; never retry it unchanged.
+     *     - `invalid_query`: 400: a query parameter is invalid or unknown (`details` lists each issue). Fix the request; never retry it unchanged.
      *     - `bad_request`: 400: the request itself is malformed (Host header, path encoding). Fix the request.
      *     - `missing_api_key`: 401: no `Authorization: Bearer <key>` header, or one not of that form.
      *     - `invalid_api_key`: 401: no key matches the one presented. Check the key.
