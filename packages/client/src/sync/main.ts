@@ -53,10 +53,11 @@ Options:
   --checkpoint-pages N  ... or every N pages (default 100), whichever comes first; a crash
                       re-reads what came after the last save (the output flushed to disk first)
   --timeout-ms N      time-out of one attempt of a request (default 30000)
-  --max-elapsed T     retry a failing request for up to T: 90s, 10m, 1h (default 5m; enough
-                      for a server restart), with backoff of up to 5 s between attempts
-  --max-attempts N    attempts of one request, the first included (default: no limit but
-                      --max-elapsed); 1 for no retry
+  --max-elapsed T     retry a failing request, or a PostgreSQL blip (--pg), for up to T: 90s,
+                      10m, 1h (default 5m; enough for a server restart), with backoff of up to
+                      5 s between attempts
+  --max-attempts N    attempts of one request (or of --pg through a blip), the first included
+                      (default: no limit but --max-elapsed); 1 for no retry
   --json              print a JSON summary on standard output, also when the run fails
                       (then with exitCode and error)
   -h, --help          this text

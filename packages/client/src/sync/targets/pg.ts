@@ -1,6 +1,7 @@
 /** The PostgreSQL target: a pass upserted into one table, keyed by organization and id. */
 import { existsSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import type { Openbook } from '../../client.js'
+import { OpenbookError } from '../../errors.js'
 import type { Cursor } from '../../paginate.js'
 import { asSyncError, SyncUsageError } from '../engine/errors.js'
 import { NO_VERDICTS, resolveMissing, type Verdicts, verdictCounts } from '../engine/missing.js'
@@ -34,6 +35,7 @@ import {
   writeState,
 } from '../engine/state.js'
 import { windowOf } from '../engine/window.js'
+import { withWarehouseRetries } from './pg-retry.js'
 import {
   checkTable,
   loadPg,
@@ -61,7 +63,8 @@ export interface PgSyncOptions extends Omit<SyncOptions, 'out'> {
  * an incomplete pass marks none.
  */
 export function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
-  return asSyncError(options.signal, () => pgSync(options))
+  // A warehouse blip is ridden out as the API's are: the run goes on from its last checkpoint.
+  return withWarehouseRetries(options, (attempt) => asSyncError(attempt.signal, () => pgSync(attempt)))
 }
 
 async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
@@ -153,7 +156,12 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
   )
 
   const db = new Client({ connectionString: options.pg, application_name: 'openbook-sync' })
-  db.on('error', () => {}) // a dropped connection fails the next query, which is reported
+  // A dropped connection fails the next query, which is reported in the server's words: the
+  // driver's own ("not queryable") say nothing of why.
+  let lost: Error | undefined
+  db.on('error', (error) => {
+    lost = error
+  })
   try {
     await db.connect()
   } catch (error) {
@@ -371,6 +379,14 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
       tombstones: marked.rows.length,
       durationMs: Date.now() - started,
     }
+  } catch (error) {
+    // The driver's code-less error of a session already lost: the loss, in the server's words.
+    const driverAfterLoss =
+      lost !== undefined &&
+      !(error instanceof OpenbookError) &&
+      !options.signal?.aborted &&
+      (error as { code?: unknown } | undefined)?.code === undefined
+    throw driverAfterLoss ? lost : error
   } finally {
     await db.end().catch(() => {})
   }
