@@ -403,6 +403,9 @@ describe('GET /openapi.json', () => {
     expect(document.info.description).toMatch(/two requests in flight per key/)
     expect(document.info.description).toMatch(/Idempotency/)
     expect(document.info.description).toMatch(/backoff/)
+    // Using the API well: conditional requests, and new fields within v1.
+    expect(document.info.description).toMatch(/`ETag`.*`If-None-Match`.*304/)
+    expect(document.info.description).toMatch(/ignore fields you do not know/)
     expect(document.info.contact.email).toBeDefined()
     expect(document.info.license.name).toBeDefined()
     const contract = document.paths['/openapi.json'].get
