@@ -183,7 +183,7 @@ export const paginationQuery = defineQuery({
  * characters (`Cc`) are exactly U+0000-U+001F and U+007F-U+009F, written as `\x` escapes so that
  * the document carries no raw control character.
  */
-export const PRINTABLE_PATTERN = '^[^\\x00-\\x1f\\x7f-\\x9f]+$'
+const PRINTABLE_PATTERN = '^[^\\x00-\\x1f\\x7f-\\x9f]+$'
 const PRINTABLE = new RegExp(PRINTABLE_PATTERN)
 
 export function idParam(name: string, description: string) {
