@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import { type IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
@@ -10,7 +9,7 @@ import Fastify, {
 } from 'fastify'
 import type { Config } from './config.js'
 import type { LastUsedOptions } from './domain/last-used.js'
-import { ApiError } from './errors.js'
+import { ApiError, BODY_LIMIT, PAYLOAD_TOO_LARGE_MESSAGE } from './errors.js'
 import { loggable } from './loggable-error.js'
 import openapi from './openapi/route.js'
 import { type Metrics, metricsPlugin } from './ops/metrics.js'
@@ -18,6 +17,7 @@ import { registerCompression } from './plugins/compression.js'
 import errors, { sendError } from './plugins/errors.js'
 import requestLog, { identifyingHeaders, logRequest } from './plugins/request-log.js'
 import storePlugin from './plugins/store.js'
+import { newRequestId, requestIdOf } from './request-id.js'
 import publicV1, { LIST_ROUTES, PUBLIC_V1_PREFIX } from './routes/public/v1/index.js'
 import { refuseOtherMethods } from './routes/refuse-other-methods.js'
 import type { Store } from './store/types.js'
@@ -39,12 +39,7 @@ export interface AppOptions {
  */
 const HTTP_DEADLINES = { headersMs: 5_000, requestMs: 10_000, checkEveryMs: 1_000 }
 
-/** The API reads no request body; a GET may carry at most this many bytes, which are ignored. */
-export const BODY_LIMIT = 1024
-
 export const DEFAULT_LAST_USED: LastUsedOptions = { resolutionMs: 60_000, flushEveryMs: 5_000 }
-
-const newRequestId = () => `req-${randomUUID()}`
 
 const HEADER_TOO_LARGE = JSON.stringify(
   new ApiError('header_too_large', 'Request line and headers must stay under 16 KiB').toBody(),
@@ -121,10 +116,7 @@ function badHostOrBody(request: FastifyRequest): ApiError | undefined {
   if (request.method !== 'GET' && request.method !== 'HEAD') return undefined
   const length = request.headers['content-length']
   if (request.headers['transfer-encoding'] !== undefined || Number(length ?? 0) > BODY_LIMIT) {
-    return new ApiError(
-      'payload_too_large',
-      `A GET request carries no body (at most ${BODY_LIMIT} bytes, ignored)`,
-    )
+    return new ApiError('payload_too_large', PAYLOAD_TOO_LARGE_MESSAGE)
   }
   return undefined
 }
@@ -152,7 +144,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
     // request-log writes the one line per request; Fastify's own lines would carry the URL.
     logController: new LogController({ disableRequestLogging: true }),
-    genReqId: newRequestId,
+    // A client's well-formed X-Request-Id is the request's id, echoed on the response; else a new one.
+    genReqId: requestIdOf,
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT,
     // Slow clients cannot hold a connection: headers within 5 s, the whole request within 10 s,

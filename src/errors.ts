@@ -18,7 +18,7 @@ export const ERROR_CATALOGUE = {
     status: 400,
     title: 'Invalid query parameters',
     meaning:
-      'a query parameter is invalid (`details` lists each issue). Fix the request; never retry it unchanged.',
+      'a query parameter is invalid or unknown (`details` lists each issue). Fix the request; never retry it unchanged.',
   },
   bad_request: {
     status: 400,
@@ -112,6 +112,10 @@ export class ApiError extends Error {
     return this.details === undefined ? body : { ...body, details: this.details }
   }
 }
+
+/** The API reads no request body; a GET may carry at most this many bytes, which are ignored. */
+export const BODY_LIMIT = 1024
+export const PAYLOAD_TOO_LARGE_MESSAGE = `A GET request carries no body (at most ${BODY_LIMIT} bytes, ignored)`
 
 export const MISSING_KEY_MESSAGE = 'API key required in Authorization header'
 export const INVALID_KEY_MESSAGE = 'Invalid or expired API key'

@@ -1,13 +1,16 @@
 import {
+  BODY_LIMIT,
   codesOf,
   ERROR_CATALOGUE,
   INVALID_KEY_MESSAGE,
   MISSING_KEY_MESSAGE,
+  PAYLOAD_TOO_LARGE_MESSAGE,
   STORE_BUSY_MESSAGE,
 } from '../errors.js'
+import { REQUEST_ID_PATTERN } from '../request-id.js'
 import { MAX_IF_NONE_MATCH_TAGS } from '../routes/public/v1/etag.js'
 import { errorSchema } from '../schemas/envelope.js'
-import { jsonSchemaOf } from '../schemas/json-schema.js'
+import { responseSchemaOf } from '../schemas/json-schema.js'
 
 // The document's shared components: the headers, request-header parameters and responses that
 // several operations use, and the error shapes, whose codes come from the catalogue (errors.ts).
@@ -33,8 +36,13 @@ const codeChoice = (status: number) => {
 /** Response headers, each declared once. */
 export const HEADERS: Record<string, object> = {
   'X-Request-Id': {
-    description: 'The id of this request, on every response; quote it to support.',
+    description:
+      "The id of this request, on every response: the request's own `X-Request-Id` when it sent a well-formed one, else one the server made. Quote it to support.",
     schema: { type: 'string', examples: ['req-3f2a8c1e-6b1d-4c47-9d3e-2f0a9b7c5d11'] },
+  },
+  Allow: {
+    description: 'The methods the path answers: GET and HEAD.',
+    schema: { type: 'string', examples: ['GET, HEAD'] },
   },
   'Openbook-Key-Expires': {
     description:
@@ -117,11 +125,48 @@ export const RESPONSES: Record<string, object> = {
     }),
   },
   BadRequest: {
-    description: 'A malformed request (`code` `bad_request`) or headers over 16 KiB (431).',
+    description: 'A malformed request (`code` `bad_request`): its Host header, its path encoding.',
     headers: headersOf(['X-Request-Id']),
     content: jsonContent(ref('schemas', 'Error'), {
       badRequest: {
         value: errorExample('bad_request', 'An HTTP/1.1 request must carry exactly one Host header'),
+      },
+    }),
+  },
+  NotFound: {
+    description:
+      'No such path (`code` `not_found`): the base URL or the path is wrong. An empty list is a 200 with no items, never a 404.',
+    headers: headersOf(['X-Request-Id']),
+    content: jsonContent(ref('schemas', 'Error'), {
+      notFound: { value: errorExample('not_found', 'No route for GET /api/public/v1/customer') },
+    }),
+  },
+  MethodNotAllowed: {
+    description:
+      'The path answers GET and HEAD only (`code` `method_not_allowed`): this is the answer to any other method on it, with `Allow`. The API is read-only.',
+    headers: headersOf(['X-Request-Id', 'Allow']),
+    content: jsonContent(ref('schemas', 'Error'), {
+      post: {
+        value: errorExample('method_not_allowed', 'Method POST is not allowed; this API is read-only'),
+      },
+    }),
+  },
+  PayloadTooLarge: {
+    description: `A request with a body over ${BODY_LIMIT} bytes, or a chunked one (\`code\` \`payload_too_large\`): a GET carries none. The connection is closed.`,
+    headers: headersOf(['X-Request-Id']),
+    content: jsonContent(ref('schemas', 'Error'), {
+      body: {
+        value: errorExample('payload_too_large', PAYLOAD_TOO_LARGE_MESSAGE),
+      },
+    }),
+  },
+  HeaderTooLarge: {
+    description:
+      'The request line and headers exceed 16 KiB (`code` `header_too_large`); answered before the request is read, so its `X-Request-Id` is always one the server made. The connection is closed.',
+    headers: headersOf(['X-Request-Id']),
+    content: jsonContent(ref('schemas', 'Error'), {
+      headers: {
+        value: errorExample('header_too_large', 'Request line and headers must stay under 16 KiB'),
       },
     }),
   },
@@ -144,11 +189,23 @@ export const RESPONSES: Record<string, object> = {
   },
 }
 
+/**
+ * The answers of every path whatever its operation, by status. OpenAPI has no responses per path:
+ * each operation lists them, the 405 (the answer to any other method on the path) included.
+ */
+export const PATH_RESPONSES: Record<string, string> = {
+  404: 'NotFound',
+  405: 'MethodNotAllowed',
+  413: 'PayloadTooLarge',
+  431: 'HeaderTooLarge',
+}
+
 /** The responses of every list operation besides its page, by status. */
 export const LIST_RESPONSES: Record<string, string> = {
   304: 'NotModified',
   400: 'InvalidQuery',
   401: 'Unauthorized',
+  ...PATH_RESPONSES,
   500: 'InternalError',
   503: 'ServiceUnavailable',
 }
@@ -166,17 +223,33 @@ export const PARAMETERS: Record<string, object> = {
       'so a request whose only matching tag comes later gets the page (200).',
     schema: { type: 'string' },
   },
+  RequestId: {
+    name: 'X-Request-Id',
+    in: 'header',
+    required: false,
+    description:
+      "The client's own id for this request, to find it in both sides' logs: when it matches the pattern it becomes the request's id, echoed in the response's `X-Request-Id` and quoted in a 500's message. Any other value is not used (no error): the server makes an id.",
+    schema: {
+      type: 'string',
+      pattern: REQUEST_ID_PATTERN,
+      examples: ['b7f3c2d1-5e4a-4f6b-8c9d-0a1b2c3d4e5f'],
+    },
+  },
 }
 
+/** The request headers every operation reads, by their name in `PARAMETERS`. */
+export const HEADER_PARAMETERS: readonly string[] = ['RequestId']
+
 /** The request headers every list operation reads, by their name in `PARAMETERS`. */
-export const LIST_HEADER_PARAMETERS: readonly string[] = ['IfNoneMatch']
+export const LIST_HEADER_PARAMETERS: readonly string[] = ['IfNoneMatch', ...HEADER_PARAMETERS]
 
 /** The error body; `code` one of the catalogue's (errors.ts). */
 export function errorSchemas(): Record<string, object> {
-  const error = jsonSchemaOf(errorSchema) as { properties: Record<string, object> }
+  const error = responseSchemaOf(errorSchema) as { properties: Record<string, object> }
   const base = {
     ...error,
-    description: 'Every error answer: `error` always, and the `code` a client branches on',
+    description:
+      'Every error answer: `error` always, and the `code` a client branches on. Fields may be added within v1: ignore those you do not know.',
     properties: {
       ...error.properties,
       error: { type: 'string', description: 'The status in words, e.g. `Unauthorized`' },

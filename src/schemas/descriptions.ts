@@ -47,8 +47,6 @@ export interface FieldDescription {
   readonly internal?: true
   /** In an item, null when the column holds no value; any other field is then left out. */
   readonly nullInItem?: true
-  /** In every item (the API's schema requires it); any other item field is optional. */
-  readonly inEveryItem?: true
   /** What the contract says of it beyond its type (the OpenAPI document's description). */
   readonly about?: string
 }
@@ -69,7 +67,7 @@ export const CUSTOMER = {
   table: 'customers',
   key: ['org_id', 'id'],
   fields: [
-    { field: 'id', column: 'id', type: 'id', required: true, inEveryItem: true },
+    { field: 'id', column: 'id', type: 'id', required: true },
     { field: 'orgId', column: 'org_id', type: 'id', required: true, internal: true },
     { field: 'supportId', column: 'support_id', type: 'text' },
     { field: 'firstName', column: 'first_name', type: 'text' },
@@ -90,9 +88,9 @@ export const CUSTOMER = {
     { field: 'postalCode', column: 'postal_code', type: 'text' },
     { field: 'country', column: 'country', type: 'country', about: 'ISO 3166-1 alpha-2' },
     { field: 'preferredStaffId', column: 'preferred_staff_id', type: 'id' },
-    { field: 'isActive', column: 'is_active', type: 'boolean', required: true, inEveryItem: true },
-    { field: 'createdAt', column: 'created_at', type: 'timestamp', required: true, inEveryItem: true },
-    { field: 'updatedAt', column: 'updated_at', type: 'timestamp', required: true, inEveryItem: true },
+    { field: 'isActive', column: 'is_active', type: 'boolean', required: true },
+    { field: 'createdAt', column: 'created_at', type: 'timestamp', required: true },
+    { field: 'updatedAt', column: 'updated_at', type: 'timestamp', required: true },
   ],
 } as const satisfies ResourceDescription
 
@@ -100,9 +98,9 @@ export const APPOINTMENT = {
   table: 'appointments',
   key: ['org_id', 'id'],
   fields: [
-    { field: 'id', column: 'id', type: 'id', required: true, inEveryItem: true },
-    { field: 'start', column: 'start_at', type: 'timestamp', required: true, inEveryItem: true },
-    { field: 'end', column: 'end_at', type: 'timestamp', required: true, inEveryItem: true },
+    { field: 'id', column: 'id', type: 'id', required: true },
+    { field: 'start', column: 'start_at', type: 'timestamp', required: true },
+    { field: 'end', column: 'end_at', type: 'timestamp', required: true },
     { field: 'orgId', column: 'org_id', type: 'id', required: true },
     { field: 'customerId', column: 'customer_id', type: 'id' },
     { field: 'staffId', column: 'staff_id', type: 'id' },
@@ -135,6 +133,14 @@ export const APPOINTMENT = {
 /** The fields of the API's items, in the contract's order. */
 export const itemFields = (resource: ResourceDescription): readonly FieldDescription[] =>
   resource.fields.filter((field) => !field.internal)
+
+/**
+ * Whether every item carries the field: an item leaves out only a NULL (page-statement.ts), so a
+ * NOT NULL field is always there, and so is one written as null when empty. The API's schema
+ * requires exactly these.
+ */
+export const inEveryItem = (field: FieldDescription): boolean =>
+  field.required === true || field.nullInItem === true
 
 /** The fields written as null rather than left out when empty. */
 export const nullInItem = (resource: ResourceDescription): ReadonlySet<string> =>

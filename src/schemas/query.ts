@@ -104,8 +104,11 @@ export interface QueryDefinition<Shape extends z.ZodRawShape, Out> {
 }
 
 /**
- * A list's query: the parameters the schema names are read from the query string (any other is
- * ignored), checked one by one (every issue reported), then together, then finished.
+ * A list's query: the parameters the schema names are read from the query string, checked one by
+ * one (every issue reported), then together, then finished. Any other parameter is refused, named
+ * in an issue of its own: the contract fixes each list's parameters, and a guessed one (a
+ * misspelt filter, an `updatedSince` the API does not have) ignored would answer the whole list
+ * as if it had applied.
  */
 export function defineQuery<Shape extends z.ZodRawShape, Out>(
   definition: QueryDefinition<Shape, Out>,
@@ -132,6 +135,12 @@ export function defineQuery<Shape extends z.ZodRawShape, Out>(
         input[name] = read ? read(text) : text
       }
       const parsed = schema.safeParse(input)
+      const unknown = unknownParameters(given, names)
+      if (unknown.length > 0)
+        return {
+          success: false,
+          error: new z.ZodError([...(parsed.success ? [] : parsed.error.issues), ...unknown]),
+        }
       if (!parsed.success) return parsed
       const issue = check?.(parsed.data)
       if (issue) {
@@ -145,6 +154,18 @@ export function defineQuery<Shape extends z.ZodRawShape, Out>(
   }
 }
 
+/** An issue for each parameter of `given` that is not one of `names`, in the order given. */
+function unknownParameters(given: Record<string, unknown>, names: readonly string[]): z.ZodIssue[] {
+  return Object.keys(given)
+    .filter((name) => !names.includes(name))
+    .map((name) => ({
+      code: 'unrecognized_keys',
+      keys: [name],
+      path: [name],
+      message: `${name} is not a parameter of this list, which takes ${names.join(', ')}`,
+    }))
+}
+
 /** `limit` and `offset` alone: the customers list's query. */
 export const paginationQuery = defineQuery({
   schema: z.object({ limit: limitParam, offset: offsetParam }),
@@ -152,8 +173,18 @@ export const paginationQuery = defineQuery({
   finish: pageOf,
 })
 
-// Printable text only: a NUL or control character can never be part of an id.
-const PRINTABLE = /^[^\p{Cc}]+$/u
+/**
+ * Every pattern the document publishes as a schema's `pattern` is in the subset that ECMAScript,
+ * Python's `re`, Go's RE2 and Java's `Pattern` read alike: no `\p{…}` classes, no lookaround, no
+ * back-references, and `[0-9]` rather than `\d` (Python's takes any Unicode digit). The server
+ * checks with the same text it publishes.
+ *
+ * Printable text only: a NUL or control character can never be part of an id. Unicode's control
+ * characters (`Cc`) are exactly U+0000-U+001F and U+007F-U+009F, written as `\x` escapes so that
+ * the document carries no raw control character.
+ */
+const PRINTABLE_PATTERN = '^[^\\x00-\\x1f\\x7f-\\x9f]+$'
+const PRINTABLE = new RegExp(PRINTABLE_PATTERN)
 
 export function idParam(name: string, description: string) {
   return z
@@ -182,10 +213,10 @@ export interface TextCheck {
 // Zod 3's date-time pattern with offsets, as published since 1.0.0 (a time may omit its seconds):
 // each field in range, February's 29th in leap years only.
 const CALENDAR_DATE =
-  '((\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|(02)-(0[1-9]|1\\d|2[0-8])))'
-const WALL_CLOCK = '([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d+)?)?'
+  '(([0-9][0-9][2468][048]|[0-9][0-9][13579][26]|[0-9][0-9]0[48]|[02468][048]00|[13579][26]00)-02-29|[0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|(02)-(0[1-9]|1[0-9]|2[0-8])))'
+const WALL_CLOCK = '([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\\.[0-9]+)?)?'
 const dateTimeShape = (t: string, z: string) =>
-  `^${CALENDAR_DATE}${t}${WALL_CLOCK}(${z}|([+-]\\d{2}:?\\d{2}))$`
+  `^${CALENDAR_DATE}${t}${WALL_CLOCK}(${z}|([+-][0-9]{2}:?[0-9]{2}))$`
 
 /**
  * RFC 3339 sets no limit on fractional-second digits; nine (nanoseconds) is the finest any common
@@ -213,12 +244,12 @@ export function dateTimeChecks(name: string): readonly TextCheck[] {
     },
     { pattern: `^(?!0000)${CALENDAR_DATE}`, code: 'custom', message: `${name} is not a calendar date` },
     {
-      pattern: '^(?![\\s\\S]*[+-](1[6-9]|[2-9]\\d):?\\d{2}$|[\\s\\S]*[+-]\\d{2}:?[6-9]\\d$)',
+      pattern: '^(?![\\s\\S]*[+-](1[6-9]|[2-9][0-9]):?[0-9]{2}$|[\\s\\S]*[+-][0-9]{2}:?[6-9][0-9]$)',
       code: 'custom',
       message: `${name} must have a UTC offset between -15:59 and +15:59`,
     },
     {
-      pattern: `^([^.]|\\.(?!\\d))*($|\\.\\d{1,${MAX_FRACTION_DIGITS}}(?!\\d))`,
+      pattern: `^([^.]|\\.(?![0-9]))*($|\\.[0-9]{1,${MAX_FRACTION_DIGITS}}(?![0-9]))`,
       code: 'custom',
       message: `${name} must have at most ${MAX_FRACTION_DIGITS} fractional-second digits`,
     },

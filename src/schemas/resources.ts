@@ -4,6 +4,7 @@ import {
   CUSTOMER,
   type FieldDescription,
   type FieldType,
+  inEveryItem,
   itemFields,
   type ResourceDescription,
 } from './descriptions.js'
@@ -14,7 +15,7 @@ import {
 const timestamp = z.string().datetime().describe('ISO-8601 UTC date-time with milliseconds')
 const isoDate = z
   .string()
-  .regex(/^\d{4}-\d{2}-\d{2}$/)
+  .regex(/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/)
   .describe('Calendar date, YYYY-MM-DD')
 
 type NamedType = Exclude<FieldType, readonly string[]>
@@ -41,7 +42,10 @@ type TypeSchema<T> = T extends readonly [infer First extends string, ...infer Re
 type Nullable<F> = F extends { nullInItem: true }
   ? z.ZodNullable<TypeSchema<F['type' & keyof F]>>
   : TypeSchema<F['type' & keyof F]>
-type FieldSchema<F> = F extends { inEveryItem: true } ? Nullable<F> : z.ZodOptional<Nullable<F>>
+/** In every item (`inEveryItem`): NOT NULL, or written as null when empty. */
+type FieldSchema<F> = F extends { required: true } | { nullInItem: true }
+  ? Nullable<F>
+  : z.ZodOptional<Nullable<F>>
 type ItemShape<R extends ResourceDescription> = {
   [F in R['fields'][number] as F extends { internal: true } ? never : F['field']]: FieldSchema<F>
 }
@@ -51,7 +55,7 @@ function fieldSchema(field: FieldDescription): z.ZodTypeAny {
   let schema: z.ZodTypeAny = typeof type === 'string' ? SCHEMAS[type] : z.enum(type as [string, ...string[]])
   if (field.about) schema = schema.describe(field.about)
   if (field.nullInItem) schema = schema.nullable()
-  return field.inEveryItem ? schema : schema.optional()
+  return inEveryItem(field) ? schema : schema.optional()
 }
 
 /** The strict item schema of `resource`: its item fields, in its order, and nothing else. */

@@ -211,6 +211,20 @@ describeEachStore('GET /api/public/v1/appointments on %s', (testStore) => {
     expect(body.details.length).toBeGreaterThan(0)
   })
 
+  it('refuses a guessed filter rather than answer the whole list', async () => {
+    const response = await get('?updatedSince=2026-01-01T00:00:00Z&status=confirmed')
+    expect(response.statusCode).toBe(400)
+    expect(response.json().details).toEqual([
+      {
+        code: 'unrecognized_keys',
+        keys: ['updatedSince'],
+        path: ['updatedSince'],
+        message:
+          'updatedSince is not a parameter of this list, which takes limit, offset, status, customerId, staffId, startDate, endDate',
+      },
+    ])
+  })
+
   it('names the parameter and the allowed values for a bad status', async () => {
     const body = (await get('?status=done')).json()
     expect(body.details[0]).toMatchObject({ code: 'invalid_enum_value', path: ['status'] })

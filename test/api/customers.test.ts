@@ -152,10 +152,32 @@ describeEachStore('GET /api/public/v1/customers on %s', (testStore) => {
     expect(response.json().pagination.offset).toBe(0)
   })
 
-  it('ignores unknown parameters', async () => {
-    const response = await get('?search=ann&orgId=org_b')
-    expect(response.statusCode).toBe(200)
-    expect(response.json().pagination.total).toBe(5)
+  it('refuses unknown parameters, each named in details after the known ones, also with a matching ETag', async () => {
+    const response = await get('?search=ann&limit=0&orgId=org_b')
+    expect(response.statusCode).toBe(400)
+    const body = response.json()
+    expect(body.code).toBe('invalid_query')
+    expect(body.details.map((issue: { path: string[] }) => issue.path)).toEqual([
+      ['limit'],
+      ['search'],
+      ['orgId'],
+    ])
+    expect(body.details[1]).toEqual({
+      code: 'unrecognized_keys',
+      keys: ['search'],
+      path: ['search'],
+      message: 'search is not a parameter of this list, which takes limit, offset',
+    })
+    // Never a 304 for a query the list does not take, whatever the tag.
+    const etag = String((await get('')).headers.etag)
+    const conditional = await app.inject({
+      url: '/api/public/v1/customers?updatedSince=2026-01-01T00:00:00Z',
+      headers: { ...bearer(key), 'if-none-match': etag },
+    })
+    expect(conditional.statusCode).toBe(400)
+    expect(conditional.json().details[0].path).toEqual(['updatedSince'])
+    // A parameter with no value is a parameter too.
+    expect((await get('?limit=1&flag')).statusCode).toBe(400)
   })
 
   it.each([

@@ -118,6 +118,46 @@ describe('error responses', () => {
     })
   })
 
+  it("a client's well-formed X-Request-Id is the request's id: echoed, logged, quoted in a 500", async () => {
+    const mine = 'trace-01HZX9:b7f3c2d1.5e4a_4f6b'
+    const response = await failing.inject({
+      url: '/api/public/v1/customers',
+      headers: { ...bearer(key), 'x-request-id': mine },
+    })
+    expect(response.statusCode).toBe(500)
+    expect(response.headers['x-request-id']).toBe(mine)
+    expect(response.json().message).toBe(`Internal server error (request id ${mine})`)
+    expect(
+      failingLogs.some((line) => line.includes('"msg":"request"') && line.includes(`"reqId":"${mine}"`)),
+    ).toBe(true)
+    const ok = await app.inject({ url: '/openapi.json', headers: { 'x-request-id': 'a' } })
+    expect(ok.headers['x-request-id']).toBe('a')
+  })
+
+  it.each([
+    ['empty', ''],
+    ['129 characters', 'a'.repeat(129)],
+    ['a space', 'my id'],
+    ['a quote', 'id"x'],
+    ['a line of JSON', '{"msg":"x"}'],
+    ['non-ASCII', 'idé'],
+  ])('an X-Request-Id with %s is not used: the server makes one', async (_what, given) => {
+    const response = await app.inject({
+      url: '/api/public/v1/customers',
+      headers: { ...bearer(key), 'x-request-id': given },
+    })
+    expect(response.statusCode).toBe(200)
+    expect(response.headers['x-request-id']).toMatch(/^req-[0-9a-f-]{36}$/)
+  })
+
+  it('an X-Request-Id given twice is not used', async () => {
+    const response = await app.inject({
+      url: '/api/public/v1/customers',
+      headers: { ...bearer(key), 'x-request-id': ['one', 'two'] },
+    })
+    expect(response.headers['x-request-id']).toMatch(/^req-/)
+  })
+
   it('a 500 says Internal server error with a request id, and nothing internal', async () => {
     const response = await failing.inject({ url: '/api/public/v1/customers', headers: bearer(key) })
     expect(response.statusCode).toBe(500)

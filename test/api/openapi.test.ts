@@ -137,7 +137,27 @@ describe('GET /openapi.json', () => {
     for (const path of ['/api/public/v1/customers', '/api/public/v1/appointments']) {
       const operation = document.paths[path].get
       expect(operation.security).toEqual([{ bearerAuth: [] }])
-      expect(Object.keys(operation.responses).sort()).toEqual(['200', '304', '400', '401', '500', '503'])
+      expect(Object.keys(operation.responses).sort()).toEqual([
+        '200',
+        '304',
+        '400',
+        '401',
+        '404',
+        '405',
+        '413',
+        '431',
+        '500',
+        '503',
+      ])
+      // HEAD is served by the same handler: declared with the same parameters and statuses.
+      const head = document.paths[path].head
+      expect(head.operationId).toBe(
+        `head${operation.operationId[0].toUpperCase()}${operation.operationId.slice(1)}`,
+      )
+      expect(head.parameters).toEqual(operation.parameters)
+      expect(Object.keys(head.responses).sort()).toEqual(Object.keys(operation.responses).sort())
+      expect(head.responses['200'].content).toBeUndefined()
+      expect(resolved(document, operation.responses['405']).headers.Allow).toBeDefined()
       const response = (status: string) => resolved(document, operation.responses[status])
       // Conditional pages: the validator on a 200 and a 304, the condition as a header.
       expect(resolved(document, response('304').headers.ETag).schema.type).toBe('string')
@@ -235,6 +255,87 @@ describe('GET /openapi.json', () => {
     )
   })
 
+  it('leaves every body open to fields added within v1: no schema says additionalProperties false', () => {
+    const closed: string[] = []
+    const walk = (node: unknown, at: string) => {
+      if (node === null || typeof node !== 'object') return
+      for (const [key, value] of Object.entries(node)) {
+        if (key === 'additionalProperties' && value === false) closed.push(at)
+        walk(value, `${at}/${key}`)
+      }
+    }
+    walk(document, '#')
+    expect(closed).toEqual([])
+    // A page with a field the document does not know still validates.
+    const ajv = new Ajv2020.default({ strict: false })
+    addFormats.default(ajv)
+    ajv.addSchema({ $id: 'openapi.json', components: document.components })
+    const page = ajv.getSchema('openapi.json#/components/schemas/CustomerList')
+    const customer = { id: 'c', isActive: true, createdAt: '2025-01-01T00:00:00.000Z' }
+    const item = { ...customer, updatedAt: customer.createdAt, loyaltyTier: 'gold' }
+    const pagination = { limit: 1, offset: 0, total: 1, hasMore: false, cursor: null }
+    expect(page?.({ data: [item], pagination, meta: {} }), JSON.stringify(page?.errors)).toBe(true)
+  })
+
+  it('real items carry only declared fields, every required one, and a minimal row exactly the required ones', async () => {
+    for (const [list, name, minimal] of [
+      ['customers', 'Customer', 'cus_2'],
+      ['appointments', 'Appointment', 'apt_2'],
+    ] as const) {
+      const schema = document.components.schemas[name]
+      const declared = Object.keys(schema.properties)
+      const items = (await app.inject({ url: `/api/public/v1/${list}`, headers: bearer(key) })).json()
+        .data as Record<string, unknown>[]
+      for (const item of items) {
+        expect(declared).toEqual(expect.arrayContaining(Object.keys(item)))
+        expect(Object.keys(item)).toEqual(expect.arrayContaining(schema.required))
+      }
+      // The row with every optional column empty: what it carries is always sent, so required.
+      const row = items.find((item) => item.id === minimal)
+      expect(Object.keys(row ?? {}).sort()).toEqual([...schema.required].sort())
+    }
+  })
+
+  it('the statuses every path answers: 404, 405 with Allow, 413 and 431 in the Error shape; HEAD without a body', async () => {
+    const ajv = new Ajv2020.default({ strict: false })
+    addFormats.default(ajv)
+    ajv.addSchema({ $id: 'openapi.json', components: document.components })
+    const error = ajv.getSchema('openapi.json#/components/schemas/Error')
+    const operation = document.paths['/api/public/v1/customers'].get
+    const declared = (status: number) => resolved(document, operation.responses[String(status)])
+    const answers = [
+      await app.inject({ url: '/api/public/v1/customer', headers: bearer(key) }),
+      await app.inject({ method: 'POST', url: '/api/public/v1/customers', headers: bearer(key) }),
+      await app.inject({
+        url: '/api/public/v1/customers',
+        headers: { ...bearer(key), 'transfer-encoding': 'chunked' },
+        payload: 'x',
+      }),
+    ]
+    expect(answers.map((answer) => answer.statusCode)).toEqual([404, 405, 413])
+    for (const answer of answers) {
+      expect(error?.(answer.json()), answer.body).toBe(true)
+      expect(declared(answer.statusCode).content['application/json'].examples).toBeDefined()
+      expect(answer.json().code).toBe(
+        Object.values(
+          declared(answer.statusCode).content['application/json'].examples as Record<
+            string,
+            { value: { code: string } }
+          >,
+        )[0]?.value.code,
+      )
+    }
+    expect(answers[1]?.headers.allow).toBe('GET, HEAD')
+    const get = await app.inject({ url: '/api/public/v1/customers', headers: bearer(key) })
+    const head = await app.inject({ method: 'HEAD', url: '/api/public/v1/customers', headers: bearer(key) })
+    expect(head.statusCode).toBe(200)
+    expect(head.body).toBe('')
+    expect(head.headers['content-length']).toBe(String(Buffer.byteLength(get.body)))
+    expect(
+      resolved(document, operation.responses['431']).content['application/json'].examples.headers.value.code,
+    ).toBe('header_too_large')
+  })
+
   it('the examples validate against their own schemas', () => {
     const ajv = new Ajv2020.default({ strict: false })
     addFormats.default(ajv)
@@ -275,6 +376,7 @@ describe('GET /openapi.json', () => {
   it('declares the rules a client needs: X-Request-Id, Retry-After, key expiry, every error code, the client guidance', () => {
     const { headers, schemas } = document.components
     expect(Object.keys(headers).sort()).toEqual([
+      'Allow',
       'ETag',
       'Openbook-Key-Expires',
       'Openbook-Organization',
@@ -301,6 +403,9 @@ describe('GET /openapi.json', () => {
     expect(document.info.description).toMatch(/two requests in flight per key/)
     expect(document.info.description).toMatch(/Idempotency/)
     expect(document.info.description).toMatch(/backoff/)
+    // Using the API well: conditional requests, and new fields within v1.
+    expect(document.info.description).toMatch(/`ETag`.*`If-None-Match`.*304/)
+    expect(document.info.description).toMatch(/ignore fields you do not know/)
     expect(document.info.contact.email).toBeDefined()
     expect(document.info.license.name).toBeDefined()
     const contract = document.paths['/openapi.json'].get
@@ -318,7 +423,10 @@ describe('GET /openapi.json', () => {
       const broken = join(directory, 'broken.json')
       const { contact: _contact, ...info } = document.info
       const copy = structuredClone({ ...document, info })
-      delete copy.paths['/openapi.json'].get.responses['400']
+      for (const method of ['get', 'head']) {
+        const { responses } = copy.paths['/openapi.json'][method]
+        for (const status of Object.keys(responses)) if (status.startsWith('4')) delete responses[status]
+      }
       writeFileSync(broken, JSON.stringify(copy))
       const [redocly, spectral, redoclyBroken, spectralBroken] = await Promise.all([
         redoclyProblems(served),

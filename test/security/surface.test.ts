@@ -108,7 +108,7 @@ describeEachStore('security headers, surface and logs on %s', (testStore) => {
     }
   })
 
-  it('the GET routes are exactly the OpenAPI paths; nothing else answers', async () => {
+  it('the GET and HEAD routes are exactly the OpenAPI operations; nothing else answers', async () => {
     const document = (await app.inject({ method: 'GET', url: '/openapi.json' })).json<{
       paths: Record<string, Record<string, unknown>>
     }>()
@@ -119,9 +119,10 @@ describeEachStore('security headers, surface and logs on %s', (testStore) => {
     const tree = app.printRoutes({ commonPrefix: false, includeHooks: false })
     const registered = [...tree.matchAll(/(\/\S*) \(([^)]+)\)/g)]
       .flatMap(([, path, methods]) => (methods ?? '').split(', ').map((m) => `${m} ${path}`))
-      .filter((route) => route.startsWith('GET '))
+      .filter((route) => route.startsWith('GET ') || route.startsWith('HEAD '))
       .sort()
     expect(registered.length).toBeGreaterThan(0)
+    // Every GET and every HEAD served is an operation of the document, and the other way round.
     expect(registered).toEqual(documented)
     // Every registered path, whatever the method, is an OpenAPI path. Besides GET there are only
     // Fastify's HEAD of each GET (same hooks: a key is needed) and the 405 answers of the others.

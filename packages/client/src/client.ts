@@ -20,7 +20,7 @@ import {
 } from './transport.js'
 import { appointmentsIssues, customersIssues, parameterNames, refuse, type Wire } from './validate.js'
 
-export const CLIENT_VERSION = '1.0.0'
+export const CLIENT_VERSION = '1.2.0-dev'
 
 export { type AllOptions, AutoPaginator, type NotModified, type Page } from './auto-paginator.js'
 

@@ -8,6 +8,7 @@ import {
   ApiError,
   AuthenticationError,
   BadRequestError,
+  CLIENT_VERSION,
   type ClientEvent,
   InvalidParametersError,
   KeyExpiredError,
@@ -151,7 +152,7 @@ describe('the key stays secret', () => {
     await openbook.customers.list({ limit: 2 })
     expect(calls[0]?.headers.authorization).toBe(`Bearer ${KEY}`)
     expect(calls[0]?.url.href).not.toContain(KEY)
-    expect(calls[0]?.headers['user-agent']).toMatch(/^openbook-client\/1\.0\.0 node\//)
+    expect(calls[0]?.headers['user-agent']).toMatch(new RegExp(`^openbook-client/${CLIENT_VERSION} node/`))
   })
 
   it('is in no error and no event, whatever fails', async () => {

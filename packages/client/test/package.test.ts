@@ -27,6 +27,9 @@ describe('package layout', () => {
     const built = await import(new URL('dist/index.js', root).href)
     const pkg = JSON.parse(readFileSync(new URL('package.json', root), 'utf8'))
     expect(built.CLIENT_VERSION).toBe(pkg.version)
+    // One version story: the client is released with the server, under the release's version.
+    const release = JSON.parse(readFileSync(new URL('../../package.json', root), 'utf8'))
+    expect(pkg.version).toBe(release.version)
   })
 
   it('ships source maps whose sources are in the package', () => {

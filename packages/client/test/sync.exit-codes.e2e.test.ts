@@ -163,11 +163,15 @@ describe('openbook-sync exit codes', () => {
       expect(code).toBe(2)
     })
 
-    it('1: PostgreSQL unreachable', async () => {
+    it('1: PostgreSQL unreachable beyond the retries, one line a retry in its words', async () => {
       const port = await closedPort()
-      const { code, why } = outcome(await run(['--pg', `postgres://root@127.0.0.1:${port}/x`]).done)
+      const result = await run(['--pg', `postgres://root@127.0.0.1:${port}/x`, '--max-elapsed', '2s']).done
+      const { code, why } = outcome(result)
       expect(code).toBe(1)
       expect(why).toContain('rerun to resume')
+      expect(result.stderr).toMatch(
+        /attempt 1 failed \(PostgreSQL: connect ECONNREFUSED [^)]*\): attempt 2 in/,
+      )
     })
   })
 })

@@ -5,8 +5,17 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { ClientEvent } from '../src/index.js'
+import { runPgSync, SyncTargetError } from '../src/sync/index.js'
 import { patience } from './helpers/patience.js'
-import { admin, createDatabase, hasPostgres, type TestDatabase, urlOf } from './helpers/postgres.js'
+import {
+  ADMIN_URL,
+  admin,
+  createDatabase,
+  hasPostgres,
+  type TestDatabase,
+  urlOf,
+} from './helpers/postgres.js'
 import { startServer, type TestServer } from './helpers/server.js'
 import {
   activeIds,
@@ -272,12 +281,89 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg', () => {
       expect(noDatabase.code).toBe(2)
       expect(noDatabase.stderr).toContain('does not exist')
       const closed = await closedPort()
-      const down = await runSync([...base, '--pg', `postgres://root@127.0.0.1:${closed}/x`]).done
+      const down = await runSync([
+        ...base,
+        '--pg',
+        `postgres://root@127.0.0.1:${closed}/x`,
+        '--max-attempts',
+        '1',
+      ]).done
       expect(down.code).toBe(1)
       expect(down.stderr).toMatch(/ECONNREFUSED.*rerun to resume/)
     },
     patience(60_000),
   )
+})
+
+describe.skipIf(!hasPostgres)('openbook-sync --pg, a warehouse blip', () => {
+  it(
+    "rides out its connection terminated mid-pass: retried in PostgreSQL's words, resumed, every row once",
+    async () => {
+      const table = 'crm_blip'
+      const events: ClientEvent[] = []
+      let terminated = 0
+      const summary = await runPgSync({
+        resource: 'customers',
+        apiKey: server.key,
+        baseUrl: server.baseUrl,
+        pg: database.url,
+        table,
+        statePath: join(directory, 'blip.state.json'),
+        pageSize: 20,
+        checkpointPages: 3,
+        onClientEvent: (event) => events.push(event),
+        onProgress: ({ rows }) => {
+          if (rows < 100 || terminated > 0) return
+          // The warehouse restarts under the pass: its session ends in the middle of a transaction,
+          // before the next page (psql, synchronously).
+          const killed = execFileSync(
+            'psql',
+            [
+              ADMIN_URL,
+              '-Atc',
+              `select count(pg_terminate_backend(pid)) from pg_stat_activity
+               where application_name = 'openbook-sync' and datname = '${database.name}'`,
+            ],
+            { encoding: 'utf8' },
+          )
+          terminated = Number(killed.trim())
+        },
+      })
+      expect(terminated).toBe(1)
+      const retries = events.filter((event) => event.type === 'retry' && event.url === 'postgresql:')
+      expect(retries.length).toBeGreaterThanOrEqual(1)
+      expect(retries[0]).toMatchObject({
+        attempt: 1,
+        // The server's words when its message arrived before the next query, else the driver's.
+        reason: expect.stringMatching(
+          /^PostgreSQL: (terminating connection due to administrator command \(57P01\)|Connection terminated unexpectedly)$/,
+        ),
+      })
+      expect(summary).toMatchObject({ complete: true, tombstones: 0 })
+      expect(summary.retries).toBeGreaterThanOrEqual(retries.length)
+      const rows = await db.query<{ id: string }>(`select id from ${table} order by id`)
+      expect(rows.rows.map((row) => row.id)).toEqual([...(await activeIds(server, 'customers'))].sort())
+    },
+    patience(120_000),
+  )
+
+  it('fails at once on what does not pass by itself, and after --max-attempts on what does', async () => {
+    const closed = await closedPort()
+    const started = Date.now()
+    const events: ClientEvent[] = []
+    const failure = await runPgSync({
+      resource: 'customers',
+      apiKey: server.key,
+      baseUrl: server.baseUrl,
+      pg: `postgres://root@127.0.0.1:${closed}/x`,
+      statePath: join(directory, 'down.state.json'),
+      maxAttempts: 3,
+      onClientEvent: (event) => events.push(event),
+    }).catch((error: unknown) => error)
+    expect(failure).toBeInstanceOf(SyncTargetError)
+    expect(events.filter((event) => event.type === 'retry').map((event) => event.attempt)).toEqual([1, 2])
+    expect(Date.now() - started).toBeLessThan(10_000)
+  })
 })
 
 describe.skipIf(!hasPostgres)('README --pg example', () => {

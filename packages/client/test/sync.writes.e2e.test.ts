@@ -58,7 +58,7 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg, night after night', () => {
           statePath: join(directory, 'nights.state.json'),
         })
       const first = await night()
-      expect(first).toMatchObject({ complete: true, rows: SALON.customers })
+      expect(first).toMatchObject({ complete: true, rows: SALON.customers, written: SALON.customers })
       const written: number[] = []
       for (let n = 1; n <= NIGHTS; n++) {
         // About 200 customers restated with a change (a new display name), some of them twice.
@@ -74,6 +74,8 @@ describe.skipIf(!hasPostgres)('openbook-sync --pg, night after night', () => {
         )
         written.push(rows[0]?.n ?? -1)
         expect(rows[0]?.n).toBe(new Set(changed).size)
+        // The summary counts the rows written, not the rows read.
+        expect(summary.written).toBe(new Set(changed).size)
       }
       const size = await db.query<{ bytes: string; rows: number }>(
         `select pg_total_relation_size('${table}')::text as bytes, (select count(*)::int from ${table}) as rows`,

@@ -73,12 +73,12 @@ export type components = {
        * @description ISO-8601 UTC date-time with milliseconds
        */
       end: string
-      orgId?: string
+      orgId: string
       customerId?: string
       staffId?: string
       serviceId?: string
       /** @enum {string} */
-      status?: 'scheduled' | 'confirmed' | 'checked_in' | 'no_show' | 'cancelled' | 'completed'
+      status: 'scheduled' | 'confirmed' | 'checked_in' | 'no_show' | 'cancelled' | 'completed'
       /** @enum {string} */
       locationType?: 'in_person' | 'online' | 'phone' | 'customer_address'
       /** @description Opaque id of the booked room, chair or equipment */
@@ -86,7 +86,7 @@ export type components = {
       priceCents?: number
       /** @description ISO 4217 code */
       currency?: string
-      note?: string | null
+      note: string | null
       /** @enum {string} */
       paymentStatus?:
         | 'not_required'
@@ -96,10 +96,10 @@ export type components = {
         | 'paid'
         | 'refunded'
         | 'failed'
-      amountPaidCents?: number | null
-      paymentKind?: ('card' | 'cash' | 'online' | 'bank_transfer' | 'gift_card' | 'other') | null
-      paymentId?: string | null
-      invoiceId?: string | null
+      amountPaidCents: number | null
+      paymentKind: ('card' | 'cash' | 'online' | 'bank_transfer' | 'gift_card' | 'other') | null
+      paymentId: string | null
+      invoiceId: string | null
       requiresPayment?: boolean
       confirmedAfterPayment?: boolean
       /** @description UTC calendar day of the start, YYYY-MM-DD */
@@ -108,12 +108,12 @@ export type components = {
        * Format: date-time
        * @description ISO-8601 UTC date-time with milliseconds
        */
-      createdAt?: string
+      createdAt: string
       /**
        * Format: date-time
        * @description ISO-8601 UTC date-time with milliseconds
        */
-      updatedAt?: string
+      updatedAt: string
     }
     /** @description A page of Appointment objects and where it stands in the list */
     AppointmentList: {
@@ -124,7 +124,7 @@ export type components = {
     /**
      * @description Why the request failed. New codes may be added within v1: treat an unknown code by its HTTP status.
      *
-     *     - `invalid_query`: 400: a query parameter is invalid (`details` lists each issue). Fix the request; never retry it unchanged.
+     *     - `invalid_query`: 400: a query parameter is invalid or unknown (`details` lists each issue). Fix the request; never retry it unchanged.
      *     - `bad_request`: 400: the request itself is malformed (Host header, path encoding). Fix the request.
      *     - `missing_api_key`: 401: no `Authorization: Bearer <key>` header, or one not of that form.
      *     - `invalid_api_key`: 401: no key matches the one presented. Check the key.
@@ -153,7 +153,7 @@ export type components = {
       | 'header_too_large'
       | 'internal_error'
       | 'service_unavailable'
-    /** @description Every error answer: `error` always, and the `code` a client branches on */
+    /** @description Every error answer: `error` always, and the `code` a client branches on. Fields may be added within v1: ignore those you do not know. */
     Error: {
       /** @description The status in words, e.g. `Unauthorized` */
       error: string
@@ -216,8 +216,49 @@ export type components = {
         'application/json': components['schemas']['Error']
       }
     }
-    /** @description A malformed request (`code` `bad_request`) or headers over 16 KiB (431). */
+    /** @description A malformed request (`code` `bad_request`): its Host header, its path encoding. */
     BadRequest: {
+      headers: {
+        'X-Request-Id': components['headers']['X-Request-Id']
+        [name: string]: unknown
+      }
+      content: {
+        'application/json': components['schemas']['Error']
+      }
+    }
+    /** @description No such path (`code` `not_found`): the base URL or the path is wrong. An empty list is a 200 with no items, never a 404. */
+    NotFound: {
+      headers: {
+        'X-Request-Id': components['headers']['X-Request-Id']
+        [name: string]: unknown
+      }
+      content: {
+        'application/json': components['schemas']['Error']
+      }
+    }
+    /** @description The path answers GET and HEAD only (`code` `method_not_allowed`): this is the answer to any other method on it, with `Allow`. The API is read-only. */
+    MethodNotAllowed: {
+      headers: {
+        'X-Request-Id': components['headers']['X-Request-Id']
+        Allow: components['headers']['Allow']
+        [name: string]: unknown
+      }
+      content: {
+        'application/json': components['schemas']['Error']
+      }
+    }
+    /** @description A request with a body over 1024 bytes, or a chunked one (`code` `payload_too_large`): a GET carries none. The connection is closed. */
+    PayloadTooLarge: {
+      headers: {
+        'X-Request-Id': components['headers']['X-Request-Id']
+        [name: string]: unknown
+      }
+      content: {
+        'application/json': components['schemas']['Error']
+      }
+    }
+    /** @description The request line and headers exceed 16 KiB (`code` `header_too_large`); answered before the request is read, so its `X-Request-Id` is always one the server made. The connection is closed. */
+    HeaderTooLarge: {
       headers: {
         'X-Request-Id': components['headers']['X-Request-Id']
         [name: string]: unknown
@@ -251,6 +292,8 @@ export type components = {
   parameters: {
     /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. Only the first 32 tags of the header are compared; any after them are ignored, so a request whose only matching tag comes later gets the page (200). */
     IfNoneMatch: string
+    /** @description The client's own id for this request, to find it in both sides' logs: when it matches the pattern it becomes the request's id, echoed in the response's `X-Request-Id` and quoted in a 500's message. Any other value is not used (no error): the server makes an id. */
+    RequestId: string
     /** @description Page size: 1 to 100 */
     Limit: number
     /** @description Rows to skip; null or empty means 0 */
@@ -258,8 +301,10 @@ export type components = {
   }
   requestBodies: never
   headers: {
-    /** @description The id of this request, on every response; quote it to support. */
+    /** @description The id of this request, on every response: the request's own `X-Request-Id` when it sent a well-formed one, else one the server made. Quote it to support. */
     'X-Request-Id': string
+    /** @description The methods the path answers: GET and HEAD. */
+    Allow: string
     /** @description When the API key that authorized this request expires, as an HTTP-date (RFC 9110), on every response to a request with a key that has an expiry; absent for a key without one. Create a new key and switch to it before then. */
     'Openbook-Key-Expires': string
     /** @description The id of the key's organization, whose rows the list holds, on every page and every 304. A copy of the lists keys its rows by it (ids are unique within an organization only). */

@@ -23,7 +23,11 @@ export type paths = {
     post?: never
     delete?: never
     options?: never
-    head?: never
+    /**
+     * List customers: headers only (HEAD)
+     * @description The answer of `listCustomers` without its body: the same status and headers, a 200's `Content-Length` that of the GET's body. Error bodies are not sent either.
+     */
+    head: operations['headListCustomers']
     patch?: never
     trace?: never
   }
@@ -43,7 +47,11 @@ export type paths = {
     post?: never
     delete?: never
     options?: never
-    head?: never
+    /**
+     * List appointments: headers only (HEAD)
+     * @description The answer of `listAppointments` without its body: the same status and headers, a 200's `Content-Length` that of the GET's body. Error bodies are not sent either.
+     */
+    head: operations['headListAppointments']
     patch?: never
     trace?: never
   }
@@ -63,7 +71,11 @@ export type paths = {
     post?: never
     delete?: never
     options?: never
-    head?: never
+    /**
+     * This document: headers only (HEAD)
+     * @description The answer of `getOpenApiDocument` without its body: the same status and headers, a 200's `Content-Length` that of the GET's body. Error bodies are not sent either.
+     */
+    head: operations['headGetOpenApiDocument']
     patch?: never
     trace?: never
   }
@@ -81,6 +93,8 @@ export interface operations {
       header?: {
         /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. Only the first 32 tags of the header are compared; any after them are ignored, so a request whose only matching tag comes later gets the page (200). */
         'If-None-Match'?: components['parameters']['IfNoneMatch']
+        /** @description The client's own id for this request, to find it in both sides' logs: when it matches the pattern it becomes the request's id, echoed in the response's `X-Request-Id` and quoted in a 500's message. Any other value is not used (no error): the server makes an id. */
+        'X-Request-Id'?: components['parameters']['RequestId']
       }
       path?: never
       cookie?: never
@@ -103,6 +117,51 @@ export interface operations {
       304: components['responses']['NotModified']
       400: components['responses']['InvalidQuery']
       401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      405: components['responses']['MethodNotAllowed']
+      413: components['responses']['PayloadTooLarge']
+      431: components['responses']['HeaderTooLarge']
+      500: components['responses']['InternalError']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  headListCustomers: {
+    parameters: {
+      query?: {
+        /** @description Page size: 1 to 100 */
+        limit?: components['parameters']['Limit']
+        /** @description Rows to skip; null or empty means 0 */
+        offset?: components['parameters']['Offset']
+      }
+      header?: {
+        /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. Only the first 32 tags of the header are compared; any after them are ignored, so a request whose only matching tag comes later gets the page (200). */
+        'If-None-Match'?: components['parameters']['IfNoneMatch']
+        /** @description The client's own id for this request, to find it in both sides' logs: when it matches the pattern it becomes the request's id, echoed in the response's `X-Request-Id` and quoted in a 500's message. Any other value is not used (no error): the server makes an id. */
+        'X-Request-Id'?: components['parameters']['RequestId']
+      }
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description A page of Customer objects, without the body */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id']
+          'Openbook-Key-Expires': components['headers']['Openbook-Key-Expires']
+          'Openbook-Organization': components['headers']['Openbook-Organization']
+          ETag: components['headers']['ETag']
+          [name: string]: unknown
+        }
+        content?: never
+      }
+      304: components['responses']['NotModified']
+      400: components['responses']['InvalidQuery']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      405: components['responses']['MethodNotAllowed']
+      413: components['responses']['PayloadTooLarge']
+      431: components['responses']['HeaderTooLarge']
       500: components['responses']['InternalError']
       503: components['responses']['ServiceUnavailable']
     }
@@ -128,6 +187,8 @@ export interface operations {
       header?: {
         /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. Only the first 32 tags of the header are compared; any after them are ignored, so a request whose only matching tag comes later gets the page (200). */
         'If-None-Match'?: components['parameters']['IfNoneMatch']
+        /** @description The client's own id for this request, to find it in both sides' logs: when it matches the pattern it becomes the request's id, echoed in the response's `X-Request-Id` and quoted in a 500's message. Any other value is not used (no error): the server makes an id. */
+        'X-Request-Id'?: components['parameters']['RequestId']
       }
       path?: never
       cookie?: never
@@ -150,6 +211,61 @@ export interface operations {
       304: components['responses']['NotModified']
       400: components['responses']['InvalidQuery']
       401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      405: components['responses']['MethodNotAllowed']
+      413: components['responses']['PayloadTooLarge']
+      431: components['responses']['HeaderTooLarge']
+      500: components['responses']['InternalError']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  headListAppointments: {
+    parameters: {
+      query?: {
+        /** @description Page size: 1 to 100 */
+        limit?: components['parameters']['Limit']
+        /** @description Rows to skip; null or empty means 0 */
+        offset?: components['parameters']['Offset']
+        /** @description Only appointments in this status */
+        status?: 'scheduled' | 'confirmed' | 'checked_in' | 'no_show' | 'cancelled' | 'completed'
+        /** @description Only appointments of this customer */
+        customerId?: string
+        /** @description Only appointments of this staff member */
+        staffId?: string
+        /** @description Inclusive lower bound on the start time; up to 9 fractional-second digits, compared to the microsecond */
+        startDate?: string
+        /** @description Inclusive upper bound on the start time; up to 9 fractional-second digits, compared to the microsecond */
+        endDate?: string
+      }
+      header?: {
+        /** @description ETags of this page held by the client, or `*` (RFC 9110 §13.1.2): when the page's current ETag is one of them, the answer is 304 without a body and the page is not read. A 401 or 400 is answered first. Only the first 32 tags of the header are compared; any after them are ignored, so a request whose only matching tag comes later gets the page (200). */
+        'If-None-Match'?: components['parameters']['IfNoneMatch']
+        /** @description The client's own id for this request, to find it in both sides' logs: when it matches the pattern it becomes the request's id, echoed in the response's `X-Request-Id` and quoted in a 500's message. Any other value is not used (no error): the server makes an id. */
+        'X-Request-Id'?: components['parameters']['RequestId']
+      }
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description A page of Appointment objects, without the body */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id']
+          'Openbook-Key-Expires': components['headers']['Openbook-Key-Expires']
+          'Openbook-Organization': components['headers']['Openbook-Organization']
+          ETag: components['headers']['ETag']
+          [name: string]: unknown
+        }
+        content?: never
+      }
+      304: components['responses']['NotModified']
+      400: components['responses']['InvalidQuery']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      405: components['responses']['MethodNotAllowed']
+      413: components['responses']['PayloadTooLarge']
+      431: components['responses']['HeaderTooLarge']
       500: components['responses']['InternalError']
       503: components['responses']['ServiceUnavailable']
     }
@@ -157,7 +273,10 @@ export interface operations {
   getOpenApiDocument: {
     parameters: {
       query?: never
-      header?: never
+      header?: {
+        /** @description The client's own id for this request, to find it in both sides' logs: when it matches the pattern it becomes the request's id, echoed in the response's `X-Request-Id` and quoted in a 500's message. Any other value is not used (no error): the server makes an id. */
+        'X-Request-Id'?: components['parameters']['RequestId']
+      }
       path?: never
       cookie?: never
     }
@@ -174,6 +293,37 @@ export interface operations {
         }
       }
       400: components['responses']['BadRequest']
+      404: components['responses']['NotFound']
+      405: components['responses']['MethodNotAllowed']
+      413: components['responses']['PayloadTooLarge']
+      431: components['responses']['HeaderTooLarge']
+    }
+  }
+  headGetOpenApiDocument: {
+    parameters: {
+      query?: never
+      header?: {
+        /** @description The client's own id for this request, to find it in both sides' logs: when it matches the pattern it becomes the request's id, echoed in the response's `X-Request-Id` and quoted in a 500's message. Any other value is not used (no error): the server makes an id. */
+        'X-Request-Id'?: components['parameters']['RequestId']
+      }
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description The OpenAPI 3.1 document, without the body */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content?: never
+      }
+      400: components['responses']['BadRequest']
+      404: components['responses']['NotFound']
+      405: components['responses']['MethodNotAllowed']
+      413: components['responses']['PayloadTooLarge']
+      431: components['responses']['HeaderTooLarge']
     }
   }
 }

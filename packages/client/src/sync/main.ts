@@ -53,10 +53,11 @@ Options:
   --checkpoint-pages N  ... or every N pages (default 100), whichever comes first; a crash
                       re-reads what came after the last save (the output flushed to disk first)
   --timeout-ms N      time-out of one attempt of a request (default 30000)
-  --max-elapsed T     retry a failing request for up to T: 90s, 10m, 1h (default 5m; enough
-                      for a server restart), with backoff of up to 5 s between attempts
-  --max-attempts N    attempts of one request, the first included (default: no limit but
-                      --max-elapsed); 1 for no retry
+  --max-elapsed T     retry a failing request, or a PostgreSQL blip (--pg), for up to T: 90s,
+                      10m, 1h (default 5m; enough for a server restart), with backoff of up to
+                      5 s between attempts
+  --max-attempts N    attempts of one request (or of --pg through a blip), the first included
+                      (default: no limit but --max-elapsed); 1 for no retry
   --json              print a JSON summary on standard output, also when the run fails
                       (then with exitCode and error)
   -h, --help          this text
@@ -69,7 +70,8 @@ Exit codes, for a scheduler:
   1  temporary: the server or the network failed beyond the retries, PostgreSQL is unreachable
      or failed (a restart, a full disk), or the run was interrupted; retry later, the rerun
      resumes where this one stopped
-  2  usage: a wrong option, a file that cannot be written, a table of the wrong shape or in a
+  2  usage: a wrong option, a file that cannot be written, a CSV of other columns or a field
+     the CSV's columns lack (NDJSON and --pg keep every field), a table of the wrong shape or in a
      schema that does not exist, PostgreSQL refusing (password, database, privilege), --org;
      the same command fails again, fix it first
   3  the key is refused (401: unknown, revoked or expired); fix the key first
@@ -315,7 +317,7 @@ async function main(): Promise<void> {
       )
     else
       process.stderr.write(
-        `${resource}: pass ${summary.pass} complete, ${summary.rows} rows, ${summary.tombstones} tombstones, ` +
+        `${resource}: pass ${summary.pass} complete, ${summary.rows} rows read, ${summary.written} written, ${summary.tombstones} tombstones, ` +
           (resource === 'appointments'
             ? `${summary.leftWindow} left the window, ${summary.recovered} moved and kept, `
             : '') +

@@ -249,3 +249,33 @@ export async function switchableProxy(
       }),
   }
 }
+
+/**
+ * A proxy in front of a server that rewrites each JSON body it passes back with `rewrite` (the
+ * API as a later release within v1 might answer, with a field added): the status and the headers
+ * the client reads stay the server's, `content-length` is the new body's.
+ */
+export async function rewritingProxy(target: string, rewrite: (body: unknown, path: string) => unknown) {
+  const proxy: Server = createServer(async (request, response) => {
+    try {
+      const upstream = await fetch(new URL(request.url ?? '/', target), { headers: forwarded(request) })
+      const text = await upstream.text()
+      const json = (upstream.headers.get('content-type') ?? '').startsWith('application/json') && text !== ''
+      const body = Buffer.from(json ? JSON.stringify(rewrite(JSON.parse(text), request.url ?? '/')) : text)
+      response.writeHead(upstream.status, answered(upstream, body))
+      response.end(body)
+    } catch {
+      request.socket.destroy()
+    }
+  })
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
+  const { port } = proxy.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        proxy.closeAllConnections()
+        proxy.close(() => resolve())
+      }),
+  }
+}

@@ -111,7 +111,14 @@ export interface SyncSummary {
   readonly unchanged?: boolean
   /** Whether this run went on from an interrupted pass. */
   readonly resumed: boolean
+  /** Rows this pass read: the list's active rows (in its window), and those found again after all. */
   readonly rows: number
+  /**
+   * Rows this run wrote: every row read into a file; into PostgreSQL only those new or changed
+   * (an unchanged row is not written again). Rows written again because they moved count again;
+   * tombstones and left-window marks are counted apart.
+   */
+  readonly written: number
   readonly tombstones: number
   readonly requests: number
   readonly rereads: number

@@ -191,6 +191,7 @@ export function unchangedSummary(
     unchanged: true,
     resumed: false,
     rows: 0,
+    written: 0,
     tombstones: 0,
     requests: 1,
     rereads: 0,

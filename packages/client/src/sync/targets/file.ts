@@ -43,7 +43,7 @@ import {
   writeState,
 } from '../engine/state.js'
 import { windowOf } from '../engine/window.js'
-import { APPOINTMENT_COLUMNS, CUSTOMER_COLUMNS, csvLine } from '../fields.js'
+import { APPOINTMENT_COLUMNS, CUSTOMER_COLUMNS, checkCsvFields, csvLine } from '../fields.js'
 
 export function formatOf(out: string): OutputFormat {
   if (out.endsWith('.ndjson') || out.endsWith('.jsonl')) return 'ndjson'
@@ -155,8 +155,11 @@ async function filePass(options: SyncOptions, run: FileRun): Promise<SyncSummary
   state = { ...state, current }
   writeState(statePath, state)
 
-  const render = (row: Record<string, unknown>) =>
-    format === 'ndjson' ? `${JSON.stringify(row)}\n` : csvLine(columns, row)
+  const render = (row: Record<string, unknown>) => {
+    if (format === 'ndjson') return `${JSON.stringify(row)}\n`
+    checkCsvFields(columns, row, options.out)
+    return csvLine(columns, row)
+  }
   if (format === 'csv' && size(options.out) === 0) append(options.out, `${columns.join(',')}\r\n`)
 
   // After a resume, the rows this pass wrote already are not yielded again (a row moved since).
@@ -164,6 +167,7 @@ async function filePass(options: SyncOptions, run: FileRun): Promise<SyncSummary
   const paginator = readPass(options, client, current.cursor, window, seen)
   const checkpoints = Checkpoints.of(options)
   let rows = current.rows
+  let written = 0
   let pages = 0
   let cursor: Cursor | undefined = current.cursor
   let outBytes = size(options.out)
@@ -185,10 +189,11 @@ async function filePass(options: SyncOptions, run: FileRun): Promise<SyncSummary
       // Rows moved since they were written come again as they are now: a later line, an update.
       const text = [...page.data, ...page.moved].map((row) => render(row as Record<string, unknown>)).join('')
       const ids = page.data.map((row) => idsLine(row, options.resource)).join('')
-      const written = { out: writeAll(outFd, text), ids: writeAll(idsFd, ids) }
-      outBytes += written.out
-      idsBytes += written.ids
+      const bytes = { out: writeAll(outFd, text), ids: writeAll(idsFd, ids) }
+      outBytes += bytes.out
+      idsBytes += bytes.ids
       rows += page.data.length
+      written += page.data.length + page.moved.length
       cursor = page.cursor
       if (checkpoints.page()) checkpoint()
       options.onProgress?.({ rows, total: page.pagination.total, pass: current.pass })
@@ -215,6 +220,7 @@ async function filePass(options: SyncOptions, run: FileRun): Promise<SyncSummary
     pass: current.pass,
     resumed,
     rows,
+    written,
     requests: paginator.stats.requests,
     rereads: paginator.stats.rereads,
     retries: retries(),
@@ -268,6 +274,7 @@ async function filePass(options: SyncOptions, run: FileRun): Promise<SyncSummary
     ...summary,
     requests: summary.requests + verdicts.requests,
     rows: rows + verdicts.back.length,
+    written: written + verdicts.back.length,
     ...verdictCounts(verdicts, checked),
     tombstones: verdicts.gone.length,
     durationMs: Date.now() - started,

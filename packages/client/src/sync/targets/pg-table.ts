@@ -4,7 +4,10 @@ import { SyncUsageError } from '../engine/errors.js'
 /** The part of `pg`'s Client this target uses (pg is an optional peer dependency, typed here). */
 export interface PgClient {
   connect(): Promise<unknown>
-  query(text: string, values?: readonly unknown[]): Promise<{ rows: Record<string, unknown>[] }>
+  query(
+    text: string,
+    values?: readonly unknown[],
+  ): Promise<{ rows: Record<string, unknown>[]; rowCount?: number | null }>
   end(): Promise<void>
   on(event: 'error', listener: (error: Error) => void): unknown
 }

@@ -1,6 +1,7 @@
 /** The PostgreSQL target: a pass upserted into one table, keyed by organization and id. */
 import { existsSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import type { Openbook } from '../../client.js'
+import { OpenbookError } from '../../errors.js'
 import type { Cursor } from '../../paginate.js'
 import { asSyncError, SyncUsageError } from '../engine/errors.js'
 import { NO_VERDICTS, resolveMissing, type Verdicts, verdictCounts } from '../engine/missing.js'
@@ -34,6 +35,7 @@ import {
   writeState,
 } from '../engine/state.js'
 import { windowOf } from '../engine/window.js'
+import { withWarehouseRetries } from './pg-retry.js'
 import {
   checkTable,
   loadPg,
@@ -61,7 +63,8 @@ export interface PgSyncOptions extends Omit<SyncOptions, 'out'> {
  * an incomplete pass marks none.
  */
 export function runPgSync(options: PgSyncOptions): Promise<SyncSummary> {
-  return asSyncError(options.signal, () => pgSync(options))
+  // A warehouse blip is ridden out as the API's are: the run goes on from its last checkpoint.
+  return withWarehouseRetries(options, (attempt) => asSyncError(attempt.signal, () => pgSync(attempt)))
 }
 
 async function pgSync(options: PgSyncOptions): Promise<SyncSummary> {
@@ -153,7 +156,12 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
   )
 
   const db = new Client({ connectionString: options.pg, application_name: 'openbook-sync' })
-  db.on('error', () => {}) // a dropped connection fails the next query, which is reported
+  // A dropped connection fails the next query, which is reported in the server's words: the
+  // driver's own ("not queryable") say nothing of why.
+  let lost: Error | undefined
+  db.on('error', (error) => {
+    lost = error
+  })
   try {
     await db.connect()
   } catch (error) {
@@ -208,6 +216,9 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
     const paginator = readPass(options, client, current.cursor, window, seen)
     const checkpoints = Checkpoints.of(options)
     let rows = current.rows
+    /** Rows written and committed this run, and those of the open transaction. */
+    let written = 0
+    let pendingWritten = 0
     let pages = 0
     let cursor: Cursor | undefined = current.cursor
     /** A transaction holds the pages since the last checkpoint; false when PostgreSQL failed. */
@@ -217,6 +228,8 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
     const checkpoint = async () => {
       if (open) await db.query('commit')
       open = false
+      written += pendingWritten
+      pendingWritten = 0
       idsBytes += appendSynced(idsPath(pass), pendingIds)
       pendingIds = ''
       const etag = current?.etag ?? paginator.etag
@@ -232,7 +245,7 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
           open = true
           // Only rows that changed (or come back) are written: an unchanged row is left as it is,
           // without a new row version, and the seen-set says this pass saw it.
-          await db.query(
+          const upserted = await db.query(
             `insert into ${table} as t (org_id, id, data, synced_at, deleted_at, sync_pass)
              select $3, e->>'id', e, now(), null, $2 from jsonb_array_elements($1::jsonb) as e
              on conflict (org_id, id) do update
@@ -243,6 +256,7 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
             // Rows moved since they were upserted come again as they are now: updated.
             [JSON.stringify([...page.data, ...page.moved]), pass, orgId],
           )
+          pendingWritten += upserted.rowCount ?? 0
         } catch (error) {
           healthy = false
           throw error
@@ -278,7 +292,8 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
       window,
       moved: paginator.stats.moved,
     }
-    if (!cursor?.done) return { ...summary, rows, ...INCOMPLETE_PASS, durationMs: Date.now() - started }
+    if (!cursor?.done)
+      return { ...summary, rows, written, ...INCOMPLETE_PASS, durationMs: Date.now() - started }
 
     // Complete. What became of the rows an earlier pass saw and this one did not
     // (resolveMissing): moved ones are written, ones outside the window marked left-window, ones
@@ -315,14 +330,17 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
     }
     await db.query('begin')
     let marked: { rows: Record<string, unknown>[] }
+    let back = 0
     try {
-      if (verdicts.back.length > 0)
-        await db.query(
+      if (verdicts.back.length > 0) {
+        const updated = await db.query(
           `update ${table} t set data = e, synced_at = now(), deleted_at = null, left_window_at = null,
              sync_pass = $2
            from jsonb_array_elements($1::jsonb) as e where t.org_id = $3 and t.id = e->>'id'`,
           [JSON.stringify(verdicts.back), pass, orgId],
         )
+        back = updated.rowCount ?? 0
+      }
       if (verdicts.left.length > 0)
         await db.query(
           `update ${table} set left_window_at = now() where org_id = $1 and id = any($2::text[])`,
@@ -356,10 +374,19 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
       requests: summary.requests + verdicts.requests,
       // Counted from the seen-set, so a page read again after a crash is not counted twice.
       rows: seenNow.size + verdicts.back.length,
+      written: written + back,
       ...verdictCounts(verdicts, checked),
       tombstones: marked.rows.length,
       durationMs: Date.now() - started,
     }
+  } catch (error) {
+    // The driver's code-less error of a session already lost: the loss, in the server's words.
+    const driverAfterLoss =
+      lost !== undefined &&
+      !(error instanceof OpenbookError) &&
+      !options.signal?.aborted &&
+      (error as { code?: unknown } | undefined)?.code === undefined
+    throw driverAfterLoss ? lost : error
   } finally {
     await db.end().catch(() => {})
   }
