@@ -594,10 +594,10 @@ describeEachStore('openbook_reader role on %s', (testStore) => {
       sql.query<{ memberships: number; definers: string[]; callable: string[]; create: boolean }>(
         `SELECT (SELECT count(*)::int FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member
                  WHERE r.rolname = $1) AS memberships,
-                (SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
+                (SELECT array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text COLLATE "C") FROM pg_proc p
                  JOIN pg_namespace n ON n.oid = p.pronamespace
                  WHERE n.nspname = 'public' AND p.prosecdef) AS definers,
-                (SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY 1), '{}') FROM pg_proc p
+                (SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text COLLATE "C"), '{}') FROM pg_proc p
                  JOIN pg_namespace n ON n.oid = p.pronamespace
                  WHERE n.nspname = 'public' AND p.prosecdef AND has_function_privilege($1, p.oid, 'EXECUTE')) AS callable,
                 has_schema_privilege($1, 'public', 'CREATE') AS create`,
