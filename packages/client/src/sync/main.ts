@@ -58,6 +58,9 @@ Options:
                       5 s between attempts
   --max-attempts N    attempts of one request (or of --pg through a blip), the first included
                       (default: no limit but --max-elapsed); 1 for no retry
+  --max-deferred-passes N  a row missing from a pass stays as it is while the list changes under
+                      every pass that checks it (it may only have moved); once the oldest has
+                      stayed unsettled for N passes, a complete pass exits 5 (default 7)
   --json              print a JSON summary on standard output, also when the run fails
                       (then with exitCode and error)
   -h, --help          this text
@@ -75,10 +78,19 @@ Exit codes, for a scheduler:
      schema that does not exist, PostgreSQL refusing (password, database, privilege), --org;
      the same command fails again, fix it first
   3  the key is refused (401: unknown, revoked or expired); fix the key first
-  4  another openbook-sync is running on the same state: this run did nothing`
+  4  another openbook-sync is running on the same state: this run did nothing
+  5  the pass completed, but rows missing for --max-deferred-passes passes are still unsettled:
+     the list changed while every pass since read it, so deletions are not reaching the output;
+     run a pass when the organization is quiet, or see the client's README`
 
-/** The exit codes (USAGE): 1 retry later, 2 fix the command, 3 fix the key, 4 another run is on it. */
-const EXIT = { temporary: 1, usage: 2, key: 3, busy: 4 } as const
+/**
+ * The exit codes (USAGE): 1 retry later, 2 fix the command, 3 fix the key, 4 another run is on it,
+ * 5 deletions left unsettled too long.
+ */
+const EXIT = { temporary: 1, usage: 2, key: 3, busy: 4, unsettled: 5 } as const
+
+/** Passes a missing row may stay unsettled before a complete pass exits 5: a week of nightly runs. */
+const MAX_DEFERRED_PASSES = 7
 
 /** Set once the options are read: `--json` prints a summary on failure too. */
 const failure: { json: boolean; resource: string | undefined; started: number; retries: number } = {
@@ -236,6 +248,7 @@ async function main(): Promise<void> {
         'timeout-ms': { type: 'string' },
         'max-elapsed': { type: 'string' },
         'max-attempts': { type: 'string' },
+        'max-deferred-passes': { type: 'string' },
         'checkpoint-every': { type: 'string' },
         'checkpoint-pages': { type: 'string' },
         json: { type: 'boolean' },
@@ -266,6 +279,9 @@ async function main(): Promise<void> {
   const maxElapsedMs = duration('max-elapsed', values['max-elapsed'])
   const maxAttempts = number('max-attempts', values['max-attempts'])
   if (maxAttempts === 0) fail(2, '--max-attempts must be at least 1')
+  const maxDeferredPasses =
+    number('max-deferred-passes', values['max-deferred-passes']) ?? MAX_DEFERRED_PASSES
+  if (maxDeferredPasses === 0) fail(2, '--max-deferred-passes must be at least 1')
   /** The attempts of the last request, and when it was first tried: for the failure's line. */
   const attempts = { count: 0, since: Date.now() }
   const progress = progressReporter(resource)
@@ -310,7 +326,12 @@ async function main(): Promise<void> {
       ? await (await import('./targets/pg.js')).runPgSync({ ...common, pg: values.pg, table: values.table })
       : await runSync({ ...common, out: values.out ?? '' })
     progress.end()
-    if (values.json) process.stdout.write(`${JSON.stringify(summary)}\n`)
+    const unsettledFor = summary.deferredSince === null ? 0 : summary.pass - summary.deferredSince
+    const unsettled = unsettledFor >= maxDeferredPasses
+    if (values.json)
+      process.stdout.write(
+        `${JSON.stringify(unsettled ? { ...summary, exitCode: EXIT.unsettled } : summary)}\n`,
+      )
     else if (summary.unchanged)
       process.stderr.write(
         `${resource}: unchanged since pass ${summary.pass} began (${summary.requests} request${summary.requests === 1 ? '' : 's'}, answered 304): nothing to read\n`,
@@ -324,6 +345,20 @@ async function main(): Promise<void> {
           `${summary.requests} requests (${summary.rereads} re-reads, ${summary.retries} retries) into ` +
           `${summary.format === 'pg' ? 'table ' : ''}${summary.out}\n`,
       )
+    // Said whatever the output format: a scheduler's log keeps standard error.
+    if (summary.deferred > 0)
+      process.stderr.write(
+        `openbook-sync: ${summary.deferred} row${summary.deferred === 1 ? '' : 's'} missing since pass ${summary.deferredSince} ` +
+          `not settled: the list changed while each pass read it, so ${summary.deferred === 1 ? 'it' : 'they'} may only have moved; ` +
+          `kept as they are, checked again by the next pass\n`,
+      )
+    if (unsettled) {
+      process.stderr.write(
+        `openbook-sync: deletions unsettled for ${unsettledFor} passes (--max-deferred-passes ${maxDeferredPasses}): ` +
+          'run a pass while the organization is quiet\n',
+      )
+      process.exitCode = EXIT.unsettled
+    }
   } catch (error) {
     progress.end()
     const request = (e: OpenbookError) => (e.requestId ? `, request ${e.requestId}` : '')

@@ -253,12 +253,20 @@ export async function switchableProxy(
 /**
  * A proxy in front of a server that rewrites each JSON body it passes back with `rewrite` (the
  * API as a later release within v1 might answer, with a field added): the status and the headers
- * the client reads stay the server's, `content-length` is the new body's.
+ * the client reads stay the server's, `content-length` is the new body's. With `forgetTags`, it
+ * drops `If-None-Match`: every conditional request is answered 200, as when the list changes
+ * between any two of a client's requests.
  */
-export async function rewritingProxy(target: string, rewrite: (body: unknown, path: string) => unknown) {
+export async function rewritingProxy(
+  target: string,
+  rewrite: (body: unknown, path: string) => unknown,
+  options: { forgetTags?: boolean } = {},
+) {
   const proxy: Server = createServer(async (request, response) => {
     try {
-      const upstream = await fetch(new URL(request.url ?? '/', target), { headers: forwarded(request) })
+      const headers = forwarded(request)
+      if (options.forgetTags) delete headers['if-none-match']
+      const upstream = await fetch(new URL(request.url ?? '/', target), { headers })
       const text = await upstream.text()
       const json = (upstream.headers.get('content-type') ?? '').startsWith('application/json') && text !== ''
       const body = Buffer.from(json ? JSON.stringify(rewrite(JSON.parse(text), request.url ?? '/')) : text)

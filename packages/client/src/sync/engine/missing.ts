@@ -29,6 +29,13 @@ export function verdictCounts(verdicts: Verdicts, checked: number) {
     recovered: verdicts.back.length,
     leftWindow: verdicts.left.length,
     deferred: verdicts.deferred.length,
+    deferredSince: verdicts.deferred.reduce<number | null>(
+      (oldest, row) =>
+        row.deferredSince !== undefined && (oldest === null || row.deferredSince < oldest)
+          ? row.deferredSince
+          : oldest,
+      null,
+    ),
   } as const
 }
 
@@ -115,7 +122,14 @@ export async function resolveMissing(
       stillEtag = paginator.etag
       requests += paginator.stats.requests
     }
-    if (!still) return { ...NO_VERDICTS, left, back, deferred: rest, requests }
+    if (!still)
+      return {
+        ...NO_VERDICTS,
+        left,
+        back,
+        deferred: rest.map((row) => ({ ...row, deferredSince: row.deferredSince ?? pass })),
+        requests,
+      }
   }
   if (!windowed) return { gone: rest.map((row) => row.id), left, back, deferred: [], requests }
   // Missing from a window that stood still: deactivated, or moved out of the window. Each is looked

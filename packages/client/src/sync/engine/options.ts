@@ -140,6 +140,11 @@ export interface SyncSummary {
    * missing row may only have moved. Kept as they are; the next pass checks them again.
    */
   readonly deferred: number
+  /**
+   * The pass that first missed the oldest of the deferred rows, or null when none is deferred:
+   * `pass - deferredSince` passes have gone by without settling it (`--max-deferred-passes`).
+   */
+  readonly deferredSince: number | null
   readonly durationMs: number
 }
 
@@ -154,4 +159,5 @@ export const INCOMPLETE_PASS = {
   recovered: 0,
   leftWindow: 0,
   deferred: 0,
+  deferredSince: null,
 } as const

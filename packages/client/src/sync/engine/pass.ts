@@ -203,6 +203,7 @@ export function unchangedSummary(
     recovered: 0,
     leftWindow: 0,
     deferred: 0,
+    deferredSince: null,
     durationMs: Date.now() - started,
   }
 }
