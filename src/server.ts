@@ -16,6 +16,7 @@ import { seedDemoIfEmpty } from './seed/demo.js'
 import { guardSetUp } from './set-up.js'
 import { DataDirBusyError } from './store/data-dir-lock.js'
 import { connectingRole, describeStoreError, openStore } from './store/open.js'
+import { connectionLimitWarning, readConnectionLimits } from './store/postgres/connection-budget.js'
 import { LATEST_VERSION, refreshStatistics } from './store/schema/migrate.js'
 import { ReaderPrivilegeError } from './store/schema/reader-privileges.js'
 import { SchemaNotCurrentError, SchemaTooNewError } from './store/schema/schema-version.js'
@@ -86,6 +87,7 @@ async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics):
       )
     }
     await assertCanServe(store)
+    await warnOfConnectionLimits(store, config, log)
     if (role.privileged) {
       log.warn(
         'DATABASE_URL connects as a privileged role; requests run under SET LOCAL ROLE openbook_reader. ' +
@@ -97,6 +99,21 @@ async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics):
     await store.close()
     throw error
   }
+}
+
+/** One warning line when this instance's pool could outgrow the connections the server leaves it. */
+async function warnOfConnectionLimits(store: Store, config: Config, log: pino.Logger): Promise<void> {
+  let limits: Awaited<ReturnType<typeof readConnectionLimits>>
+  try {
+    limits = await store.admin(readConnectionLimits)
+  } catch (error) {
+    // A hint, never a reason not to start.
+    log.debug({ err: error }, 'could not read the connection limits')
+    return
+  }
+  const open = store.pools().find((pool) => pool.database === 'primary')?.total ?? 0
+  const warning = connectionLimitWarning(limits, { poolSize: config.databasePoolSize, extra: 1, open })
+  if (warning) log.warn(warning)
 }
 
 function readConfig(): Config {

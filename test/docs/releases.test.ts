@@ -87,16 +87,20 @@ describe('the schema version the release notes give', () => {
 
   it("is the newest CHANGELOG entry's, with the compatibility the migrations declare", () => {
     const said = /^Schema version (\d+) \(compatible from (\d+)/m.exec(entry)
-    expect(said, `the newest CHANGELOG entry says "Schema version ${schema.version} (compatible from …"`).not.toBeNull()
+    expect(
+      said,
+      `the newest CHANGELOG entry says "Schema version ${schema.version} (compatible from …"`,
+    ).not.toBeNull()
     expect(Number(said?.[1])).toBe(schema.version)
     expect(Number(said?.[2])).toBe(schema.compatibleFrom)
   })
 
   it("is upgrading.md's heading for the newest release", () => {
     const upgrading = readFileSync(join(ROOT, 'docs', 'operators', 'upgrading.md'), 'utf8')
-    const heading = new RegExp(`^## To ${newest?.version.replaceAll('.', '\\.')} \\(schema (\\d+)\\)$`, 'm').exec(
-      upgrading,
-    )
+    const heading = new RegExp(
+      `^## To ${newest?.version.replaceAll('.', '\\.')} \\(schema (\\d+)\\)$`,
+      'm',
+    ).exec(upgrading)
     expect(heading, `upgrading.md has "## To ${newest?.version} (schema ${schema.version})"`).not.toBeNull()
     expect(Number(heading?.[1])).toBe(schema.version)
   })

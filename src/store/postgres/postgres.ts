@@ -41,6 +41,9 @@ export interface PostgresStoreOptions extends PoolOptions {
 /** The readiness check's round trips (readiness.ts checks every second and waits at most 2 s). */
 const PROBE_ROUND_TRIP_CAP_MS = 1_500
 
+/** too_many_connections: the server's, the role's or the database's connection limit is reached. */
+const isOutOfConnections = (error: unknown) => (error as { code?: unknown }).code === '53300'
+
 /** On PostgreSQL the database is the busier side: pages come back as rows, Node writes the JSON. */
 const POSTGRES_ADAPTER: StoreAdapter = { pageForm: 'rows' }
 
@@ -125,7 +128,18 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     async maintain(statement) {
       await primary.pool.query(statement)
     },
-    probe: (work) => probe.transaction(OPERATOR, work),
+    async probe(work) {
+      try {
+        return await probe.transaction(OPERATOR, work)
+      } catch (error) {
+        // The check's own connection found no slot (max_connections, or the role's or the
+        // database's CONNECTION LIMIT), while the requests' pool holds an idle connection: the
+        // check runs there, as the next request would. Otherwise readiness would say the store
+        // is unreachable while this instance serves every request.
+        if (!isOutOfConnections(error) || primary.pool.idleCount === 0) throw error
+        return primary.transaction(OPERATOR, work)
+      }
+    },
     pools: () => [stats('primary', primary.pool), ...(replica ? [stats('replica', replica.pool)] : [])],
     ...(monitor ? { replicaLagSeconds: () => monitor.lagSeconds } : {}),
     async close() {
