@@ -32,3 +32,15 @@ export class PoolExhaustedError extends Error {
     this.name = 'PoolExhaustedError'
   }
 }
+
+/**
+ * The connection was lost while its COMMIT was on the way (a failover, a pooler restarting): the
+ * server may have committed the transaction or not, and only reading it back can tell. `cause`
+ * is what the driver said.
+ */
+export class CommitOutcomeUnknownError extends Error {
+  constructor(override readonly cause: unknown) {
+    super(`the connection was lost while committing: ${(cause as Error)?.message?.split('\n')[0] ?? cause}`)
+    this.name = 'CommitOutcomeUnknownError'
+  }
+}

@@ -8,7 +8,11 @@ export const registerMigrate: RegisterCommand = (program, context) => {
     .description('apply pending migrations and maintain the openbook_reader role; safe to run again')
     .option(...JSON_OPTION)
     .action(async (options: { json?: boolean }) => {
-      const result = await context.withStore((store) => migrate(store), { migrating: true })
+      const result = await context.withStore((store) => migrate(store), {
+        migrating: true,
+        // One transaction: a run after a lost one applies what that one did not commit.
+        idempotent: true,
+      })
       printResult(context, options, result, () =>
         context.stdout.write(
           result.applied.length

@@ -44,7 +44,9 @@ export const registerOrgs: RegisterCommand = (program, context) => {
     .description('organizations with plan and counts')
     .option(...JSON_OPTION)
     .action(async (options: { json?: boolean }) => {
-      const rows = await context.withStore((store) => store.admin((sql) => listOrganizations(sql)))
+      const rows = await context.withStore((store) => store.admin((sql) => listOrganizations(sql)), {
+        idempotent: true,
+      })
       printResult(context, options, rows, () => printTable(context, rows, LIST_COLUMNS))
     })
 }

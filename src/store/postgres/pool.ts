@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import type { PreparedStatements } from '../../config.js'
-import { PoolExhaustedError } from '../busy.js'
+import { CommitOutcomeUnknownError, PoolExhaustedError } from '../busy.js'
 import { isPoolerSymptom, isPreparedStatementMissing } from '../one-trip.js'
 import { isDiskFull } from '../open-failure.js'
 import type { AdminSql } from '../types.js'
@@ -206,7 +206,14 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
             client.release()
             released = true
           } else {
-            await client.query('COMMIT')
+            try {
+              await client.query('COMMIT')
+            } catch (error) {
+              // Sent, and no answer: committed or not, the server alone knows (the caller says so).
+              if (!isConnectionLost(error)) throw error
+              connection.broken = true
+              throw new CommitOutcomeUnknownError(error)
+            }
           }
         }
         return result
