@@ -58,6 +58,8 @@ export interface ReadinessReport {
  */
 export class Readiness {
   draining = false
+  /** When `/readyz` was last asked (ops-app.ts), by a balancer or an orchestrator: undefined, never. */
+  lastAskedAt: number | undefined
   /** Set by the last check: what keeps this instance, and only it, from serving (schema, privileges). */
   #fault: string | undefined
   #unreachableSince: number | undefined
