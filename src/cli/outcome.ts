@@ -25,10 +25,10 @@ export function serverWords(error: unknown): string {
 
 /**
  * A failure that passes by itself: the database (or its pooler) refused, lost or ended the
- * session. Not a full disk, which needs the operator.
+ * session, before or at the COMMIT. Not a full disk, which needs the operator.
  */
 export function isPassingStoreFault(error: unknown): boolean {
-  return isStoreUnreachable(error) && !isDiskFull(error)
+  return error instanceof CommitOutcomeUnknownError || (isStoreUnreachable(error) && !isDiskFull(error))
 }
 
 /** What a write is, for its messages: `the new key`, and how to see whether it is there. */
@@ -72,7 +72,7 @@ export async function afterCommit<T>(done: string, again: string, work: () => Pr
   try {
     return await work()
   } catch (error) {
-    if (!isPassingStoreFault(error) && !(error instanceof CommitOutcomeUnknownError)) throw error
+    if (!isPassingStoreFault(error)) throw error
     throw new OperatorError(
       `${done}, committed; then the connection to the database was lost (${serverWords(error)}) ` +
         `before the command was done: ${again}`,
