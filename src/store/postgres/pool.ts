@@ -281,6 +281,8 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
 export function isStoreUnreachable(error: unknown): boolean {
   const code = (error as { code?: unknown }).code
   return (
+    // A COMMIT whose connection was lost: the same outage, for readiness and for a request.
+    error instanceof CommitOutcomeUnknownError ||
     isConnectRefused(error) ||
     isConnectionLost(error) ||
     code === '57P03' ||
