@@ -190,6 +190,32 @@ describe.skipIf(!postgresAvailable())('connection limits (PostgreSQL)', () => {
     expect((await served.inject({ url: PAGE, headers: bearer(key) })).statusCode).toBe(200)
   })
 
+  it('a crowd on a pool of one: every 503 is overloaded, none an outage, and readiness stays ready', async () => {
+    const metrics = new Metrics({ version: 'test', contractVersion: 'test' })
+    const { served, store } = await serve({ maxConnections: 1, requestDeadlineMs: 300 }, metrics)
+    const readiness = storeReadiness(store, 0)
+    const started = performance.now()
+    const responses = await Promise.all(
+      Array.from({ length: 600 }, () => served.inject({ url: PAGE, headers: bearer(key) })),
+    )
+    const took = performance.now() - started
+    const statuses = responses.map((r) => r.statusCode)
+    const ok = statuses.filter((status) => status === 200).length
+    const overloaded = responses.filter((r) => r.statusCode === 503 && r.json().code === 'overloaded').length
+    console.log(
+      `[connection-limits] 600 requests at once on a pool of 1, deadline 300 ms: ${ok} × 200, ${overloaded} × 503 overloaded, in ${Math.round(took)} ms`,
+    )
+    const others = responses.filter((r) => r.statusCode !== 200 && r.json().code !== 'overloaded')
+    expect(others.map((r) => `${r.statusCode} ${r.body}`)).toEqual([])
+    expect(ok + overloaded).toBe(600)
+    expect(ok).toBeGreaterThan(0)
+    expect(overloaded).toBeGreaterThan(0)
+    const text = await metrics.text()
+    expect(text).toContain(`openbook_store_errors_total{kind="pool_exhausted"} ${overloaded}`)
+    expect(text).not.toMatch(/kind="connection"/)
+    expect((await readiness.refresh()).body).toEqual({ status: 'ready', store: 'ok' })
+  })
+
   it('a database that does not answer is still an outage, not overload', async () => {
     const proxy = TcpProxy.forUrl(database.url)
     await proxy.start()

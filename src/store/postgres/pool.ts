@@ -48,6 +48,8 @@ export const REQUEST_DEADLINE_MS = 8_000
  * share its max_connections, and a steady load keeps the ones it uses.
  */
 export const IDLE_TIMEOUT_MS = 10_000
+/** The least time a round trip of a request gets, however little of its deadline is left; a page takes milliseconds. */
+const MIN_ROUND_TRIP_MS = 250
 /** pg-pool's words for a connection request that waited its whole connectionTimeoutMillis in the pool's queue. */
 const QUEUE_TIMEOUT = 'timeout exceeded when trying to connect'
 /**
@@ -181,7 +183,12 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
         attemptPrepare,
         recheck,
         () => reused.add(client),
-        capped ? () => Math.min(roundTripCapMs, answerBy - Date.now()) : undefined,
+        // A round trip begun just before the deadline (after a wait in the pool's queue) still gets
+        // MIN_ROUND_TRIP_MS: cut off at once, it would be told as a lost connection (08006), and
+        // its connection closed, under a load that already has too few.
+        capped
+          ? () => Math.min(roundTripCapMs, Math.max(MIN_ROUND_TRIP_MS, answerBy - Date.now()))
+          : undefined,
       )
       // A backend that dies while the connection is checked out emits 'error' on the client, which the
       // pool listens for only while it is idle: unheard, it would crash the process. The query in flight
