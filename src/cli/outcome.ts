@@ -25,10 +25,13 @@ export function serverWords(error: unknown): string {
 
 /**
  * A failure that passes by itself: the database (or its pooler) refused, lost or ended the
- * session, before or at the COMMIT. Not a full disk, which needs the operator.
+ * session, before or at the COMMIT. Not a full disk, which needs the operator, nor a host name
+ * that does not resolve, which is a typo far more often than a failover.
  */
 export function isPassingStoreFault(error: unknown): boolean {
-  return error instanceof CommitOutcomeUnknownError || (isStoreUnreachable(error) && !isDiskFull(error))
+  if (error instanceof CommitOutcomeUnknownError) return true
+  const { code } = error as { code?: unknown }
+  return isStoreUnreachable(error) && !isDiskFull(error) && code !== 'ENOTFOUND'
 }
 
 /** What a write is, for its messages: `the new key`, and how to see whether it is there. */
