@@ -41,6 +41,13 @@ export const environmentSchema = z.object({
   DATABASE_READ_URL: postgresUrl.optional(),
   DATABASE_READ_MAX_LAG_MS: milliseconds(3_600_000, '5000'),
   DATABASE_PREPARED_STATEMENTS: z.enum(PREPARED_STATEMENTS).default('on'),
+  DATABASE_POOL_SIZE: z
+    .string()
+    .regex(/^\d{1,4}$/, 'must be a whole number of connections')
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(1_000))
+    .default('10'),
+  DATABASE_IDLE_TIMEOUT_MS: milliseconds(3_600_000, '10000'),
   DATA_DIR: z.string().min(1).default('./data'),
   DATA_DIR_TEMPLATE: z.string().min(1).optional(),
   API_KEY_BRAND: z
@@ -71,6 +78,10 @@ export interface Config {
   readonly databaseReadMaxLagMs: number
   /** How the request path's statements are prepared (`PREPARED_STATEMENTS`). */
   readonly databasePreparedStatements: PreparedStatements
+  /** Connections of the request path's pool, per database URL (the readiness check has one more of its own). */
+  readonly databasePoolSize: number
+  /** A pooled connection idle this long is closed (0: never), so that a burst's connections go back to the server. */
+  readonly databaseIdleTimeoutMs: number
   readonly dataDir: string
   /**
    * What a new embedded DATA_DIR is copied from (store/embedded/embedded-template.ts): a template directory,
@@ -122,6 +133,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseReadUrl: value.DATABASE_READ_URL,
     databaseReadMaxLagMs: value.DATABASE_READ_MAX_LAG_MS,
     databasePreparedStatements: value.DATABASE_PREPARED_STATEMENTS,
+    databasePoolSize: value.DATABASE_POOL_SIZE,
+    databaseIdleTimeoutMs: value.DATABASE_IDLE_TIMEOUT_MS,
     dataDir: value.DATA_DIR,
     dataDirTemplate: value.DATA_DIR_TEMPLATE === 'none' ? false : value.DATA_DIR_TEMPLATE,
     apiKeyBrand: value.API_KEY_BRAND,

@@ -73,6 +73,12 @@ export const ERROR_CATALOGUE = {
     title: 'Service Unavailable',
     meaning: 'the data store is briefly unavailable; retry the same request after `Retry-After` seconds.',
   },
+  overloaded: {
+    status: 503,
+    title: 'Service Unavailable',
+    meaning:
+      'the server has more requests than it can take just now; retry the same request after `Retry-After` seconds, with backoff.',
+  },
 } as const satisfies Readonly<Record<string, ErrorEntry>>
 
 export type ApiErrorCode = keyof typeof ERROR_CATALOGUE
@@ -124,6 +130,11 @@ export const STORE_BUSY_MESSAGE = 'The data store is busy or restarting; retry a
 /** The 503 message for a database that refuses new sessions until its operator acts (its disk is full). */
 export const STORE_UNAVAILABLE_MESSAGE =
   'The data store cannot take requests just now; retry after the Retry-After delay'
+/** The 503 message of a request that found no free connection to the data store in time (overload). */
+export const OVERLOADED_MESSAGE =
+  'The server has more requests than it can take just now; retry after the Retry-After delay'
+/** Retry-After for overload: a little longer than for a restart, as every client retrying at once adds to it. */
+export const OVERLOADED_RETRY_SECONDS = 2
 /** Retry-After for a database that is out of disk: freeing space takes an operator, not a second. */
 export const STORE_UNAVAILABLE_RETRY_SECONDS = 10
 
@@ -167,6 +178,11 @@ export function invalidQuery(error: z.ZodError): ApiError {
 
 export const internalError = (requestId: string) =>
   new ApiError('internal_error', `Internal server error (request id ${requestId})`)
+
+export const overloaded = () =>
+  new ApiError('overloaded', OVERLOADED_MESSAGE, undefined, {
+    'retry-after': String(OVERLOADED_RETRY_SECONDS),
+  })
 
 /**
  * A temporary refusal: the client may retry the same request after `retryAfterSeconds` (a whole

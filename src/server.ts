@@ -11,12 +11,13 @@ import { LOG_SERIALIZERS } from './loggable-error.js'
 import { CONTRACT_VERSION } from './openapi/document.js'
 import { errorLine } from './operator-error.js'
 import { Metrics } from './ops/metrics.js'
-import { observedStore, storeReadiness } from './ops/readiness.js'
+import { observedStore, type Readiness, storeReadiness } from './ops/readiness.js'
 import { listenFailure, PortError, type PortPlan, planPorts } from './ports.js'
 import { seedDemoIfEmpty } from './seed/demo.js'
 import { guardSetUp } from './set-up.js'
 import { DataDirBusyError } from './store/data-dir-lock.js'
 import { connectingRole, describeStoreError, openStore } from './store/open.js'
+import { connectionLimitWarning, readConnectionLimits } from './store/postgres/connection-budget.js'
 import { LATEST_VERSION, refreshStatistics } from './store/schema/migrate.js'
 import { ReaderPrivilegeError } from './store/schema/reader-privileges.js'
 import { SchemaNotCurrentError, SchemaTooNewError } from './store/schema/schema-version.js'
@@ -87,6 +88,7 @@ async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics):
       )
     }
     await assertCanServe(store)
+    await warnOfConnectionLimits(store, config, log)
     if (role.privileged) {
       log.warn(
         'DATABASE_URL connects as a privileged role; requests run under SET LOCAL ROLE openbook_reader. ' +
@@ -98,6 +100,38 @@ async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics):
     await store.close()
     throw error
   }
+}
+
+/** One warning line when this instance's pool could outgrow the connections the server leaves it. */
+async function warnOfConnectionLimits(store: Store, config: Config, log: pino.Logger): Promise<void> {
+  let limits: Awaited<ReturnType<typeof readConnectionLimits>>
+  try {
+    limits = await store.admin(readConnectionLimits)
+  } catch (error) {
+    // A hint, never a reason not to start.
+    log.debug({ err: error }, 'could not read the connection limits')
+    return
+  }
+  const open = store.pools().find((pool) => pool.database === 'primary')?.total ?? 0
+  const warning = connectionLimitWarning(limits, { poolSize: config.databasePoolSize, extra: 2, open })
+  if (warning) log.warn(warning)
+}
+
+/** How recently `/readyz` must have been asked for a drain without SHUTDOWN_DELAY_MS to be said. */
+const POLLED_WITHIN_MS = 30_000
+
+/**
+ * A drain with SHUTDOWN_DELAY_MS 0 (its default, for a server without a balancer) while something
+ * polls `/readyz`: the listener closes before the poller can see the instance draining.
+ */
+function warnOfNoShutdownDelay(config: Config, readiness: Readiness, log: pino.Logger): void {
+  const asked = readiness.lastAskedAt
+  if (config.shutdownDelayMs > 0 || asked === undefined || Date.now() - asked > POLLED_WITHIN_MS) return
+  log.warn(
+    'SHUTDOWN_DELAY_MS is 0 and /readyz is being polled: the listener closes now, before a load balancer can ' +
+      'see this instance draining, and requests it still sends are refused; set SHUTDOWN_DELAY_MS above the time ' +
+      'it takes to take an instance out (docs/operators/upgrading.md#a-rolling-upgrade)',
+  )
 }
 
 function readConfig(): Config {
@@ -250,6 +284,7 @@ async function main(): Promise<void> {
     // Readiness turns off first, so that a load balancer stops sending before the listener closes.
     readiness.draining = true
     readiness.stop()
+    warnOfNoShutdownDelay(config, readiness, log)
     if (config.shutdownDelayMs > 0) await sleep(config.shutdownDelayMs)
     // Operator commands running in this server (an import, a seed) are cancelled and roll back.
     await operatorSocket?.close()

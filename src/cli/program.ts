@@ -8,6 +8,7 @@ import { registerOrgs } from './commands/orgs.js'
 import { registerSeed } from './commands/seed.js'
 import { registerVacuum } from './commands/vacuum.js'
 import type { CliContext } from './context.js'
+import { EXIT_OUTCOME_UNKNOWN, OutcomeUnknownError } from './outcome.js'
 
 /** The commands, in the order `openbook --help` lists them. */
 const COMMANDS: readonly RegisterCommand[] = [
@@ -33,7 +34,10 @@ export function buildProgram(context: CliContext): Command {
   return program
 }
 
-/** Runs one command line; returns the exit status (0 success, 1 failure, 2 usage). */
+/**
+ * Runs one command line; returns the exit status (0 success, 1 failure, 2 usage, 3 a write whose
+ * connection was lost while it committed: it may or may not have been written).
+ */
 export async function runCli(argv: readonly string[], context: CliContext): Promise<number> {
   const program = buildProgram(context)
   try {
@@ -48,6 +52,6 @@ export async function runCli(argv: readonly string[], context: CliContext): Prom
       return error.code === 'commander.helpDisplayed' || error.code === 'commander.version' ? 0 : 2
     }
     context.stderr.write(errorLine(failureReason(error)))
-    return 1
+    return error instanceof OutcomeUnknownError ? EXIT_OUTCOME_UNKNOWN : 1
   }
 }

@@ -180,8 +180,7 @@ export const RESPONSES: Record<string, object> = {
     }),
   },
   ServiceUnavailable: {
-    description:
-      'The data store is briefly unavailable (a maintenance lock, a restart, no free connection; `code` `service_unavailable`): retry the same request after Retry-After seconds',
+    description: `The data store is briefly unavailable (a maintenance lock, a restart) or the server has more requests than it can take (\`code\` ${codeChoice(503)}): retry the same request after Retry-After seconds`,
     headers: headersOf(['X-Request-Id', 'Retry-After']),
     content: jsonContent(ref('schemas', 'Error'), {
       busy: { value: errorExample('service_unavailable', STORE_BUSY_MESSAGE) },

@@ -3,7 +3,7 @@ import fp from 'fastify-plugin'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
 import type { LastUsedObserver } from '../domain/last-used.js'
 import type { ListFoldObserver } from '../domain/list-folder.js'
-import { StoreBusyError } from '../store/busy.js'
+import { PoolExhaustedError, StoreBusyError } from '../store/busy.js'
 import type { FoldReport, PoolStats } from '../store/types.js'
 
 export interface MetricsSources {
@@ -21,7 +21,7 @@ export interface MetricsSources {
  * What the store's failures were, for `openbook_store_errors_total{kind}`: a closed set, so that
  * no label ever carries a message, a query value or an identifier.
  */
-export type StoreErrorKind = 'busy' | 'timeout' | 'lock_timeout' | 'connection' | 'other'
+export type StoreErrorKind = 'busy' | 'pool_exhausted' | 'timeout' | 'lock_timeout' | 'connection' | 'other'
 
 const CONNECTION_CODES = new Set([
   '57P01',
@@ -39,6 +39,8 @@ const CONNECTION_CODES = new Set([
 
 export function storeErrorKind(error: unknown): StoreErrorKind {
   if (error instanceof StoreBusyError) return 'busy'
+  // Overload: the database answers, and this instance's requests outnumber its connections.
+  if (error instanceof PoolExhaustedError) return 'pool_exhausted'
   const { code, message } = error as { code?: string; message?: string }
   if (code === '57014') return 'timeout'
   if (code === '55P03') return 'lock_timeout'
@@ -117,7 +119,7 @@ export class Metrics implements LastUsedObserver, ListFoldObserver {
     })
     this.#storeErrors = new Counter({
       name: 'openbook_store_errors_total',
-      help: 'Failures of the store on the request path, by kind (busy, timeout, lock_timeout, connection, other)',
+      help: 'Failures of the store on the request path, by kind (busy, pool_exhausted, timeout, lock_timeout, connection, other)',
       labelNames: ['kind'],
       registers,
     })

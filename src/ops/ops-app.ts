@@ -25,6 +25,7 @@ export async function buildOpsApp(options: {
   // a balancer's or an orchestrator's check time-out never meets a wait on the store.
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (_request, reply) => {
+    readiness.lastAskedAt = Date.now()
     const { statusCode, body } = readiness.report()
     return reply.code(statusCode).send(body)
   })

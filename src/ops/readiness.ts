@@ -1,4 +1,4 @@
-import { StoreBusyError } from '../store/busy.js'
+import { PoolExhaustedError, StoreBusyError } from '../store/busy.js'
 import { isStoreUnreachable } from '../store/postgres/postgres.js'
 import { assertServing } from '../store/schema/serving.js'
 import type { Sql, Store } from '../store/types.js'
@@ -58,6 +58,8 @@ export interface ReadinessReport {
  */
 export class Readiness {
   draining = false
+  /** When `/readyz` was last asked (ops-app.ts), by a balancer or an orchestrator: undefined, never. */
+  lastAskedAt: number | undefined
   /** Set by the last check: what keeps this instance, and only it, from serving (schema, privileges). */
   #fault: string | undefined
   #unreachableSince: number | undefined
@@ -134,6 +136,8 @@ export class Readiness {
       this.#fault = undefined
       this.succeeded()
     } catch (error) {
+      // The check's connection still held by a check that outran its time-out: nothing new.
+      if (error instanceof PoolExhaustedError) return
       if (isOutage(error)) {
         this.failed(error)
       } else {

@@ -5,12 +5,13 @@ import {
   type ApiErrorCode,
   internalError,
   methodNotAllowed,
+  overloaded,
   STORE_BUSY_MESSAGE,
   STORE_UNAVAILABLE_MESSAGE,
   STORE_UNAVAILABLE_RETRY_SECONDS,
   serviceUnavailable,
 } from '../errors.js'
-import { StoreBusyError } from '../store/busy.js'
+import { PoolExhaustedError, StoreBusyError } from '../store/busy.js'
 import { isDiskFull } from '../store/open-failure.js'
 import { isStoreUnreachable } from '../store/postgres/postgres.js'
 
@@ -93,6 +94,11 @@ export default fp(
   async (app: FastifyInstance) => {
     app.setErrorHandler((error: FastifyError, request, reply) => {
       if (error instanceof ApiError) return sendError(reply, error)
+      if (error instanceof PoolExhaustedError) {
+        // The database answers; this instance has more requests than connections (runbooks.md).
+        request.log.warn({ err: error }, 'overloaded: no free database connection')
+        return sendError(reply, overloaded())
+      }
       const busy = fromBusyStore(error)
       if (busy) {
         // Not the client's fault and likely to pass; the operator still learns what happened.

@@ -33,6 +33,8 @@ export async function openStore(
         | 'databaseReadUrl'
         | 'databaseReadMaxLagMs'
         | 'databasePreparedStatements'
+        | 'databasePoolSize'
+        | 'databaseIdleTimeoutMs'
         | 'requestDeadlineMs'
         | 'dataDirTemplate'
       >
@@ -51,7 +53,10 @@ export async function openStore(
       ...(options.onIdleError ? { onIdleError: options.onIdleError } : {}),
       ...(options.onPoolerDetected ? { onPoolerDetected: options.onPoolerDetected } : {}),
       ...(config.requestDeadlineMs !== undefined ? { requestDeadlineMs: config.requestDeadlineMs } : {}),
-      ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
+      ...(config.databaseIdleTimeoutMs !== undefined ? { idleTimeoutMs: config.databaseIdleTimeoutMs } : {}),
+      ...((options.maxConnections ?? config.databasePoolSize)
+        ? { maxConnections: options.maxConnections ?? config.databasePoolSize }
+        : {}),
     })
   }
   const store = await createEmbeddedStore(config.dataDir, {

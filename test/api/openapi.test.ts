@@ -394,6 +394,7 @@ describe('GET /openapi.json', () => {
       'method_not_allowed',
       'missing_api_key',
       'not_found',
+      'overloaded',
       'payload_too_large',
       'revoked_api_key',
       'service_unavailable',

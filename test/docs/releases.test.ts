@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { ROOT } from '../helpers/process.js'
@@ -62,5 +62,46 @@ describe('releases', () => {
       if (git('rev-parse', `${tag}^{commit}`) === git('rev-parse', 'HEAD')) continue
       expect(newer(base, tag.slice(1)), `${packageVersion} after ${tag}`).toBeGreaterThan(0)
     }
+  })
+})
+
+/** The schema the working tree's migrations make: the highest number, and the oldest release number that serves it. */
+function migrationsSchema(): { version: number; compatibleFrom: number } {
+  const directory = join(ROOT, 'src', 'store', 'migrations')
+  const files = readdirSync(directory).filter((name) => /^\d{3}_.*\.sql$/.test(name))
+  const version = Math.max(...files.map((name) => Number(name.slice(0, 3))))
+  const compatibleFrom = Math.max(
+    ...files.map((name) => {
+      const header = /^-- compatible-from: (\d+)$/m.exec(readFileSync(join(directory, name), 'utf8'))
+      return header ? Number(header[1]) : 0
+    }),
+  )
+  return { version, compatibleFrom }
+}
+
+/** An operator reads the schema version of a release in the CHANGELOG and in upgrading.md: both are the migrations'. */
+describe('the schema version the release notes give', () => {
+  const schema = migrationsSchema()
+  const [newest] = headings
+  const entry = changelog.slice(changelog.indexOf(`## ${newest?.version} (`)).split(/\n## /)[0] ?? ''
+
+  it("is the newest CHANGELOG entry's, with the compatibility the migrations declare", () => {
+    const said = /^Schema version (\d+) \(compatible from (\d+)/m.exec(entry)
+    expect(
+      said,
+      `the newest CHANGELOG entry says "Schema version ${schema.version} (compatible from …"`,
+    ).not.toBeNull()
+    expect(Number(said?.[1])).toBe(schema.version)
+    expect(Number(said?.[2])).toBe(schema.compatibleFrom)
+  })
+
+  it("is upgrading.md's heading for the newest release", () => {
+    const upgrading = readFileSync(join(ROOT, 'docs', 'operators', 'upgrading.md'), 'utf8')
+    const heading = new RegExp(
+      `^## To ${newest?.version.replaceAll('.', '\\.')} \\(schema (\\d+)\\)$`,
+      'm',
+    ).exec(upgrading)
+    expect(heading, `upgrading.md has "## To ${newest?.version} (schema ${schema.version})"`).not.toBeNull()
+    expect(Number(heading?.[1])).toBe(schema.version)
   })
 })

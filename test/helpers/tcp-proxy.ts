@@ -11,6 +11,10 @@ export class TcpProxy {
   readonly #sockets = new Set<Socket>()
   #frozen = false
   #refusal: Buffer | undefined
+  /** The cut to make, the sessions that have sent its `after`, and how many more to cut. */
+  #cut: (Cut & { armed: WeakSet<Socket>; left: number }) | undefined
+  /** Server sides of cut sessions, whose answers are no longer passed on. */
+  readonly #cutOff = new WeakSet<Socket>()
   port = 0
   /** Sessions refused so far (refuseSessions). */
   refused = 0
@@ -46,13 +50,17 @@ export class TcpProxy {
         })
       }
       client.on('data', (chunk) => {
-        if (!this.#frozen) upstream.write(chunk)
+        if (this.#frozen || this.#cuts(chunk, client, upstream)) return
+        upstream.write(chunk)
       })
       upstream.on('data', (chunk) => {
-        if (!this.#frozen) client.write(chunk)
+        if (!this.#frozen && !this.#cutOff.has(upstream)) client.write(chunk)
       })
       client.on('close', () => upstream.destroy())
-      upstream.on('close', () => client.destroy())
+      // A cut session's client end closes when the cut says (cutSession), not with the server's.
+      upstream.on('close', () => {
+        if (!this.#cutOff.has(upstream)) client.destroy()
+      })
     })
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject)
@@ -82,18 +90,40 @@ export class TcpProxy {
    * they are; `stopRefusing()` lets new sessions through again.
    */
   refuseSessions(code: string, message: string): void {
-    const field = (type: string, value: string) => Buffer.from(`${type}${value}\0`, 'utf8')
-    const fields = Buffer.concat([
-      field('S', 'FATAL'),
-      field('V', 'FATAL'),
-      field('C', code),
-      field('M', message),
-      Buffer.from([0]),
-    ])
-    const header = Buffer.alloc(5)
-    header.write('E', 0)
-    header.writeInt32BE(fields.length + 4, 1)
-    this.#refusal = Buffer.concat([header, fields])
+    this.#refusal = fatal(code, message)
+  }
+
+  /**
+   * Ends the session that sends a message holding `cut.on` (after it sent one holding
+   * `cut.after`, when given), as a server or pooler ending it does: the client gets a FATAL ErrorResponse
+   * (`code`, `message`), then the close. With `forward`, the message reaches the server first
+   * and only its answer is lost (a COMMIT the server runs); without, the server never sees it.
+   * `times` sessions are cut (1 by default).
+   */
+  cutSession(cut: Cut): void {
+    this.#cut = { ...cut, armed: new WeakSet(), left: cut.times ?? 1 }
+  }
+
+  #cuts(chunk: Buffer, client: Socket, upstream: Socket): boolean {
+    const cut = this.#cut
+    if (!cut || cut.left <= 0) return false
+    const text = chunk.toString('latin1')
+    if (cut.after !== undefined && !cut.armed.has(client)) {
+      if (text.includes(cut.after)) cut.armed.add(client)
+      return false
+    }
+    if (!text.includes(cut.on)) return false
+    cut.left--
+    this.#cutOff.add(upstream)
+    if (cut.forward) {
+      upstream.end(chunk)
+      // The server's answer, had it been passed on, would be here by now.
+      setTimeout(() => client.end(fatal(cut.code, cut.message)), 100)
+    } else {
+      upstream.destroy()
+      client.end(fatal(cut.code, cut.message))
+    }
+    return true
   }
 
   stopRefusing(): void {
@@ -112,4 +142,30 @@ export class TcpProxy {
       if (received.length >= 4 && received.length >= received.readInt32BE(0)) client.end(refusal)
     })
   }
+}
+
+/** A session to end mid-way (TcpProxy.cutSession). */
+export interface Cut {
+  readonly on: string
+  readonly after?: string
+  readonly forward?: boolean
+  readonly times?: number
+  readonly code: string
+  readonly message: string
+}
+
+/** PostgreSQL's ErrorResponse of severity FATAL, after which the server closes the session. */
+function fatal(code: string, message: string): Buffer {
+  const field = (type: string, value: string) => Buffer.from(`${type}${value}\0`, 'utf8')
+  const fields = Buffer.concat([
+    field('S', 'FATAL'),
+    field('V', 'FATAL'),
+    field('C', code),
+    field('M', message),
+    Buffer.from([0]),
+  ])
+  const header = Buffer.alloc(5)
+  header.write('E', 0)
+  header.writeInt32BE(fields.length + 4, 1)
+  return Buffer.concat([header, fields])
 }

@@ -10,6 +10,8 @@ describe('the environment, validated once at start', () => {
       databaseReadUrl: undefined,
       databaseReadMaxLagMs: 5000,
       databasePreparedStatements: 'on',
+      databasePoolSize: 10,
+      databaseIdleTimeoutMs: 10_000,
       dataDir: './data',
       apiKeyBrand: 'svc',
       logLevel: 'info',
@@ -31,6 +33,8 @@ describe('the environment, validated once at start', () => {
       DATABASE_READ_URL: 'postgresql://a@replica/x',
       DATABASE_READ_MAX_LAG_MS: '250',
       DATABASE_PREPARED_STATEMENTS: 'off',
+      DATABASE_POOL_SIZE: '4',
+      DATABASE_IDLE_TIMEOUT_MS: '0',
       SHUTDOWN_DELAY_MS: '2000',
       READY_OUTAGE_GRACE_MS: '3000',
       REQUEST_DEADLINE_MS: '4500',
@@ -45,6 +49,8 @@ describe('the environment, validated once at start', () => {
       databaseReadUrl: 'postgresql://a@replica/x',
       databaseReadMaxLagMs: 250,
       databasePreparedStatements: 'off',
+      databasePoolSize: 4,
+      databaseIdleTimeoutMs: 0,
       shutdownDelayMs: 2000,
       readyOutageGraceMs: 3000,
       requestDeadlineMs: 4500,
@@ -78,6 +84,8 @@ describe('the environment, validated once at start', () => {
       'invalid LIST_FOLD_INTERVAL_MS: Number must be less than or equal to 60000',
     ],
     [{ DATABASE_PREPARED_STATEMENTS: 'maybe' }, /^invalid DATABASE_PREPARED_STATEMENTS: /],
+    [{ DATABASE_POOL_SIZE: '0' }, 'invalid DATABASE_POOL_SIZE: Number must be greater than or equal to 1'],
+    [{ DATABASE_POOL_SIZE: 'ten' }, 'invalid DATABASE_POOL_SIZE: must be a whole number of connections'],
   ])('refuses %o in one line naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError)
     expect(() => loadConfig(env)).toThrow(message)

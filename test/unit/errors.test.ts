@@ -25,6 +25,7 @@ const STATUSES: Record<ApiErrorCode, number> = {
   header_too_large: 431,
   internal_error: 500,
   service_unavailable: 503,
+  overloaded: 503,
 }
 
 describe('API errors', () => {

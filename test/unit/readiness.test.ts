@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import { Metrics } from '../../src/ops/metrics.js'
 import { buildOpsApp } from '../../src/ops/ops-app.js'
 import { CHECK_TIMEOUT_MS, observedStore, Readiness } from '../../src/ops/readiness.js'
-import { StoreBusyError } from '../../src/store/busy.js'
+import { CommitOutcomeUnknownError, PoolExhaustedError, StoreBusyError } from '../../src/store/busy.js'
 import type { Store } from '../../src/store/types.js'
 
 /** A readiness whose check fails with `failure` (when set), or never answers (`hang`), on a clock the test moves. */
@@ -69,6 +69,16 @@ describe('readiness: this instance can serve', () => {
     expect(readiness.report().statusCode).toBe(503)
     state.failure = undefined
     expect((await readiness.refresh()).statusCode).toBe(200)
+  })
+
+  it("a check whose COMMIT lost its connection meets an outage; one that found the check's connection busy says nothing new", async () => {
+    const { readiness, state } = readinessWith(10_000)
+    state.failure = new CommitOutcomeUnknownError(refused())
+    expect((await readiness.refresh()).body).toMatchObject({ status: 'ready', store: 'unreachable' })
+    state.failure = undefined
+    expect((await readiness.refresh()).body).toEqual({ status: 'ready', store: 'ok' })
+    state.failure = new PoolExhaustedError(1, 1_500, 0)
+    expect(await readiness.refresh()).toEqual({ statusCode: 200, body: { status: 'ready', store: 'ok' } })
   })
 
   it('draining is 503 whatever the store does', async () => {

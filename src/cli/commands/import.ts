@@ -2,6 +2,7 @@ import { waitForStandbys } from '../../domain/replication.js'
 import { type ImportSummary, InputIdleError, importNdjson } from '../../import/ndjson.js'
 import { refreshStatistics } from '../../store/schema/migrate.js'
 import { count } from '../options.js'
+import { afterCommit, writing } from '../outcome.js'
 import { printResult, progressBar } from '../output.js'
 import { JSON_OPTION, type RegisterCommand } from './command.js'
 
@@ -34,15 +35,23 @@ export const registerImport: RegisterCommand = (program, context) => {
       const input = await context.openInput(file)
       const progress = progressBar(context, undefined, 'lines')
       try {
+        const again =
+          file === '-'
+            ? 'importing the same input again is safe: it writes only what is missing'
+            : `\`openbook import ${file}\` again is safe: it writes only what is missing`
         const summary = await context.withStore(async (store) => {
-          const imported = await importNdjson(store, input, {
-            onProgress: (lines) => progress.update(lines),
-            idleMs: options.idleTimeout * 1000,
-            onWait: (line) => context.stderr.write(`openbook: ${line}\n`),
+          const imported = await writing({ what: 'the import', check: again }, () =>
+            importNdjson(store, input, {
+              onProgress: (lines) => progress.update(lines),
+              idleMs: options.idleTimeout * 1000,
+              onWait: (line) => context.stderr.write(`openbook: ${line}\n`),
+            }),
+          )
+          await afterCommit(`imported ${imported.lines} lines`, again, async () => {
+            await refreshStatistics(store)
+            // Revoked keys, as after `keys revoke`: refused on every read replica before we return.
+            if (imported.revokedKeys.length > 0) await waitForStandbys(store, 30_000)
           })
-          await refreshStatistics(store)
-          // Revoked keys, as after `keys revoke`: refused on every read replica before we return.
-          if (imported.revokedKeys.length > 0) await waitForStandbys(store, 30_000)
           return imported
         })
         progress.stop()

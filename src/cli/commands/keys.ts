@@ -12,6 +12,7 @@ import { type ReplayWait, waitForStandbys } from '../../domain/replication.js'
 import { OperatorError } from '../../operator-error.js'
 import type { CliContext } from '../context.js'
 import { count, ensureEnv, expiryOf, parseDuration } from '../options.js'
+import { afterCommit, writing } from '../outcome.js'
 import { printResult, printTable } from '../output.js'
 import { JSON_OPTION, type RegisterCommand } from './command.js'
 
@@ -121,19 +122,28 @@ function registerCreate(keys: Command, context: CliContext): void {
     .action(async (options: CreateOptions) => {
       const env = ensureEnv(options.env)
       const expiry = expiryOf(options)
+      const created = {
+        what:
+          options.count === undefined ? `the new key of ${options.org}` : `the new keys of ${options.org}`,
+        check:
+          `see \`openbook keys list --org ${options.org}\`: a key created just now, whose secret you did not get, ` +
+          'cannot be used; revoke it and create another',
+      }
       const keys = await context.withStore((store) =>
-        store.admin((sql) =>
-          createApiKeys(
-            sql,
-            {
-              orgId: options.org,
-              actorEmail: options.as,
-              env,
-              name: options.name,
-              expiry,
-              brand: context.apiKeyBrand,
-            },
-            options.count ?? 1,
+        writing(created, () =>
+          store.admin((sql) =>
+            createApiKeys(
+              sql,
+              {
+                orgId: options.org,
+                actorEmail: options.as,
+                env,
+                name: options.name,
+                expiry,
+                brand: context.apiKeyBrand,
+              },
+              options.count ?? 1,
+            ),
           ),
         ),
       )
@@ -160,7 +170,9 @@ function registerList(keys: Command, context: CliContext): void {
     .requiredOption('--org <orgId>', 'organization id')
     .option(...JSON_OPTION)
     .action(async (options: { org: string; json?: boolean }) => {
-      const rows = await context.withStore((store) => store.admin((sql) => listApiKeys(sql, options.org)))
+      const rows = await context.withStore((store) => store.admin((sql) => listApiKeys(sql, options.org)), {
+        idempotent: true,
+      })
       printResult(context, options, rows, () =>
         printTable(context, rows as unknown as Record<string, unknown>[], LIST_COLUMNS),
       )
@@ -198,9 +210,17 @@ function registerRevoke(keys: Command, context: CliContext): void {
         throw new OperatorError('give a key id, or --org with the keys to revoke, not both')
       }
       if (selection) {
+        const again = `run the same \`openbook keys revoke --org ${selection.orgId} …\` again: it revokes the keys still active and prints them`
         const { batch, replication } = await context.withStore(async (store) => {
-          const batch = await store.admin((sql) => revokeApiKeys(sql, selection))
-          const replication = await waitForStandbys(store, options.waitTimeout * 1000)
+          const batch = await writing(
+            { what: `the revocation of keys of ${selection.orgId}`, check: again },
+            () => store.admin((sql) => revokeApiKeys(sql, selection)),
+          )
+          const replication = await afterCommit(
+            `revoked ${batch.revoked.length} keys of ${batch.orgId}`,
+            again,
+            () => waitForStandbys(store, options.waitTimeout * 1000),
+          )
           return { batch, replication }
         })
         printResult(context, options, { ...batch, replication }, () =>
@@ -208,10 +228,17 @@ function registerRevoke(keys: Command, context: CliContext): void {
         )
         return
       }
+      const again = `run \`openbook keys revoke ${keyId}\` again: it revokes the key if it is not yet, and prints when it was`
       const { revoked, replication } = await context.withStore(async (store) => {
-        const revoked = await store.admin((sql) => revokeApiKey(sql, keyId as string))
+        const revoked = await writing({ what: `the revocation of ${keyId}`, check: again }, () =>
+          store.admin((sql) => revokeApiKey(sql, keyId as string)),
+        )
         // Servers may read keys on a streaming replica: the promise holds once every standby has it.
-        const replication = await waitForStandbys(store, options.waitTimeout * 1000)
+        const replication = await afterCommit(
+          `revoked ${revoked.id} of ${revoked.orgId} at ${revoked.revokedAt}`,
+          again,
+          () => waitForStandbys(store, options.waitTimeout * 1000),
+        )
         return { revoked, replication }
       })
       printResult(context, options, { ...revoked, replication }, () =>

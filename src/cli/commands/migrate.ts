@@ -10,7 +10,11 @@ export const registerMigrate: RegisterCommand = (program, context) => {
     )
     .option(...JSON_OPTION)
     .action(async (options: { json?: boolean }) => {
-      const result = await context.withStore((store) => migrate(store), { migrating: true })
+      const result = await context.withStore((store) => migrate(store), {
+        migrating: true,
+        // One transaction: a run after a lost one applies what that one did not commit.
+        idempotent: true,
+      })
       printResult(context, options, result, () => {
         // One line per repair (none when all was in place), then the version.
         for (const line of result.repaired) context.stdout.write(`repaired: ${line}\n`)

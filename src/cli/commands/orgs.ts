@@ -1,6 +1,7 @@
 import { createOrganization, listOrganizations, newOrganizationId } from '../../domain/organizations.js'
 import { PLANS } from '../../domain/plans.js'
 import { ensureEmail, ensurePlan, ensureText } from '../options.js'
+import { writing } from '../outcome.js'
 import { printResult, printTable } from '../output.js'
 import { JSON_OPTION, type RegisterCommand } from './command.js'
 
@@ -29,8 +30,9 @@ export const registerOrgs: RegisterCommand = (program, context) => {
       const plan = ensurePlan(options.plan)
       const id = options.id === undefined ? newOrganizationId() : ensureText('--id', options.id, 128)
       const ownerEmail = ensureEmail(options.ownerEmail)
+      const change = { what: `the organization ${id}`, check: 'see `openbook orgs list`' }
       const created = await context.withStore((store) =>
-        store.admin((sql) => createOrganization(sql, { id, name, plan, ownerEmail })),
+        writing(change, () => store.admin((sql) => createOrganization(sql, { id, name, plan, ownerEmail }))),
       )
       printResult(context, options, created, () =>
         context.stdout.write(
@@ -44,7 +46,9 @@ export const registerOrgs: RegisterCommand = (program, context) => {
     .description('organizations with plan and counts')
     .option(...JSON_OPTION)
     .action(async (options: { json?: boolean }) => {
-      const rows = await context.withStore((store) => store.admin((sql) => listOrganizations(sql)))
+      const rows = await context.withStore((store) => store.admin((sql) => listOrganizations(sql)), {
+        idempotent: true,
+      })
       printResult(context, options, rows, () => printTable(context, rows, LIST_COLUMNS))
     })
 }

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import type { PreparedStatements } from '../../config.js'
+import { CommitOutcomeUnknownError, PoolExhaustedError } from '../busy.js'
 import { isPoolerSymptom, isPreparedStatementMissing } from '../one-trip.js'
 import { isDiskFull } from '../open-failure.js'
 import type { AdminSql } from '../types.js'
@@ -22,6 +23,8 @@ import { reconnector } from './reconnect.js'
 /** What a pool of one database needs to know of the store's options (PostgresStoreOptions). */
 export interface PoolOptions {
   readonly maxConnections?: number
+  /** A connection idle this long in the pool is closed (0: never); IDLE_TIMEOUT_MS by default. */
+  readonly idleTimeoutMs?: number
   /**
    * How the request path's statements are prepared (config.ts, `PREPARED_STATEMENTS`): `on` (the
    * default) once per connection, the page by SQL-level PREPARE (one-trip.ts); `pooler` once per
@@ -39,6 +42,16 @@ export interface PoolOptions {
 }
 
 export const REQUEST_DEADLINE_MS = 8_000
+/**
+ * Idle pooled connections are closed after this long (DATABASE_IDLE_TIMEOUT_MS): the connections a
+ * burst opened go back to the server within seconds, for the other instances and clients that
+ * share its max_connections, and a steady load keeps the ones it uses.
+ */
+export const IDLE_TIMEOUT_MS = 10_000
+/** The least time a round trip of a request gets, however little of its deadline is left; a page takes milliseconds. */
+const MIN_ROUND_TRIP_MS = 250
+/** pg-pool's words for a connection request that waited its whole connectionTimeoutMillis in the pool's queue. */
+const QUEUE_TIMEOUT = 'timeout exceeded when trying to connect'
 /**
  * A round trip to the replica that takes longer ends there and the read moves to the primary: a
  * page takes milliseconds, and a replica that stopped leaves its reads queued in the pooler.
@@ -92,10 +105,23 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
     connectionString,
     max: maxConnections,
     connectionTimeoutMillis: 5_000,
-    idleTimeoutMillis: 30_000,
+    idleTimeoutMillis: options.idleTimeoutMs ?? IDLE_TIMEOUT_MS,
   })
   // Without a listener an idle connection's error would crash the process.
   pool.on('error', (error) => options.onIdleError?.(error))
+  /** Connections established (pg-pool counts those still connecting in totalCount too). */
+  const established = new Set<unknown>()
+  pool.on('connect', (client) => established.add(client))
+  pool.on('remove', (client) => established.delete(client))
+  /**
+   * A connection request that waited in vain while every connection of the pool was established
+   * and in use: the database answers, and the requests outnumber the connections (overload). A
+   * pool whose connections are still connecting, or are gone, is the store's trouble instead.
+   */
+  const exhausted = (error: unknown) =>
+    (error instanceof RoundTripTimeout || (error as Error).message === QUEUE_TIMEOUT) &&
+    established.size >= maxConnections &&
+    pool.idleCount === 0
   /** Connections that have begun a transaction before: the ones that have sat idle in the pool. */
   const reused = new WeakSet<pg.PoolClient>()
 
@@ -110,6 +136,7 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
    * transaction has run yet.
    */
   async function connect(deadline: number, answerBy: number | undefined): Promise<pg.PoolClient> {
+    const since = Date.now()
     for (;;) {
       try {
         // A connection that hangs (a peer that stopped answering) counts against the deadline too.
@@ -117,6 +144,8 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
           ? pool.connect()
           : within(pool.connect(), answerBy - Date.now(), (late) => late.release()))
       } catch (error) {
+        if (exhausted(error))
+          throw new PoolExhaustedError(maxConnections, Date.now() - since, pool.waitingCount)
         if (error instanceof RoundTripTimeout) throw error
         if (!isRefusal(error) || deadline <= Date.now()) throw error
         // Then one last try at the deadline itself.
@@ -154,7 +183,12 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
         attemptPrepare,
         recheck,
         () => reused.add(client),
-        capped ? () => Math.min(roundTripCapMs, answerBy - Date.now()) : undefined,
+        // A round trip begun just before the deadline (after a wait in the pool's queue) still gets
+        // MIN_ROUND_TRIP_MS: cut off at once, it would be told as a lost connection (08006), and
+        // its connection closed, under a load that already has too few.
+        capped
+          ? () => Math.min(roundTripCapMs, Math.max(MIN_ROUND_TRIP_MS, answerBy - Date.now()))
+          : undefined,
       )
       // A backend that dies while the connection is checked out emits 'error' on the client, which the
       // pool listens for only while it is idle: unheard, it would crash the process. The query in flight
@@ -179,7 +213,14 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
             client.release()
             released = true
           } else {
-            await client.query('COMMIT')
+            try {
+              await client.query('COMMIT')
+            } catch (error) {
+              // Sent, and no answer: committed or not, the server alone knows (the caller says so).
+              if (!isConnectionLost(error)) throw error
+              connection.broken = true
+              throw new CommitOutcomeUnknownError(error)
+            }
           }
         }
         return result
@@ -247,6 +288,8 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
 export function isStoreUnreachable(error: unknown): boolean {
   const code = (error as { code?: unknown }).code
   return (
+    // A COMMIT whose connection was lost: the same outage, for readiness and for a request.
+    error instanceof CommitOutcomeUnknownError ||
     isConnectRefused(error) ||
     isConnectionLost(error) ||
     code === '57P03' ||

@@ -56,6 +56,8 @@ const FOLDING: TransactionMode = {
   request: false,
   readOnly: false,
 }
+/** too_many_connections: the server's, the role's or the database's connection limit is reached. */
+const isOutOfConnections = (error: unknown) => (error as { code?: unknown }).code === '53300'
 
 /** On PostgreSQL the database is the busier side: pages come back as rows, Node writes the JSON. */
 const POSTGRES_ADAPTER: StoreAdapter = { pageForm: 'rows' }
@@ -148,7 +150,6 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     async maintain(statement) {
       await primary.pool.query(statement)
     },
-    probe: (work) => probe.transaction(OPERATOR, work),
     foldLists: () =>
       folder.transaction(FOLDING, async (sql): Promise<FoldReport> => {
         const [row] = await sql.query<{ folded: number; most_pending: string; all_pending: string }>(
@@ -160,6 +161,18 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
           allPending: Number(row?.all_pending ?? 0),
         }
       }),
+    async probe(work) {
+      try {
+        return await probe.transaction(OPERATOR, work)
+      } catch (error) {
+        // The check's own connection found no slot (max_connections, or the role's or the
+        // database's CONNECTION LIMIT), while the requests' pool holds an idle connection: the
+        // check runs there, as the next request would. Otherwise readiness would say the store
+        // is unreachable while this instance serves every request.
+        if (!isOutOfConnections(error) || primary.pool.idleCount === 0) throw error
+        return primary.transaction(OPERATOR, work)
+      }
+    },
     pools: () => [stats('primary', primary.pool), ...(replica ? [stats('replica', replica.pool)] : [])],
     ...(monitor ? { replicaLagSeconds: () => monitor.lagSeconds } : {}),
     async close() {

@@ -137,6 +137,7 @@ export type components = {
      *     - `header_too_large`: 431: the request line and headers exceed 16 KiB.
      *     - `internal_error`: 500: an unexpected failure; retry with backoff and quote the X-Request-Id if it persists.
      *     - `service_unavailable`: 503: the data store is briefly unavailable; retry the same request after `Retry-After` seconds.
+     *     - `overloaded`: 503: the server has more requests than it can take just now; retry the same request after `Retry-After` seconds, with backoff.
      * @enum {string}
      */
     ErrorCode:
@@ -153,6 +154,7 @@ export type components = {
       | 'header_too_large'
       | 'internal_error'
       | 'service_unavailable'
+      | 'overloaded'
     /** @description Every error answer: `error` always, and the `code` a client branches on. Fields may be added within v1: ignore those you do not know. */
     Error: {
       /** @description The status in words, e.g. `Unauthorized` */
@@ -277,7 +279,7 @@ export type components = {
         'application/json': components['schemas']['Error']
       }
     }
-    /** @description The data store is briefly unavailable (a maintenance lock, a restart, no free connection; `code` `service_unavailable`): retry the same request after Retry-After seconds */
+    /** @description The data store is briefly unavailable (a maintenance lock, a restart) or the server has more requests than it can take (`code` `service_unavailable` or `overloaded`): retry the same request after Retry-After seconds */
     ServiceUnavailable: {
       headers: {
         'X-Request-Id': components['headers']['X-Request-Id']
