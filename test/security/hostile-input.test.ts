@@ -341,6 +341,10 @@ describeEachStore('hostile input on %s', (testStore) => {
           '304',
           '400',
           '401',
+          '404',
+          '405',
+          '413',
+          '431',
           '500',
           '503',
         ])

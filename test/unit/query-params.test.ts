@@ -140,12 +140,17 @@ describe('the appointments query', () => {
     expect([...new Set(paths)]).toEqual(['limit', 'offset', 'staffId', 'endDate'])
   })
 
-  it('takes one of the statuses, with the defaults of limit and offset, and ignores other names', () => {
-    const result = appointmentsQuery.safeParse({ status: 'completed', other: 'x', __proto__: 'y' })
+  it('takes one of the statuses, with the defaults of limit and offset, and refuses other names', () => {
+    const result = appointmentsQuery.safeParse({ status: 'completed' })
     expect(result.success && result.data).toEqual({
       page: { limit: 50, offset: 0 },
       filters: { status: 'completed' },
     })
+    // A name the contract does not define is refused, not ignored: a guessed filter would
+    // otherwise return the whole list.
+    const other = appointmentsQuery.safeParse({ status: 'completed', other: 'x' })
+    expect(other.success).toBe(false)
+    expect(JSON.stringify(other.error?.issues)).toContain('other')
     expect(appointmentsQuery.safeParse({ status: 'done' }).success).toBe(false)
     expect(appointmentsQuery.safeParse({ status: ['completed', 'cancelled'] }).success).toBe(false)
   })
