@@ -49,6 +49,13 @@ const LOGIN_RETRY_MS =
 const MARGIN_MS = patience(10_000)
 const TTL_MS = DCS.ttl * 1000
 const LOOP_MS = DCS.loopWait * 1000
+/**
+ * READY_OUTAGE_GRACE_MS as docs/operators/high-availability.md sets it: above the longest outage
+ * of the primary that Patroni heals itself (a lost host: ttl + loop_wait, then HAProxy's join
+ * and PgBouncer's next login), so that an instance reading on the replica stays in the balancer
+ * and serves meanwhile.
+ */
+const READY_GRACE_MS = TTL_MS + LOOP_MS + HAPROXY_IN_MS + LOGIN_RETRY_MS
 
 const summary = new Summary()
 let run: RunDir | undefined
@@ -287,10 +294,18 @@ function figures(result: FaultResult, boundMs: number, why: string): string {
     kinds.set(kind, (kinds.get(kind) ?? 0) + 1)
   }
   const within = load.failures.length - result.late
+  // When the failures were sent (from the fault) and how long each waited: a 503 after
+  // REQUEST_DEADLINE_MS is a request that found no primary in time.
+  const sent = load.failures.map((f) => f.start - result.at)
+  const waited = load.failures.map((f) => f.end - f.start)
+  const range = (values: number[]) => `${ms(Math.min(...values))}..${ms(Math.max(...values))}`
+  const when = load.failures.length
+    ? `, sent ${range(sent)} after the fault, each answered after ${range(waited)}`
+    : ''
   return (
     `${n(load.requests)} requests in ${load.seconds} s, ${n(load.ok)} correct, ${load.wrong} wrong; ` +
     `${load.failures.length} failed (${result.inFlight} in flight at the fault, ${within} sent within the bound of ${ms(boundMs - MARGIN_MS)} + margin ${ms(MARGIN_MS)} = ${why}, ${result.late} after it)` +
-    `${kinds.size ? ` [${[...kinds].map(([k, v]) => `${v}x ${k}`).join('; ')}]` : ''}; ` +
+    `${kinds.size ? ` [${[...kinds].map(([k, v]) => `${v}x ${k}`).join('; ')}${when}]` : ''}; ` +
     `first 200 ${ms(result.firstOkMs)} after the fault; topology settled and both instances serving ${ms(result.readyMs)} after; ` +
     `primary-port probes ${result.probes}: from a demoted node after another held the key ${result.standbyAnswers}, ` +
     `from a node in recovery while no other held it ${result.recovering}`
@@ -469,13 +484,21 @@ describe('openbook under Patroni on loopback', () => {
           },
         ),
     )
-    await Promise.all(instances.map((instance) => instance.start()))
+    // The instances take their environment from this process's (services.ts).
+    const grace = process.env.READY_OUTAGE_GRACE_MS
+    process.env.READY_OUTAGE_GRACE_MS = String(READY_GRACE_MS)
+    try {
+      await Promise.all(instances.map((instance) => instance.start()))
+    } finally {
+      if (grace === undefined) delete process.env.READY_OUTAGE_GRACE_MS
+      else process.env.READY_OUTAGE_GRACE_MS = grace
+    }
     lb = new HAProxy(run, lbPort as number, lbStats as number, instances, TWO_INSTANCES, 'haproxy-instances')
     await lb.start()
     summary.add(
       'topology up',
       `etcd :${etcdClient}; node1 :${pg1} (REST :${rest1}), node2 :${pg2} (REST :${rest2}); HAProxy primary :${primaryPort}, replicas :${replicaPort}; ` +
-        `PgBouncer :${bouncerPort}; 2 instances; ${expected.length} distinct requests; Patroni ttl/loop_wait/retry_timeout ${DCS.ttl}/${DCS.loopWait}/${DCS.retryTimeout} s; ` +
+        `PgBouncer :${bouncerPort}; 2 instances (READY_OUTAGE_GRACE_MS ${READY_GRACE_MS}); ${expected.length} distinct requests; Patroni ttl/loop_wait/retry_timeout ${DCS.ttl}/${DCS.loopWait}/${DCS.retryTimeout} s; ` +
         `HAProxy checks inter ${checks.inter} fastinter ${checks.fastinter} fall ${checks.fall} rise ${checks.rise} timeout ${checks.timeout} ms; margin ${ms(MARGIN_MS)}; built in ${ms(performance.now() - started)}`,
       'pass',
     )
