@@ -40,11 +40,13 @@ const HAPROXY_OUT_MS = checks.inter + checks.fall * (checks.fastinter + checks.t
 /** ...and puts it back within this once the check passes (`rise` checks; downinter = inter here). */
 const HAPROXY_IN_MS = checks.inter + checks.rise * (checks.inter + checks.timeout)
 /** PgBouncer tries a server again this long after a failed login (docs/topology/pgbouncer.conf). */
-const LOGIN_RETRY_MS =
-  Number(
-    /^server_login_retry = (\d+)$/m.exec(readFileSync(`${ROOT}docs/topology/pgbouncer.conf`, 'utf8'))?.[1] ??
-      15,
-  ) * 1000
+const LOGIN_RETRY_MS = (() => {
+  const setting = /^server_login_retry = (\d+)$/m.exec(
+    readFileSync(`${ROOT}docs/topology/pgbouncer.conf`, 'utf8'),
+  )
+  if (!setting) throw new Error('docs/topology/pgbouncer.conf no longer sets server_login_retry')
+  return Number(setting[1]) * 1000
+})()
 /** What the machine's load adds to starting PostgreSQL, a promotion, a pg_rewind (10 s idle, more when loaded). */
 const MARGIN_MS = patience(10_000)
 const TTL_MS = DCS.ttl * 1000
