@@ -76,8 +76,9 @@ let superUrl = ''
 const etags = new Map<string, string>()
 const etagRepeats: string[] = []
 /**
- * Answers through the primary port from a server in recovery while another node held the leader
- * key: a demoted node read as the primary after a new one was chosen (must never happen).
+ * Answers through the primary port from a node while another node held the leader key: a demoted
+ * node, or one whose Patroni is gone, read as the primary after a new one was chosen (must never
+ * happen).
  */
 let staleAnswers = 0
 /**
@@ -189,13 +190,13 @@ async function probePrimaryPort(stop: Promise<void>): Promise<void> {
       )
       primaryProbes++
       const row = rows[0]
-      if (row?.standby) {
-        const holders = await Promise.all(
-          nodes.map(async (node) => ((await rest(node.restPort, '/leader')) === 200 ? node : undefined)),
-        )
-        if (holders.some((node) => node && String(node.pgPort) !== row.port)) staleAnswers++
-        else recoveringAnswers++
-      }
+      // Any answer from a node while another holds the key is stale, a standby's or a primary's
+      // whose Patroni is gone (its PostgreSQL runs on as a primary until Patroni comes back).
+      const holders = await Promise.all(
+        nodes.map(async (node) => ((await rest(node.restPort, '/leader')) === 200 ? node : undefined)),
+      )
+      if (holders.some((node) => node && String(node.pgPort) !== row?.port)) staleAnswers++
+      else if (row?.standby) recoveringAnswers++
     } catch {
       await client?.end().catch(() => {})
       client = undefined
@@ -217,7 +218,7 @@ interface FaultResult {
   /** Failures of requests sent after `at + boundMs`: what the settings do not explain. */
   readonly late: number
   readonly serverErrors: number
-  /** Probes of the primary port answered by a demoted node after another was chosen (staleAnswers). */
+  /** Probes of the primary port answered by a node while another held the key (staleAnswers). */
   readonly standbyAnswers: number
   /** ...and by a node in recovery while no other node held the key (recoveringAnswers). */
   readonly recovering: number
@@ -309,7 +310,7 @@ function figures(result: FaultResult, boundMs: number, why: string): string {
     `${load.failures.length} failed (${result.inFlight} in flight at the fault, ${within} sent within the bound of ${ms(boundMs - MARGIN_MS)} + margin ${ms(MARGIN_MS)} = ${why}, ${result.late} after it)` +
     `${kinds.size ? ` [${[...kinds].map(([k, v]) => `${v}x ${k}`).join('; ')}${when}]` : ''}; ` +
     `first 200 ${ms(result.firstOkMs)} after the fault; topology settled and both instances serving ${ms(result.readyMs)} after; ` +
-    `primary-port probes ${result.probes}: from a demoted node after another held the key ${result.standbyAnswers}, ` +
+    `primary-port probes ${result.probes}: from a node while another held the key ${result.standbyAnswers}, ` +
     `from a node in recovery while no other held it ${result.recovering}`
   )
 }
@@ -741,6 +742,50 @@ describe('openbook under Patroni on loopback', () => {
         result.late === 0 && result.load.wrong === 0 && result.standbyAnswers === 0,
       )
       expect(demotedMs).toBeLessThanOrEqual(demotedBy)
+      holds(result, bound)
+    },
+    patience(300_000),
+  )
+
+  it(
+    "the primary's Patroni killed alone: its PostgreSQL runs on as a primary, HAProxy takes it out, the replica takes over, and the node rejoins when Patroni is back",
+    async () => {
+      const primary = (await leader()) as PatroniNode
+      const replica = nodes.find((node) => node !== primary) as PatroniNode
+      await roleOf(replica, 'replica', MARGIN_MS)
+      await routed(primary, [replica], MARGIN_MS)
+      // No watchdog: the orphaned PostgreSQL keeps running as a primary. HAProxy takes the node
+      // out as soon as its REST port refuses (fall checks) and closes the sessions to it
+      // (shutdown-sessions); the replica takes the key after ttl and promotes itself.
+      const bound = TTL_MS + LOOP_MS + HAPROXY_IN_MS + LOGIN_RETRY_MS + MARGIN_MS
+      let orphanPrimary = false
+      const result = await underLoad(
+        'Patroni killed',
+        bound,
+        async () => {
+          primary.process?.child.kill('SIGKILL')
+          await primary.process?.exited
+        },
+        async () => {
+          await roleOf(replica, 'primary', bound)
+          await routed(replica, undefined, bound)
+          orphanPrimary = !(await primary.inRecovery().catch(() => true))
+        },
+      )
+      // Patroni back: it finds another leader, demotes its PostgreSQL, rewinds it and follows.
+      const t = performance.now()
+      await primary.start()
+      await roleOf(primary, 'replica', LOOP_MS + HAPROXY_IN_MS + 2 * MARGIN_MS)
+      await routed(replica, [primary], HAPROXY_IN_MS + MARGIN_MS)
+      const rejoinedMs = performance.now() - t
+      const why = `ttl ${ms(TTL_MS)} + loop_wait ${ms(LOOP_MS)} + HAProxy in ${ms(HAPROXY_IN_MS)} + server_login_retry ${ms(LOGIN_RETRY_MS)} + margin`
+      const after = await afterFault('patroni-killed')
+      report(
+        `${primary.name}'s Patroni killed alone (${replica.name} promoted)`,
+        `${figures(result, bound, why)}; the orphaned PostgreSQL still a primary once ${replica.name} was: ${orphanPrimary}; ` +
+          `${primary.name} a replica again ${ms(rejoinedMs)} after its Patroni restarted; ${after}`,
+        result.late === 0 && result.load.wrong === 0 && result.standbyAnswers === 0,
+      )
       holds(result, bound)
     },
     patience(300_000),
