@@ -16,6 +16,7 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
+import { buildApp } from '../src/app.js'
 import { createApiKey } from '../src/domain/api-keys.js'
 import { createEmbeddedStore } from '../src/store/embedded/embedded.js'
 import type { MaintenanceRun } from '../src/store/embedded/embedded-autovacuum.js'
@@ -31,6 +32,8 @@ const { values } = parseArgs({
     writes: { type: 'string', default: '72000' },
     requests: { type: 'string', default: '7' },
     write: { type: 'boolean', default: false },
+    // The writes without the store's autovacuum, as before it had one (not for --write).
+    'no-autovacuum': { type: 'boolean', default: false },
   },
 })
 const [APPOINTMENTS, CUSTOMERS] = values.scale.split(',').map(Number) as [number, number]
@@ -111,17 +114,19 @@ interface PageTime {
   readonly medianMs: number
 }
 
-async function timePages(base: string, org: Org): Promise<PageTime[]> {
+/** Answers a page's request: its status, once its body has been read. */
+type Get = (path: string) => Promise<number>
+
+async function timePages(get: Get): Promise<PageTime[]> {
   const times: PageTime[] = []
   for (const [list, where, offset] of PAGES) {
-    const url = `${base}/api/public/v1/${list}?limit=${PAGE}${offset ? `&offset=${offset}` : ''}`
+    const path = `/api/public/v1/${list}?limit=${PAGE}${offset ? `&offset=${offset}` : ''}`
     const samples: number[] = []
     for (let i = 0; i < REQUESTS; i++) {
       const started = performance.now()
-      const response = await fetch(url, { headers: { authorization: `Bearer ${org.key}` } })
-      await response.arrayBuffer()
+      const status = await get(path)
       samples.push(performance.now() - started)
-      if (response.status !== 200) throw new Error(`${url} answered ${response.status}`)
+      if (status !== 200) throw new Error(`${path} answered ${status}`)
     }
     const sorted = [...samples].sort((a, b) => a - b)
     times.push({
@@ -171,7 +176,11 @@ async function serve(dataDir: string, org: Org): Promise<ServerRun> {
       await sleep(20)
     }
     const startSeconds = (performance.now() - started) / 1000
-    const pages = await timePages(base, org)
+    const pages = await timePages(async (path) => {
+      const response = await fetch(base + path, { headers: { authorization: `Bearer ${org.key}` } })
+      await response.arrayBuffer()
+      return response.status
+    })
     return {
       startSeconds,
       pages,
@@ -186,6 +195,8 @@ async function serve(dataDir: string, org: Org): Promise<ServerRun> {
 interface WriteRun {
   readonly seconds: number
   readonly maintenance: MaintenanceRun[]
+  /** The pages through the app in the writing process, after the writes and its looks. */
+  readonly pages: PageTime[]
 }
 
 /**
@@ -197,7 +208,7 @@ async function writeAnHour(dataDir: string, org: Org): Promise<WriteRun> {
   const maintenance: MaintenanceRun[] = []
   const store = await createEmbeddedStore(dataDir, {
     shortLived: true,
-    autovacuum: { onRun: (run) => maintenance.push(run) },
+    autovacuum: values['no-autovacuum'] ? false : { onRun: (run) => maintenance.push(run) },
   })
   try {
     const [appointments, customers, staff] = await store.admin(async (sql) =>
@@ -240,7 +251,16 @@ async function writeAnHour(dataDir: string, org: Org): Promise<WriteRun> {
     const seconds = (performance.now() - started) / 1000
     // The looks after the last writes, before this process lets DATA_DIR go, as a server's would.
     await sleep(12_000)
-    return { seconds, maintenance }
+    const app = await buildApp({ store, config: { apiKeyBrand: 'svc', logLevel: 'silent' } })
+    try {
+      const pages = await timePages(
+        async (url) =>
+          (await app.inject({ url, headers: { authorization: `Bearer ${org.key}` } })).statusCode,
+      )
+      return { seconds, maintenance, pages }
+    } finally {
+      await app.close()
+    }
   } finally {
     await store.close()
   }
@@ -286,8 +306,9 @@ try {
     `\`npm run bench:embedded -- --scale ${APPOINTMENTS},${CUSTOMERS} --writes ${WRITES}\`: \`openbook seed --orgs 1 ` +
       `--customers ${CUSTOMERS} --appointments ${APPOINTMENTS}\` into a new DATA_DIR (no DATABASE_URL), the built ` +
       `server's first start and a restart, then ${WRITES.toLocaleString('en')} one-row writes through SQL on the store ` +
-      `(an hour at 20 a second, run as fast as the store took them, with the server's autovacuum) and a start after ` +
-      `them. A page is ${PAGE} rows; its time is the first and the median of ${REQUESTS} requests one at a time. ` +
+      `(an hour at 20 a second, run as fast as the store took them, ` +
+      `${values['no-autovacuum'] ? 'WITHOUT' : 'with'} the server's autovacuum), the pages in that process after ` +
+      `them (through the app, no HTTP), and a start after them. A page is ${PAGE} rows; its time is the first and the median of ${REQUESTS} requests one at a time. ` +
       `${cpus().length} cores shared with other work: load average (1, 5, 15 min) ${loadBefore} before, ${loadAfter} after.`,
     '',
     '| | figure |',
@@ -302,15 +323,15 @@ try {
     `| start after the writes, to the first page | ${f(after.startSeconds)} s |`,
     `| DATA_DIR after the writes | ${mb(afterBytes / 1024)} MB |`,
     '',
-    '| page | after the seed: first / median ms | after the writes: first / median ms |',
-    '|---|---:|---:|',
+    '| page | after the seed: first / median ms | after the writes, in the writing process | after the writes, started again |',
+    '|---|---:|---:|---:|',
     ...first.pages.map((page, i) => {
-      const later = after.pages[i]
-      return `| ${page.label} | ${f(page.firstMs)} / ${f(page.medianMs)} | ${later ? `${f(later.firstMs)} / ${f(later.medianMs)}` : '–'} |`
+      const cell = (time: PageTime | undefined) => (time ? `${f(time.firstMs)} / ${f(time.medianMs)}` : '–')
+      return `| ${page.label} | ${cell(page)} | ${cell(writes.pages[i])} | ${cell(after.pages[i])} |`
     }),
   ].join('\n')
   process.stdout.write(`${table}\n`)
-  if (values.write) {
+  if (values.write && !values['no-autovacuum']) {
     writeResultsSection(
       `embedded-scale-${APPOINTMENTS}`,
       `## Embedded store at ${APPOINTMENTS.toLocaleString('en')} appointments\n\n${table}`,
