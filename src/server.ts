@@ -62,12 +62,13 @@ async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics):
       }
     },
     onIdleError: (error) => log.warn({ err: error }, 'idle database connection failed'),
-    // PGlite has no autovacuum: the embedded store does its work in idle time, said in the log.
+    // PGlite has no autovacuum: the embedded store does its work in idle time. A statement that
+    // held requests back for a second or more is said at info, the others at debug.
     autovacuum: {
       onRun: ({ table, statement, ms }) =>
-        log.info(
+        log[ms >= 1_000 ? 'info' : 'debug'](
           { table, ms },
-          `embedded store: ${statement} ${table} took ${ms} ms (requests meanwhile waited)`,
+          `embedded store: ${statement} ${table} took ${ms} ms (requests waited for it)`,
         ),
       onError: (error) =>
         log.warn({ err: error }, 'embedded store: vacuum or analyze failed; tried again at the next look'),

@@ -56,7 +56,7 @@ export function dueStatement(
   const vacuum =
     table.deadRows > thresholds.vacuumBase + thresholds.vacuumScale * rows ||
     table.insertedSinceVacuum > thresholds.insertBase + thresholds.insertScale * rows ||
-    false
+    (table.pages >= thresholds.visibilityMinPages && table.visiblePages < table.pages / 2)
   if (vacuum) return 'VACUUM (ANALYZE)'
   if (table.changedSinceAnalyze > thresholds.analyzeBase + thresholds.analyzeScale * rows) return 'ANALYZE'
   return undefined
