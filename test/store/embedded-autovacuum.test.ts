@@ -118,7 +118,7 @@ describe("the embedded store's autovacuum in its idle time", () => {
          SELECT 'org_av', 'cus_' || i, true, now(), now() FROM generate_series(1, 2000) i`,
       ),
     )
-    for (let i = 0; i < 50 && !runs.some((run) => run.table === 'public.customers'); i++) await sleep(100)
+    for (let i = 0; i < 150 && !runs.some((run) => run.table === 'public.customers'); i++) await sleep(100)
     expect(runs.filter((run) => run.table === 'public.customers')).toEqual([
       expect.objectContaining({ statement: 'VACUUM (ANALYZE)' }),
     ])
@@ -138,7 +138,7 @@ describe("the embedded store's autovacuum in its idle time", () => {
         `UPDATE customers SET updated_at = now() WHERE id IN (SELECT 'cus_' || i FROM generate_series(1, 500) i)`,
       ),
     )
-    for (let i = 0; i < 50 && !runs.some((run) => run.table === 'public.customers'); i++) await sleep(100)
+    for (let i = 0; i < 150 && !runs.some((run) => run.table === 'public.customers'); i++) await sleep(100)
     expect(runs.filter((run) => run.table === 'public.customers')).toEqual([
       expect.objectContaining({ statement: 'VACUUM (ANALYZE)' }),
     ])
@@ -164,7 +164,7 @@ describe("the embedded store's autovacuum in its idle time", () => {
     await before.close()
     const runs: MaintenanceRun[] = []
     store = await openStore(data.dir, { firstAfterMs: 100, onRun: (run) => runs.push(run) })
-    for (let i = 0; i < 50 && !runs.some((run) => run.table === 'public.customers'); i++) await sleep(100)
+    for (let i = 0; i < 150 && !runs.some((run) => run.table === 'public.customers'); i++) await sleep(100)
     expect(runs.map((run) => run.table)).toContain('public.customers')
   })
 })
