@@ -276,7 +276,8 @@ export function writeResultsSection(
     | 'first-start'
     | 'embedded-shapes'
     | 'postgres-shapes'
-    | 'writer',
+    | 'writer'
+    | `embedded-scale-${number}`,
   content: string,
 ): void {
   const text = existsSync(RESULTS_FILE) ? readFileSync(RESULTS_FILE, 'utf8') : RESULTS_HEADER

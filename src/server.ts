@@ -64,6 +64,17 @@ async function prepareStore(config: Config, log: pino.Logger, metrics: Metrics):
       }
     },
     onIdleError: (error) => log.warn({ err: error }, 'idle database connection failed'),
+    // PGlite has no autovacuum: the embedded store does its work in idle time. A statement that
+    // held requests back for a second or more is said at info, the others at debug.
+    autovacuum: {
+      onRun: ({ table, statement, ms }) =>
+        log[ms >= 1_000 ? 'info' : 'debug'](
+          { table, ms },
+          `embedded store: ${statement} ${table} took ${ms} ms (requests waited for it)`,
+        ),
+      onError: (error) =>
+        log.warn({ err: error }, 'embedded store: vacuum or analyze failed; tried again at the next look'),
+    },
     onPoolerDetected: (detail) =>
       log.warn(
         { detail },
@@ -163,7 +174,8 @@ async function openStoreOrFail(config: Config, log: pino.Logger, metrics: Metric
 /** The embedded store at start: the demo organization on an empty store, fresh statistics. */
 async function prepareEmbedded(store: Store, config: Config): Promise<void> {
   const demoKey = await seedDemoIfEmpty(store, config.apiKeyBrand)
-  // PGlite runs no autovacuum: statistics are refreshed at each start.
+  // PGlite runs no autovacuum: statistics are refreshed at each start, and the store vacuums in
+  // its idle time (embedded-autovacuum.ts).
   await refreshStatistics(store)
   if (demoKey) {
     const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`

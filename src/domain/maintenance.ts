@@ -1,3 +1,10 @@
+import {
+  COUNTERS,
+  type MaintenanceRun,
+  maintenancePass,
+  type TableCounters,
+} from '../store/embedded/embedded-autovacuum.js'
+import { refreshStatistics } from '../store/schema/migrate.js'
 import type { Store } from '../store/types.js'
 
 export interface VacuumResult {
@@ -23,4 +30,20 @@ export async function vacuum(store: Store, full: boolean): Promise<VacuumResult>
   // The embedded store's WAL is its DATA_DIR's too: a checkpoint lets it be recycled.
   if (store.kind === 'embedded') await store.maintain('CHECKPOINT')
   return { full, bytesBefore: before, bytesAfter: await databaseBytes(store) }
+}
+
+/**
+ * After a bulk load (seed, import): fresh statistics for the next plans. PostgreSQL's autovacuum
+ * vacuums the loaded tables in its own time; the embedded store has none, so the tables the load
+ * made due are vacuumed and analyzed now, before the command returns (embedded-autovacuum.ts).
+ */
+export async function afterLoad(store: Store): Promise<MaintenanceRun[]> {
+  if (store.kind !== 'embedded') {
+    await refreshStatistics(store)
+    return []
+  }
+  return maintenancePass({
+    maintain: (statement) => store.maintain(statement),
+    counters: () => store.admin((sql) => sql.query<TableCounters>(COUNTERS)),
+  })
 }

@@ -1,5 +1,6 @@
 import type { Config } from '../config.js'
 import { createEmbeddedStore } from './embedded/embedded.js'
+import type { AutovacuumOptions } from './embedded/embedded-autovacuum-schedule.js'
 import type { DataDirOrigin } from './embedded/embedded-protocol.js'
 import { isDiskFull } from './open-failure.js'
 import { createPostgresStore, type ReplicaEvents } from './postgres/postgres.js'
@@ -19,6 +20,8 @@ export interface OpenStoreOptions {
   readonly shortLived?: boolean
   /** Told how the embedded DATA_DIR was opened: as it was, or made from the template or by initdb. */
   readonly onDataDirOpened?: (origin: DataDirOrigin) => void
+  /** The embedded store's own autovacuum, told to the server's log (EmbeddedStoreOptions.autovacuum). */
+  readonly autovacuum?: AutovacuumOptions
 }
 
 /**
@@ -64,6 +67,7 @@ export async function openStore(
     ...(options.shortLived ? { shortLived: true } : {}),
     ...(config.dataDirTemplate !== undefined ? { template: config.dataDirTemplate } : {}),
     ...(options.onDataDirOpened ? { onOpened: options.onDataDirOpened } : {}),
+    ...(options.autovacuum ? { autovacuum: options.autovacuum } : {}),
   })
   try {
     await migrateEmbedded(store, config.dataDir)

@@ -1,6 +1,6 @@
+import { afterLoad } from '../../domain/maintenance.js'
 import { waitForStandbys } from '../../domain/replication.js'
 import { type ImportSummary, InputIdleError, importNdjson } from '../../import/ndjson.js'
-import { refreshStatistics } from '../../store/schema/migrate.js'
 import { count } from '../options.js'
 import { afterCommit, writing } from '../outcome.js'
 import { printResult, progressBar } from '../output.js'
@@ -48,7 +48,7 @@ export const registerImport: RegisterCommand = (program, context) => {
             }),
           )
           await afterCommit(`imported ${imported.lines} lines`, again, async () => {
-            await refreshStatistics(store)
+            await afterLoad(store)
             // Revoked keys, as after `keys revoke`: refused on every read replica before we return.
             if (imported.revokedKeys.length > 0) await waitForStandbys(store, 30_000)
           })

@@ -1,6 +1,6 @@
+import { afterLoad } from '../../domain/maintenance.js'
 import { OperatorError } from '../../operator-error.js'
 import { seedSynthetic } from '../../seed/run.js'
-import { refreshStatistics } from '../../store/schema/migrate.js'
 import type { CliContext } from '../context.js'
 import { count } from '../options.js'
 import { printResult, progressBar } from '../output.js'
@@ -22,7 +22,7 @@ async function seed(context: CliContext, options: SeedOptions): Promise<void> {
   try {
     const result = await context.withStore(async (store) => {
       const seeded = await seedSynthetic(store, options, ({ done }) => progress.update(done))
-      await refreshStatistics(store)
+      await afterLoad(store)
       return seeded
     })
     progress.stop()

@@ -6,6 +6,7 @@ import { type DataDirLock, lockDataDir } from '../data-dir-lock.js'
 import { explainOpenFailure, freeBytes } from '../open-failure.js'
 import { readerPreamble } from '../reader-settings.js'
 import type { AdminSql, Store, StoreAdapter } from '../types.js'
+import { type AutovacuumOptions, startAutovacuum } from './embedded-autovacuum-schedule.js'
 import {
   type DatabaseRequest,
   type DatabaseResponse,
@@ -143,6 +144,11 @@ export interface EmbeddedStoreOptions {
   readonly template?: string | false
   /** Told how DATA_DIR was opened: as it was, or made new (from the template, or by initdb and why). */
   readonly onOpened?: (origin: DataDirOrigin) => void
+  /**
+   * What autovacuum would do, in the store's idle time (embedded-autovacuum-schedule.ts); false:
+   * nothing. Defaults to on with PostgreSQL's thresholds, unless `shortLived`.
+   */
+  readonly autovacuum?: AutovacuumOptions | false
 }
 
 function exitOnLockLost(error: Error): void {
@@ -242,7 +248,9 @@ export async function createEmbeddedStore(
     }
     const started = Date.now()
     try {
-      return await transaction(admin, run)
+      const result = await transaction(admin, run)
+      autovacuum?.wrote()
+      return result
     } catch (error) {
       if (Date.now() - started > LONG_OPERATOR_MS) {
         await maintain('VACUUM').catch(() => undefined)
@@ -295,6 +303,16 @@ export async function createEmbeddedStore(
   }
   const admin: TransactionKind = { preamble: '', prepared: false, readOnly: false }
 
+  const autovacuumOptions = options.autovacuum ?? (options.shortLived ? false : {})
+  const autovacuum =
+    autovacuumOptions === false
+      ? undefined
+      : startAutovacuum(autovacuumOptions, {
+          maintain,
+          counters: (text) => transaction(admin, (sql) => sql.query(text)),
+          idle: () => turns.pending === 0,
+        })
+
   return {
     kind: 'embedded',
     adapter: EMBEDDED_ADAPTER,
@@ -325,6 +343,7 @@ export async function createEmbeddedStore(
       },
     ],
     async close() {
+      await autovacuum?.stop()
       await turns.drained()
       try {
         await thread.call({ op: 'close' })
