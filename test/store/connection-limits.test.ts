@@ -275,7 +275,7 @@ describe.skipIf(!postgresAvailable())('connection limits (PostgreSQL)', () => {
       expect(warnings).toHaveLength(1)
       expect(JSON.parse(warnings[0] ?? '{}')).toMatchObject({
         level: 40,
-        msg: expect.stringMatching(/^this instance may open 11 connections to DATABASE_URL .* leaves 3 free/),
+        msg: expect.stringMatching(/^this instance may open 12 connections to DATABASE_URL .* leaves 3 free/),
       })
     } finally {
       server?.child.kill('SIGTERM')
