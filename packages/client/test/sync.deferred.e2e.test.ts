@@ -41,6 +41,17 @@ const pass = async (baseUrl: string, ...args: string[]) => {
   return { ...result, summary: JSON.parse(result.stdout.trim().split('\n').at(-1) ?? '{}') }
 }
 
+/** A small salon: all its customers fit in one page. */
+const SMALL = 'org_small_salon'
+const smallCustomer = (n: number, isActive: boolean) => ({
+  type: 'customer',
+  id: `cus_small_${n}`,
+  orgId: SMALL,
+  isActive,
+  createdAt: new Date(Date.UTC(2026, 0, 1, n)).toISOString(),
+  updatedAt: new Date(Date.UTC(2026, 0, 2, n)).toISOString(),
+})
+
 describe('openbook-sync: deletions it cannot settle', () => {
   it('says how many and since when, exits 5 past --max-deferred-passes, and settles them once the list stands still', async () => {
     expect((await pass(server.baseUrl)).code).toBe(0)
@@ -87,5 +98,44 @@ describe('openbook-sync: deletions it cannot settle', () => {
       .map((line) => JSON.parse(line) as { id: string; deletedAt?: string })
       .filter((row) => row.deletedAt !== undefined)
     expect(tombstones.map((row) => row.id)).toEqual([gone])
+  })
+
+  it('settles a list read in one page at once: one statement read it, whatever the list did since', async () => {
+    await server.importLines([
+      { type: 'organization', id: SMALL, name: 'Small', plan: 'professional' },
+      { type: 'user', id: 'usr_small', email: 'owner@small.test' },
+      { type: 'membership', orgId: SMALL, userId: 'usr_small', role: 'owner' },
+      ...Array.from({ length: 40 }, (_, n) => smallCustomer(n, true)),
+    ])
+    const created = await server.cli([
+      'keys',
+      'create',
+      '--org',
+      SMALL,
+      '--as',
+      'owner@small.test',
+      '--env',
+      'test',
+      '--json',
+    ])
+    const key = (JSON.parse(created) as { key: string }).key
+    const file = join(directory, 'small.ndjson')
+    const smallPass = async () => {
+      const result = await sync(
+        ['customers', '--key-env', 'KEY', '--base-url', proxy.url, '--out', file, '--json'],
+        {
+          cwd: directory,
+          env: { KEY: key },
+        },
+      ).done
+      return { ...result, summary: JSON.parse(result.stdout.trim().split('\n').at(-1) ?? '{}') }
+    }
+    expect((await smallPass()).code).toBe(0)
+    await server.importLines([smallCustomer(7, false)])
+    // Through the proxy every check of the list sees it changed; the pass read it in one request.
+    const second = await smallPass()
+    expect(second.code, second.stderr).toBe(0)
+    expect(second.summary).toMatchObject({ complete: true, requests: 1, deferred: 0, tombstones: 1 })
+    expect(readFileSync(file, 'utf8')).toContain('{"id":"cus_small_7","deletedAt"')
   })
 })

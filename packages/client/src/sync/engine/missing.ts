@@ -70,7 +70,8 @@ export async function listUnchanged(
  * key (createdAt, start) changed during the read. When nothing at all changed in the list while
  * the pass read it (its first page, asked again with the ETag read when the pass began, is
  * answered 304: one request), the pass read a list that stood still, and the rows it missed are
- * not in it. When the list changed meanwhile, a missing row may only have moved: it is kept as it
+ * not in it; so did a pass that read the whole list in one request (`snapshot`: one page is one
+ * statement). When the list changed meanwhile, a missing row may only have moved: it is kept as it
  * is (deferred) and checked by the next pass, which sees it if it is active. A row missing a
  * second time from a pass during which the list changed again is settled at once by reading the
  * list again (at most twice) until one read finds the list standing still.
@@ -88,6 +89,7 @@ export async function resolveMissing(
   window: PassWindow,
   passEtag: string | undefined,
   pass: number,
+  snapshot = false,
 ): Promise<Verdicts> {
   const left: string[] = []
   const back: Record<string, unknown>[] = []
@@ -99,10 +101,15 @@ export async function resolveMissing(
     if (windowed && row.start !== undefined && !inWindow(row.start, window)) left.push(row.id)
     else rest.push(row)
   if (rest.length === 0) return { ...NO_VERDICTS, left }
-  requests++
   /** The ETag of a read of the window during which the list stood still. */
   let stillEtag = passEtag
-  let still = await listUnchanged(client, options, window, passEtag)
+  // A pass that read the whole list in one request read one statement's snapshot of it: what it
+  // did not see was not in the list, however the list changed since.
+  let still = snapshot
+  if (!still) {
+    requests++
+    still = await listUnchanged(client, options, window, passEtag)
+  }
   if (!still) {
     if (rest.every((row) => row.deferredSince === undefined))
       return {

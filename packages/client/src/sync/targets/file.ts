@@ -245,6 +245,8 @@ async function filePass(options: SyncOptions, run: FileRun): Promise<SyncSummary
       window,
       current.etag ?? paginator.etag,
       current.pass,
+      // The whole list in this run's one request: one statement's snapshot.
+      !resumed && paginator.stats.requests === 1,
     )
     checkOrganization(verdicts.back, orgId)
     const at = new Date().toISOString()

@@ -325,6 +325,8 @@ async function pgPass(options: PgSyncOptions, run: PgRun): Promise<SyncSummary> 
         window,
         current.etag ?? paginator.etag,
         pass,
+        // The whole list in this run's one request: one statement's snapshot.
+        !resumed && paginator.stats.requests === 1,
       )
       checkOrganization(verdicts.back, orgId)
     }
