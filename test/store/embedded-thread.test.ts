@@ -136,6 +136,24 @@ describe('the embedded store runs PGlite on a thread of its own', () => {
       expect(await count()).toEqual([{ n: 2 }])
     })
 
+    it("a request given up while it waited (503) leaves the read before it ended: an operator's write runs", async () => {
+      // A read that holds the store past the request path's wait, a request queued behind it that
+      // is answered busy, then an operator's write. The first read's COMMIT is owed when the given-up
+      // request's turn comes: dropping it with that turn's BEGIN left the read open, and the write
+      // ran inside it ("cannot execute INSERT in a read-only transaction").
+      const slow = migrated.read((sql) => sql.query('SELECT pg_sleep(2.5)', []))
+      const givenUp = migrated.read((sql) => sql.query('SELECT 1 AS one', []))
+      await expect(givenUp).rejects.toMatchObject({ name: 'StoreBusyError' })
+      await slow
+      await migrated.admin((sql) =>
+        sql.exec("INSERT INTO organizations (id, name, plan) VALUES ('org_after_busy', 'After', 'free')"),
+      )
+      const [row] = await migrated.admin((sql) =>
+        sql.query<{ n: number }>("SELECT count(*)::int AS n FROM organizations WHERE id = 'org_after_busy'"),
+      )
+      expect(row?.n).toBe(1)
+    })
+
     it('reports a failed statement with its code, and runs the same statement again afterwards', async () => {
       const text = 'SELECT $1::int AS n'
       await expect(migrated.read((sql) => sql.query(text, ['x']))).rejects.toMatchObject({ code: '22P02' })

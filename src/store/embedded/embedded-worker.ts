@@ -66,6 +66,11 @@ interface OpenTransaction {
   readonly readOnly: boolean
   /** BEGIN has gone to the database (it travels with the transaction's first statement). */
   begun: boolean
+  /**
+   * How many statements were owed when it began: those are not its own (a read-only
+   * transaction's COMMIT), and a transaction that ends without a statement leaves them owed.
+   */
+  readonly owedBefore: number
 }
 
 let open: OpenTransaction | undefined
@@ -124,17 +129,18 @@ async function simple(text?: string): Promise<Results[]> {
 
 function begin(preamble: string, prepared: boolean, readOnly: boolean): void {
   if (open) throw new Error('a transaction is open already')
+  open = { prepared, readOnly, begun: false, owedBefore: owed.length }
   owed.push('BEGIN')
   if (preamble) owed.push(preamble)
-  open = { prepared, readOnly, begun: false }
 }
 
 async function end(commit: boolean): Promise<void> {
   const transaction = inTransaction()
   open = undefined
   if (!transaction.begun) {
-    // No statement ran: the BEGIN never left.
-    owed = []
+    // No statement ran: its BEGIN never left. What was owed before it (the COMMIT of the read-only
+    // transaction before it) still is.
+    owed = owed.slice(0, transaction.owedBefore)
     return
   }
   if (!commit) {
