@@ -3,14 +3,13 @@
 import { z } from 'zod/v4'
 import { PLANS, ROLES } from '../domain/plans.js'
 import { APPOINTMENT, CUSTOMER, type FieldType, type ResourceDescription } from '../schemas/descriptions.js'
+import { FIELD_RULES, type FieldRule } from '../schemas/field-rules.js'
 import type { RecordType } from './tables.js'
 
 /** The NDJSON import's record schemas: the API's field names, strict about unknown fields. */
-const id = z.string().min(1).max(128)
-const text = z.string().max(10_000)
 const timestamp = z.iso.datetime({ offset: true })
-const date = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'must be YYYY-MM-DD')
-const cents = z.int().min(0).max(2_147_483_647)
+const id = scalarOf('id')
+const text = scalarOf('text')
 /** Unknown fields are an error: a typo must not silently drop data. `type` was checked already. */
 const record = <Shape extends Record<string, z.ZodType>>(shape: Shape) =>
   z.strictObject({ type: z.string(), ...shape })
@@ -18,19 +17,24 @@ const opt = <T extends z.ZodType>(schema: T) => schema.nullable().optional()
 /** The UTC calendar day (YYYY-MM-DD) of a date-time with an offset: an appointment's dayKey. */
 export const utcDay = (timestamp: string): string => new Date(timestamp).toISOString().slice(0, 10)
 
-const SCALARS: Readonly<Record<Exclude<FieldType, readonly string[]>, z.ZodType>> = {
-  id,
-  text,
-  timestamp,
-  date,
-  day: date,
-  boolean: z.boolean(),
-  cents,
-  country: z.string().regex(/^[A-Z]{2}$/, 'must be an ISO 3166-1 alpha-2 code'),
-  currency: z.string().regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code'),
+/** A field type's check, from its rule (field-rules.ts): what the table's CHECK also enforces. */
+function scalarOf(type: Exclude<FieldType, readonly string[]>): z.ZodType {
+  const rule: FieldRule = FIELD_RULES[type]
+  if (rule.sqlType === 'timestamp with time zone') return timestamp
+  if (rule.sqlType === 'boolean') return z.boolean()
+  if (rule.sqlType === 'integer')
+    return z
+      .int()
+      .min(rule.minimum ?? -2_147_483_648)
+      .max(rule.maximum ?? 2_147_483_647)
+  let schema = z.string()
+  if (rule.minLength !== undefined) schema = schema.min(rule.minLength)
+  if (rule.maxLength !== undefined) schema = schema.max(rule.maxLength)
+  if (rule.pattern !== undefined) schema = schema.regex(new RegExp(rule.pattern), rule.patternMessage)
+  return schema
 }
 
-const schemaOf = (type: FieldType): z.ZodType => (typeof type === 'string' ? SCALARS[type] : z.enum(type))
+const schemaOf = (type: FieldType): z.ZodType => (typeof type === 'string' ? scalarOf(type) : z.enum(type))
 
 /** The record's own key first (id, orgId): a record without them is reported by them. */
 const KEY_FIELDS_FIRST = ['id', 'orgId']

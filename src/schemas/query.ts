@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { FIELD_RULES } from './field-rules.js'
 
 /**
  * Query-string building blocks. Values arrive as strings (or arrays when a parameter is repeated,
@@ -189,8 +190,8 @@ const PRINTABLE = new RegExp(PRINTABLE_PATTERN)
 export function idParam(name: string, description: string) {
   return z
     .string({ invalid_type_error: `${name} must be a string, given once` })
-    .min(1)
-    .max(128)
+    .min(FIELD_RULES.id.minLength)
+    .max(FIELD_RULES.id.maxLength)
     .regex(PRINTABLE, `${name} must not contain control characters`)
     .optional()
     .describe(description)

@@ -8,29 +8,37 @@ import {
   itemFields,
   type ResourceDescription,
 } from './descriptions.js'
+import { FIELD_RULES, type FieldRule } from './field-rules.js'
 
 // The API's item schemas, made from the resources' descriptions (descriptions.ts): a field's
 // type, nullability, presence and contract text are written there once.
 
 const timestamp = z.string().datetime().describe('ISO-8601 UTC date-time with milliseconds')
-const isoDate = z
-  .string()
-  .regex(/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/)
-  .describe('Calendar date, YYYY-MM-DD')
-
 type NamedType = Exclude<FieldType, readonly string[]>
+
+/** A string type's schema from its rule (field-rules.ts): the OpenAPI document's lengths and pattern. */
+function stringOf(type: NamedType, description?: string): z.ZodString {
+  const rule: FieldRule = FIELD_RULES[type]
+  let schema = z.string()
+  if (rule.minLength !== undefined) schema = schema.min(rule.minLength)
+  if (rule.maxLength !== undefined) schema = schema.max(rule.maxLength)
+  if (rule.pattern !== undefined) schema = schema.regex(new RegExp(rule.pattern))
+  return description === undefined ? schema : schema.describe(description)
+}
+
+const cents = FIELD_RULES.cents
 
 /** The schema of each named field type, as an item carries it. */
 const SCHEMAS = {
-  id: z.string(),
-  text: z.string(),
+  id: stringOf('id'),
+  text: stringOf('text'),
   timestamp,
-  date: isoDate,
-  day: isoDate,
+  date: stringOf('date', 'Calendar date, YYYY-MM-DD'),
+  day: stringOf('day', 'Calendar date, YYYY-MM-DD'),
   boolean: z.boolean(),
-  cents: z.number().int(),
-  country: z.string().regex(/^[A-Z]{2}$/),
-  currency: z.string().regex(/^[A-Z]{3}$/),
+  cents: z.number().int().min(cents.minimum).max(cents.maximum),
+  country: stringOf('country'),
+  currency: stringOf('currency'),
 } as const satisfies Record<NamedType, z.ZodTypeAny>
 
 /** A field's schema as a type: an enumeration's values, or its named type's schema. */

@@ -795,7 +795,7 @@ $$;
 
 CREATE FUNCTION public.openbook_schema_version(OUT version smallint, OUT compatible_from smallint) RETURNS record
     LANGUAGE sql IMMUTABLE
-    AS $$ SELECT 19::smallint, 12::smallint $$;
+    AS $$ SELECT 20::smallint, 12::smallint $$;
 
 SET default_tablespace = '';
 
@@ -935,12 +935,20 @@ CREATE TABLE public.appointments (
     CONSTRAINT appointments_amount_paid_cents_check CHECK ((amount_paid_cents >= 0)),
     CONSTRAINT appointments_check CHECK ((end_at >= start_at)),
     CONSTRAINT appointments_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
-    CONSTRAINT appointments_day_key_check CHECK ((day_key ~ '^\d{4}-\d{2}-\d{2}$'::text)),
+    CONSTRAINT appointments_customer_id_check CHECK (((length(customer_id) >= 1) AND (length(customer_id) <= 128))),
+    CONSTRAINT appointments_day_key_check CHECK ((day_key ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}$'::text)),
     CONSTRAINT appointments_id_check CHECK (((length(id) >= 1) AND (length(id) <= 128))),
+    CONSTRAINT appointments_invoice_id_check CHECK (((length(invoice_id) >= 1) AND (length(invoice_id) <= 128))),
     CONSTRAINT appointments_location_type_check CHECK ((location_type = ANY (ARRAY['in_person'::text, 'online'::text, 'phone'::text, 'customer_address'::text]))),
+    CONSTRAINT appointments_note_check CHECK ((length(note) <= 10000)),
+    CONSTRAINT appointments_org_id_check CHECK (((length(org_id) >= 1) AND (length(org_id) <= 128))),
+    CONSTRAINT appointments_payment_id_check CHECK (((length(payment_id) >= 1) AND (length(payment_id) <= 128))),
     CONSTRAINT appointments_payment_kind_check CHECK ((payment_kind = ANY (ARRAY['card'::text, 'cash'::text, 'online'::text, 'bank_transfer'::text, 'gift_card'::text, 'other'::text]))),
     CONSTRAINT appointments_payment_status_check CHECK ((payment_status = ANY (ARRAY['not_required'::text, 'unpaid'::text, 'pending'::text, 'partially_paid'::text, 'paid'::text, 'refunded'::text, 'failed'::text]))),
     CONSTRAINT appointments_price_cents_check CHECK ((price_cents >= 0)),
+    CONSTRAINT appointments_resource_id_check CHECK (((length(resource_id) >= 1) AND (length(resource_id) <= 128))),
+    CONSTRAINT appointments_service_id_check CHECK (((length(service_id) >= 1) AND (length(service_id) <= 128))),
+    CONSTRAINT appointments_staff_id_check CHECK (((length(staff_id) >= 1) AND (length(staff_id) <= 128))),
     CONSTRAINT appointments_status_check CHECK ((status = ANY (ARRAY['scheduled'::text, 'confirmed'::text, 'checked_in'::text, 'no_show'::text, 'cancelled'::text, 'completed'::text])))
 );
 
@@ -1019,9 +1027,25 @@ CREATE TABLE public.customers (
     is_active boolean NOT NULL,
     created_at timestamp with time zone NOT NULL,
     updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT customers_address_line1_check CHECK ((length(address_line1) <= 10000)),
+    CONSTRAINT customers_city_check CHECK ((length(city) <= 10000)),
     CONSTRAINT customers_country_check CHECK ((country ~ '^[A-Z]{2}$'::text)),
+    CONSTRAINT customers_display_name_check CHECK ((length(display_name) <= 10000)),
+    CONSTRAINT customers_email_check CHECK ((length(email) <= 10000)),
+    CONSTRAINT customers_first_name_check CHECK ((length(first_name) <= 10000)),
+    CONSTRAINT customers_gender_check CHECK ((length(gender) <= 10000)),
     CONSTRAINT customers_id_check CHECK (((length(id) >= 1) AND (length(id) <= 128))),
-    CONSTRAINT customers_preferred_contact_method_check CHECK ((preferred_contact_method = ANY (ARRAY['email'::text, 'phone'::text, 'sms'::text, 'whatsapp'::text, 'none'::text])))
+    CONSTRAINT customers_last_name_check CHECK ((length(last_name) <= 10000)),
+    CONSTRAINT customers_notes_check CHECK ((length(notes) <= 10000)),
+    CONSTRAINT customers_org_id_check CHECK (((length(org_id) >= 1) AND (length(org_id) <= 128))),
+    CONSTRAINT customers_phone_check CHECK ((length(phone) <= 10000)),
+    CONSTRAINT customers_postal_code_check CHECK ((length(postal_code) <= 10000)),
+    CONSTRAINT customers_preferred_contact_method_check CHECK ((preferred_contact_method = ANY (ARRAY['email'::text, 'phone'::text, 'sms'::text, 'whatsapp'::text, 'none'::text]))),
+    CONSTRAINT customers_preferred_staff_id_check CHECK (((length(preferred_staff_id) >= 1) AND (length(preferred_staff_id) <= 128))),
+    CONSTRAINT customers_primary_phone_check CHECK ((length(primary_phone) <= 10000)),
+    CONSTRAINT customers_region_check CHECK ((length(region) <= 10000)),
+    CONSTRAINT customers_secondary_phone_check CHECK ((length(secondary_phone) <= 10000)),
+    CONSTRAINT customers_support_id_check CHECK ((length(support_id) <= 10000))
 );
 
 ALTER TABLE ONLY public.customers FORCE ROW LEVEL SECURITY;
