@@ -277,6 +277,7 @@ export function writeResultsSection(
     | 'embedded-shapes'
     | 'postgres-shapes'
     | 'writer'
+    | 'soak'
     | `embedded-scale-${number}`,
   content: string,
 ): void {
