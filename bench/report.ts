@@ -277,6 +277,8 @@ export function writeResultsSection(
     | 'embedded-shapes'
     | 'postgres-shapes'
     | 'writer'
+    | 'writer-isolation'
+    | 'soak'
     | `embedded-scale-${number}`,
   content: string,
 ): void {

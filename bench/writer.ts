@@ -7,7 +7,10 @@
  * (insert, status change, move, deactivation, delete, move to another organization; customers too),
  * each alone in autocommit with synchronous_commit off so that the disk hides nothing, p50 and
  * p99; then 1, 4 and 16 concurrent writers of one organization (40 % appointment inserts, 40 %
- * status changes, 20 % customer inserts), writes a second.
+ * status changes, 20 % customer inserts), writes a second. Both in each isolation level of
+ * `--isolation`, the plain copies in the same level: openbook's cost ratio per level (REPEATABLE
+ * READ and SERIALIZABLE never fold at their commit), with the changes each level's writers leave
+ * pending and the pages beside them.
  */
 import { appendFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
@@ -33,6 +36,8 @@ const { values } = parseArgs({
     // Runs of each statement: a fold lands on about one in 512 of them, so that p99 needs 1,000.
     iterations: { type: 'string', default: '1000' },
     writers: { type: 'string', default: '1,4,16' },
+    // The levels the one-row statements and the writers run in, each against the plain copies in the same level.
+    isolation: { type: 'string', default: 'read committed,repeatable read,serializable' },
     seconds: { type: 'string', default: '4' },
     'no-write': { type: 'boolean', default: false },
     // A file to append each statement's times to, one JSON line a statement.
@@ -48,6 +53,13 @@ const LARGE_SHAPES = new Set(values['large-shapes'].split(','))
 const ITERATIONS = Number(values.iterations)
 const WRITERS = values.writers.split(',').map(Number)
 const SECONDS = Number(values.seconds)
+const LEVELS = values.isolation.split(',').map((level) => level.trim().toLowerCase())
+for (const level of LEVELS)
+  if (!['read committed', 'repeatable read', 'serializable'].includes(level))
+    throw new Error(`--isolation: ${level} is not read committed, repeatable read or serializable`)
+/** Only READ COMMITTED: the run writes the writer section as it always did. */
+const RC_ONLY = LEVELS.length === 1 && LEVELS[0] === 'read committed'
+const SERIALIZATION_FAILURES = new Set(['40001', '40P01'])
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
 type Shape = 'spread' | 'day' | 'instant'
@@ -141,10 +153,10 @@ async function sampleIds(client: pg.Client, staff: boolean, count: number): Prom
   return rows.map((row) => row.id)
 }
 
-function statementsFor(shape: Shape, staffIds: string[], noStaffIds: string[]): Statement[] {
+function statementsFor(shape: Shape, staffIds: string[], noStaffIds: string[], level: number): Statement[] {
   const per = ITERATIONS
-  // Each statement kind takes its own rows, so that no run finds its row gone.
-  const slice = (ids: string[], k: number) => ids.slice(k * per, (k + 1) * per)
+  // Each statement kind, in each level, takes its own rows, so that no run finds its row gone.
+  const slice = (ids: string[], k: number) => ids.slice((level * 6 + k) * per, (level * 6 + k + 1) * per)
   const pick = (ids: string[]) => (i: number) => [ids[i % ids.length]]
   const start = startOf(shape, '$2::int')
   const kinds = (label: string, ids: string[], staff: string) => [
@@ -153,7 +165,7 @@ function statementsFor(shape: Shape, staffIds: string[], noStaffIds: string[]): 
       sql: (p: string) =>
         `INSERT INTO ${p}appointments (org_id, id, staff_id, start_at, end_at, status, is_active, created_at, updated_at)
          VALUES ('${ORG}', $1, ${staff}, ${start}, ${start} + interval '1 hour', 'scheduled', true, now(), now())`,
-      params: (i: number) => [`apt_new${label.length}_${i}`, 1000 + i * 37],
+      params: (i: number) => [`apt_new${label.length}_${level}_${i}`, 1000 + i * 37],
     },
     {
       name: `UPDATE its status${label}`,
@@ -198,7 +210,7 @@ function statementsFor(shape: Shape, staffIds: string[], noStaffIds: string[]): 
       sql: (p: string) =>
         `INSERT INTO ${p}customers (org_id, id, first_name, is_active, created_at, updated_at)
          VALUES ('${ORG}', $1, 'New', true, now(), now())`,
-      params: (i: number) => [`cus_new_${i}`],
+      params: (i: number) => [`cus_new_${level}_${i}`],
     },
     {
       name: 'UPDATE a customer',
@@ -209,7 +221,7 @@ function statementsFor(shape: Shape, staffIds: string[], noStaffIds: string[]): 
     {
       name: 'DELETE a customer',
       sql: (p: string) => `DELETE FROM ${p}customers WHERE org_id = '${ORG}' AND id = $1`,
-      params: (i: number) => [`cus_new_${i}`],
+      params: (i: number) => [`cus_new_${level}_${i}`],
     },
   ]
 }
@@ -254,6 +266,8 @@ async function oneRowLatencies(client: pg.Client, statements: Statement[]): Prom
 interface Concurrent {
   readonly perSecond: number
   readonly p99: number
+  /** Serialization failures (and deadlocks) run again, as an application would. */
+  readonly retries: number
   /** The most changes pending at once, sampled every 250 ms (openbook's tables only). */
   readonly pendingMost: number
 }
@@ -285,15 +299,33 @@ async function mostPending(done: Promise<unknown>): Promise<number> {
  * `writers` clients of one organization, for SECONDS, on a table prefix: writes a second, p99,
  * and on openbook's tables the most changes pending at once.
  */
-async function concurrent(writers: number, prefix: string, round: number): Promise<Concurrent> {
+async function concurrent(
+  writers: number,
+  prefix: string,
+  round: number,
+  level: number,
+): Promise<Concurrent> {
   const clients = await Promise.all(
     Array.from({ length: writers }, async () => {
       const client = new pg.Client({ connectionString: DATABASE_URL })
       await client.connect()
       await client.query('SET synchronous_commit = off')
+      await client.query(`SET default_transaction_isolation = '${LEVELS[level]}'`)
       return client
     }),
   )
+  let retries = 0
+  /** One autocommit statement, run again on a serialization failure; its time includes the retries. */
+  const write = async (client: pg.Client, sql: string, params: unknown[]) => {
+    for (;;) {
+      try {
+        return await client.query(sql, params)
+      } catch (error) {
+        if (!SERIALIZATION_FAILURES.has((error as { code?: string }).code ?? '')) throw error
+        retries++
+      }
+    }
+  }
   const ids = await sampleIds(clients[0] as pg.Client, true, 20_000)
   const latencies: number[] = []
   const deadline = performance.now() + SECONDS * 1000
@@ -303,21 +335,24 @@ async function concurrent(writers: number, prefix: string, round: number): Promi
       let i = 0
       while (performance.now() < deadline) {
         const k = i++ % 5
-        const tag = `${prefix || 'o'}${round}_${writers}_${w}_${i}`
+        const tag = `${prefix || 'o'}${level}_${round}_${writers}_${w}_${i}`
         const started = performance.now()
         if (k < 2)
-          await client.query(
+          await write(
+            client,
             `INSERT INTO ${prefix}appointments (org_id, id, staff_id, start_at, end_at, status, is_active, created_at, updated_at)
              VALUES ('${ORG}', $1, 'stf_3', now(), now() + interval '1 hour', 'scheduled', true, now(), now())`,
             [`apt_c_${tag}`],
           )
         else if (k < 4)
-          await client.query(
+          await write(
+            client,
             `UPDATE ${prefix}appointments SET status = (ARRAY['confirmed','checked_in','completed'])[1 + $2::int % 3] WHERE org_id = '${ORG}' AND id = $1`,
             [ids[(w * 7919 + i * 13) % ids.length], i],
           )
         else
-          await client.query(
+          await write(
+            client,
             `INSERT INTO ${prefix}customers (org_id, id, is_active, created_at, updated_at) VALUES ('${ORG}', $1, true, now(), now())`,
             [`cus_c_${tag}`],
           )
@@ -330,14 +365,34 @@ async function concurrent(writers: number, prefix: string, round: number): Promi
   await writing
   await Promise.all(clients.map((client) => client.end()))
   const sorted = latencies.sort((a, b) => a - b)
-  return { perSecond: n / SECONDS, p99: quantile(sorted, 0.99), pendingMost }
+  return { perSecond: n / SECONDS, p99: quantile(sorted, 0.99), retries, pendingMost }
+}
+
+/** The one-row statements and the writers in one isolation level, and what they left pending. */
+interface LevelRun {
+  readonly level: string
+  readonly latencies: Latency[]
+  readonly throughput: Throughput[]
+  /** Changes pending once the level's writers are done: the organization's appointments, and all. */
+  readonly pending: { readonly appointments: number; readonly all: number }
+  /** The page statements beside those pending changes. */
+  readonly pages: PageTimes[]
+  /** Then one background fold, as a server runs every second (list_fold_pending()): its time, and the same. */
+  readonly folded: {
+    readonly ms: number
+    readonly appointments: number
+    readonly all: number
+    readonly pages: PageTimes[]
+  }
 }
 
 interface Run {
   readonly size: number
   readonly shape: Shape
+  /** The first level's (READ COMMITTED by default): the tables the writer section always had. */
   readonly latencies: Latency[]
   readonly throughput: Throughput[]
+  readonly levels: LevelRun[]
   readonly pendingAfter: number
   /** The fold's own time, by the number of changes it folds: what the one writer that runs it pays. */
   readonly folds: { changes: number; ms: number }[]
@@ -429,24 +484,54 @@ async function measure(size: number, shape: Shape): Promise<Run> {
   await prepareDatabase(size, shape)
   return withClient(DATABASE_URL, async (client) => {
     await client.query('SET synchronous_commit = off')
-    const staffIds = await sampleIds(client, true, ITERATIONS * 6)
-    const noStaffIds = await sampleIds(client, false, ITERATIONS * 6)
-    const latencies = await oneRowLatencies(client, statementsFor(shape, staffIds, noStaffIds))
-    const throughput: Throughput[] = []
-    for (const writers of WRITERS) {
-      // openbook, plain, openbook, plain: the better of each pair's two rounds.
-      const rounds = { openbook: [] as Concurrent[], plain: [] as Concurrent[] }
-      for (let round = 0; round < 2; round++) {
-        rounds.openbook.push(await concurrent(writers, '', round))
-        rounds.plain.push(await concurrent(writers, 'plain_', round))
-      }
-      const best = (list: Concurrent[]) => list.reduce((a, b) => (b.perSecond > a.perSecond ? b : a))
-      throughput.push({ writers, openbook: best(rounds.openbook), plain: best(rounds.plain) })
-      log(
-        `  ${writers} writers: ${best(rounds.openbook).perSecond.toFixed(0)} against ${best(rounds.plain).perSecond.toFixed(0)} writes/s`,
+    const needed = ITERATIONS * 6 * LEVELS.length
+    const staffIds = await sampleIds(client, true, needed)
+    const noStaffIds = await sampleIds(client, false, needed)
+    if (noStaffIds.length < needed || staffIds.length < needed)
+      throw new Error(
+        `${needed} appointments of each kind needed: fewer --iterations or levels, or a larger size`,
       )
+    const levels: LevelRun[] = []
+    for (const [l, level] of LEVELS.entries()) {
+      log(`  ${level}`)
+      await client.query(`SET default_transaction_isolation = '${level}'`)
+      const latencies = await oneRowLatencies(client, statementsFor(shape, staffIds, noStaffIds, l))
+      await client.query("SET default_transaction_isolation = 'read committed'")
+      const throughput: Throughput[] = []
+      for (const writers of WRITERS) {
+        // openbook, plain, openbook, plain: the better of each pair's two rounds.
+        const rounds = { openbook: [] as Concurrent[], plain: [] as Concurrent[] }
+        for (let round = 0; round < 2; round++) {
+          rounds.openbook.push(await concurrent(writers, '', round, l))
+          rounds.plain.push(await concurrent(writers, 'plain_', round, l))
+        }
+        const best = (list: Concurrent[]) => list.reduce((a, b) => (b.perSecond > a.perSecond ? b : a))
+        throughput.push({ writers, openbook: best(rounds.openbook), plain: best(rounds.plain) })
+        log(
+          `  ${writers} writers: ${best(rounds.openbook).perSecond.toFixed(0)} against ${best(rounds.plain).perSecond.toFixed(0)} writes/s`,
+        )
+      }
+      // What the level's writers left, as they left it (no server folds here), and the pages beside it.
+      const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM list_changes')
+      const pending = { appointments: await pendingOf(client, ORG), all: rows[0]?.n ?? 0 }
+      const pages = await timePages(client, ORG, ['0', 'mid', 'last'], pageDates(size, shape))
+      log(`  ${pending.all} changes pending, the slowest page statement ${ms(slowest(pages))} ms`)
+      const foldStarted = performance.now()
+      const fold = await client.query<{ all_pending: string }>('SELECT * FROM list_fold_pending()')
+      const folded = {
+        ms: performance.now() - foldStarted,
+        appointments: await pendingOf(client, ORG),
+        all: Number(fold.rows[0]?.all_pending ?? 0),
+        pages: await timePages(client, ORG, ['0', 'mid', 'last'], pageDates(size, shape)),
+      }
+      log(
+        `  after one background fold: ${folded.all} pending, the slowest page statement ${ms(slowest(folded.pages))} ms`,
+      )
+      levels.push({ level, latencies, throughput, pending, pages, folded })
+      // The next level starts from nothing pending, as this one did.
+      await client.query('SELECT list_fold_all()')
     }
-    const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM list_changes')
+    const [firstLevel] = levels as [LevelRun]
     const folds = []
     for (const changes of [1_024, 5_000]) folds.push({ changes, ms: await foldCost(client, changes) })
     log(`  folds: ${folds.map((f) => `${f.changes} changes in ${ms(f.ms)} ms`).join(', ')}`)
@@ -468,7 +553,17 @@ async function measure(size: number, shape: Shape): Promise<Run> {
     log(
       `  pages: ${pages.map((p) => `${p.pending} pending${p.vacuumed ? ' (vacuumed)' : ''}, at most ${ms(slowest(p.times))} ms`).join('; ')}`,
     )
-    return { size, shape, latencies, throughput, pendingAfter: rows[0]?.n ?? 0, folds, bulk, pages }
+    return {
+      size,
+      shape,
+      latencies: firstLevel.latencies,
+      throughput: firstLevel.throughput,
+      levels,
+      pendingAfter: firstLevel.pending.all,
+      folds,
+      bulk,
+      pages,
+    }
   })
 }
 
@@ -512,19 +607,108 @@ function summary(runs: Run[]): string {
   ].join(' ')
 }
 
+const LEVEL_NAMES: Record<string, string> = {
+  'read committed': 'READ COMMITTED',
+  'repeatable read': 'REPEATABLE READ',
+  serializable: 'SERIALIZABLE',
+}
+/** The page statements' target: 5 ms (the largest organization's pages at half load). */
+const PAGE_TARGET_MS = 5
+
+/** Each level against the plain copies in the same level, in one paragraph. */
+function levelSummary(runs: Run[]): string {
+  return LEVELS.map((level) => {
+    const of = runs.flatMap((run) => run.levels.filter((l) => l.level === level))
+    const latencies = of.flatMap((l) => l.latencies)
+    const writers = (n: number) =>
+      of.flatMap((l) =>
+        l.throughput.filter((t) => t.writers === n).map((t) => t.openbook.perSecond / t.plain.perSecond),
+      )
+    const retries = of.flatMap((l) => l.throughput.map((t) => t.openbook.retries))
+    const pending = Math.max(...of.map((l) => l.pending.all))
+    const page = Math.max(...of.map((l) => slowest(l.pages)))
+    const foldedPending = Math.max(...of.map((l) => l.folded.all))
+    const foldedPage = Math.max(...of.map((l) => slowest(l.folded.pages)))
+    const within = (value: number) => (value <= PAGE_TARGET_MS ? 'within' : '**over**')
+    return (
+      `${LEVEL_NAMES[level]}: p50 ${span(latencies.map((l) => l.openbook.p50 / l.plain.p50))}, ` +
+      `p99 ${span(latencies.map((l) => l.openbook.p99 / l.plain.p99))}; ` +
+      WRITERS.filter((n) => n > 1)
+        .map((n) => `${n} writers ${span(writers(n))}`)
+        .join(', ') +
+      `; ${Math.max(...retries)} serialization failures run again at most in a writers' round; ` +
+      `${pending.toLocaleString('en')} changes pending after its writers, beside which the slowest page statement took ${ms(page)} ms ` +
+      `(${within(page)} the ${PAGE_TARGET_MS} ms target); after one background fold ${foldedPending.toLocaleString('en')} pending and ` +
+      `${ms(foldedPage)} ms (${within(foldedPage)}).`
+    )
+  }).join(' ')
+}
+
+/** A run's tables by level: one-row ratios, writers, and what each level's writers left pending. */
+function levelTables(run: Run): string[] {
+  const names = run.levels.map((l) => LEVEL_NAMES[l.level] ?? l.level)
+  const cell = (l: Latency | undefined, q: 'p50' | 'p99') =>
+    l ? `${ratio(l.openbook[q], l.plain[q])} (${ms(l.openbook[q])} / ${ms(l.plain[q])})` : '–'
+  const first = run.levels[0]
+  const lines = [
+    `By isolation level, each against the plain copies in the same level: × (openbook ms / plain ms).`,
+    '',
+    `| one-row statement | ${names.map((n) => `${n} p50 | ${n} p99`).join(' | ')} |`,
+    `|---|${names.map(() => '---:|---:').join('|')}|`,
+    ...(first?.latencies ?? []).map(
+      (l, i) =>
+        `| ${l.name} | ${run.levels.map((level) => `${cell(level.latencies[i], 'p50')} | ${cell(level.latencies[i], 'p99')}`).join(' | ')} |`,
+    ),
+    '',
+    '| level | writers | openbook writes/s (p99 ms) | plain writes/s (p99 ms) | × | serialization failures run again, openbook / plain | most changes pending |',
+    '|---|---:|---:|---:|---:|---:|---:|',
+    ...run.levels.flatMap((level) =>
+      level.throughput.map(
+        (t) =>
+          `| ${LEVEL_NAMES[level.level]} | ${t.writers} | ${t.openbook.perSecond.toFixed(0)} (${ms(t.openbook.p99)}) | ${t.plain.perSecond.toFixed(0)} (${ms(t.plain.p99)}) | ${ratio(t.openbook.perSecond, t.plain.perSecond)} | ${t.openbook.retries} / ${t.plain.retries} | ${t.openbook.pendingMost} |`,
+      ),
+    ),
+    '',
+    "Changes pending once each level's writers are done (no server runs beside this bench), then after one background fold as a server runs it every second (`list_fold_pending()`, its time in the header); the page statements beside them, execution ms, median of 7, first / middle / last page:",
+    '',
+    `| page | ${run.levels.map((l) => `${LEVEL_NAMES[l.level]}: ${l.pending.all.toLocaleString('en')} pending (${l.pending.appointments.toLocaleString('en')} appointments) | after a fold of ${ms(l.folded.ms)} ms: ${l.folded.all.toLocaleString('en')} (${l.folded.appointments.toLocaleString('en')})`).join(' | ')} |`,
+    `|---|${run.levels.map(() => '---:|---:').join('|')}|`,
+    ...(first?.pages ?? []).map(
+      (page, i) =>
+        `| ${page.name} (${page.total.toLocaleString('en')}) | ${run.levels
+          .map((l) =>
+            [l.pages[i], l.folded.pages[i]]
+              .map((p) => (p?.cells ?? []).map((c) => ms(c.ms)).join(' / '))
+              .join(' | '),
+          )
+          .join(' | ')} |`,
+    ),
+    '',
+  ]
+  return lines
+}
+
 function render(runs: Run[], machine: string): string {
   const lines = [
-    '## Writer cost',
+    RC_ONLY ? '## Writer cost' : '## Writer cost by isolation level',
     '',
-    `Command: \`npm run bench:writer -- --sizes ${values.sizes} --shapes ${values.shapes} --large-shapes ${values['large-shapes']} --iterations ${ITERATIONS} --seconds ${SECONDS}\`. ${machine}`,
+    `Command: \`npm run bench:writer -- --sizes ${values.sizes} --shapes ${values.shapes} --large-shapes ${values['large-shapes']} --iterations ${ITERATIONS} --seconds ${SECONDS} --isolation '${LEVELS.join(',')}'\`. ${machine}`,
     '',
     "Each one-row statement alone in autocommit (synchronous_commit off), on openbook's tables and on plain copies (same columns, checks, indexes and foreign keys, no trigger), alternating; client-side time in ms through node-postgres. Then 1, 4 and 16 writers of one organization: 40 % appointment inserts, 40 % status changes, 20 % customer inserts.",
     '',
     summary(runs),
     '',
+    ...(RC_ONLY
+      ? []
+      : [
+          `Each one-row statement and each writers' round also ran in ${LEVELS.map((l) => LEVEL_NAMES[l]).join(', ')} (\`default_transaction_isolation\`, on both tables): under each size, its tables by level, then the first level's in full. ` +
+            levelSummary(runs),
+          '',
+        ]),
   ]
   for (const run of runs) {
     lines.push(`### ${run.size.toLocaleString('en')} appointments, ${run.shape}`, '')
+    if (!RC_ONLY) lines.push(...levelTables(run), `${LEVEL_NAMES[LEVELS[0] ?? '']} in full:`, '')
     lines.push('| one-row statement | p50 openbook | p50 plain | × | p99 openbook | p99 plain | × |')
     lines.push('|---|---:|---:|---:|---:|---:|---:|')
     for (const l of run.latencies)
@@ -580,4 +764,5 @@ const cpus = (await import('node:os')).cpus()
 const machine = `${cpus.length} × ${cpus[0]?.model ?? 'CPU'}, PostgreSQL on the same cores.`
 const report = render(runs, machine)
 process.stdout.write(`${report}\n`)
-if (!values['no-write']) writeResultsSection('writer', report)
+// Only READ COMMITTED: the writer section as it always was; more levels: a section of their own beside it.
+if (!values['no-write']) writeResultsSection(RC_ONLY ? 'writer' : 'writer-isolation', report)
