@@ -42,8 +42,8 @@ export function verdictCounts(verdicts: Verdicts, checked: number) {
 /** Reads of the whole customers' list made, at most, to find one during which nothing changed. */
 const CONFIRMATION_READS = 2
 
-/** Requests a check keeps in flight at once: a bounded share of the API's capacity. */
-const CONCURRENCY = 4
+/** Requests a check keeps in flight at once: the contract asks clients for at most 2 per key. */
+const CONCURRENCY = 2
 
 /**
  * Whether the list has not changed since `etag` (its first page's, with this window and limit) was
