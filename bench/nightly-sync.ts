@@ -14,6 +14,15 @@
  * 3. a purge: the `--purge` oldest no-shows in the window deactivated at once, then one pass:
  *    its requests, and how many of them the deletion check made.
  *
+ * With `--rate N` (operations a second), nights under steady writes instead: a writer runs all the
+ * time, through plain SQL as the salon software writes (inserts, updates, status changes,
+ * deactivations, deletes, moves of an appointment's start and of a customer's createdAt), and each
+ * of `--nights` nights syncs both resources, appointments then customers, each into its own
+ * table. After each pass, against the database: the rows deleted or deactivated before the pass
+ * began that the copy still holds live (the goal is 0), the active rows the copy marks deleted
+ * (must be 0), the rows unchanged since before the pass that the copy misses or holds stale, the
+ * rows kept undecided, and the pass's requests beside a plain read of the list (⌈total / 99⌉).
+ *
  * `--client-dir DIR` runs the openbook-sync of another build of packages/client (a checkout of
  * another commit, built), to compare two on the same data.
  *
@@ -23,6 +32,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import pg from 'pg'
 import { assertLoopbackUrl } from './options.js'
 import { ROOT, runFromRoot } from './paths.js'
 import { killAll, run } from './proc.js'
@@ -39,6 +49,7 @@ const { values } = parseArgs({
     changes: { type: 'string', default: '200' },
     purge: { type: 'string', default: '9870' },
     'since-days': { type: 'string', default: '1500' },
+    rate: { type: 'string', default: '0' },
     pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://root@127.0.0.1:5432' },
     db: { type: 'string', default: 'openbook_bench_nightly' },
     'client-dir': { type: 'string', default: join(ROOT, 'packages/client') },
@@ -56,12 +67,15 @@ const NIGHTS = wholeNumber('nights', values.nights, 0)
 const CHANGES = wholeNumber('changes', values.changes, 0)
 const PURGE = wholeNumber('purge', values.purge, 0)
 const SINCE_DAYS = wholeNumber('since-days', values['since-days'], 1)
+const RATES = values.rate.split(',').map((rate) => wholeNumber('rate', rate, 0))
+const RATE = Math.max(...RATES)
 if (!/^[a-z_][a-z0-9_]{0,50}$/.test(values.db)) throw new Error('--db must be a plain lowercase identifier')
 assertLoopbackUrl(values.pg)
 const SERVER = values.pg.replace(/\/+$/, '')
 const DATABASE_URL = `${SERVER}/${values.db}`
 const COPY_URL = `${SERVER}/${values.db}_copy`
 const TABLE = 'appointments_copy'
+const CUSTOMERS_TABLE = 'customers_copy'
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
 interface Summary {
@@ -71,6 +85,8 @@ interface Summary {
   readonly checked: number
   readonly leftWindow: number
   readonly deferred: number
+  readonly recovered: number
+  readonly rereads: number
   readonly complete: boolean
   readonly durationMs: number
 }
@@ -112,6 +128,251 @@ async function changeSome(orgId: string, count: number, night: number): Promise<
   })
 }
 
+/** What the writer did that a check needs: when each row it deleted (DELETE) went. */
+interface Writer {
+  readonly deletedAt: Map<string, number>
+  readonly ops: () => number
+  stop(): Promise<void>
+}
+
+/**
+ * The salon software at `rate` operations a second, through SQL, until stopped. Appointments:
+ * inserts (a copy of a row, at another start), notes, status changes, starts moved by one to
+ * three days either way, deactivations, deletes; customers: notes, createdAt moved by up to a
+ * month either way, deactivations, inserts. Nothing is ever reactivated, so a row active now was
+ * active all along.
+ */
+async function startWriter(orgId: string, since: string, until: string, rate: number): Promise<Writer> {
+  const client = new pg.Client({ connectionString: DATABASE_URL })
+  await client.connect()
+  const ids = async (table: string) =>
+    (
+      await client.query<{ id: string }>(`select id from ${table} where org_id = $1 and is_active`, [orgId])
+    ).rows.map((row) => row.id)
+  const appointments = await ids('appointments')
+  const customers = await ids('customers')
+  const deletedAt = new Map<string, number>()
+  let random = 42
+  const next = () => {
+    random = (random * 1_103_515_245 + 12_345) % 2_147_483_648
+    return random / 2_147_483_648
+  }
+  const pick = (list: string[]) => list[Math.floor(next() * list.length)] as string
+  const windowDays = (Date.parse(until) - Date.parse(since)) / 86_400_000
+  let ops = 0
+  // Ids of earlier writers' rows are not made again.
+  let inserted = rate * 1_000_000
+  const statuses = ['scheduled', 'confirmed', 'checked_in', 'no_show', 'cancelled', 'completed']
+  const set = (table: string, change: string, id: string, values: unknown[] = []) =>
+    client.query(`update ${table} set ${change}, updated_at = now() where org_id = $1 and id = $2`, [
+      orgId,
+      id,
+      ...values,
+    ])
+  const operation = async () => {
+    const roll = next()
+    if (roll < 0.12) {
+      const id = `apt_w_${++inserted}`
+      const start = new Date(Date.parse(since) + Math.floor(next() * windowDays) * 86_400_000 + 36_000_000)
+      await client.query(
+        `insert into appointments select (jsonb_populate_record(null::appointments, to_jsonb(a) ||
+           jsonb_build_object('id', $3::text, 'start_at', $4::timestamptz, 'end_at', $4::timestamptz + interval '1 hour',
+             'day_key', to_char($4::timestamptz at time zone 'UTC', 'YYYY-MM-DD'), 'is_active', true,
+             'created_at', now(), 'updated_at', now()))).*
+         from appointments a where a.org_id = $1 and a.id = $2`,
+        [orgId, pick(appointments), id, start.toISOString()],
+      )
+      appointments.push(id)
+    } else if (roll < 0.3) await set('appointments', `note = 'w ${ops}'`, pick(appointments))
+    else if (roll < 0.4)
+      await set('appointments', 'status = $3', pick(appointments), [statuses[Math.floor(next() * 6)]])
+    else if (roll < 0.58) {
+      const days = (next() < 0.5 ? -1 : 1) * (1 + Math.floor(next() * 3))
+      await set(
+        'appointments',
+        `start_at = start_at + $3 * interval '1 day', end_at = end_at + $3 * interval '1 day',
+         day_key = to_char((start_at + $3 * interval '1 day') at time zone 'UTC', 'YYYY-MM-DD')`,
+        pick(appointments),
+        [days],
+      )
+    } else if (roll < 0.68) await set('appointments', 'is_active = false', pick(appointments))
+    else if (roll < 0.73) {
+      const index = Math.floor(next() * appointments.length)
+      const id = appointments[index] as string
+      appointments[index] = appointments.at(-1) as string
+      appointments.pop()
+      await client.query('delete from appointments where org_id = $1 and id = $2', [orgId, id])
+      deletedAt.set(id, Date.now())
+    } else if (roll < 0.83) await set('customers', `notes = 'w ${ops}'`, pick(customers))
+    else if (roll < 0.91)
+      await set('customers', `created_at = created_at + $3 * interval '1 hour'`, pick(customers), [
+        Math.round((next() - 0.5) * 1_440),
+      ])
+    else if (roll < 0.96) await set('customers', 'is_active = false', pick(customers))
+    else {
+      const id = `cus_w_${++inserted}`
+      await client.query(
+        `insert into customers select (jsonb_populate_record(null::customers, to_jsonb(c) ||
+           jsonb_build_object('id', $3::text, 'is_active', true, 'created_at', now(), 'updated_at', now()))).*
+         from customers c where c.org_id = $1 and c.id = $2`,
+        [orgId, pick(customers), id],
+      )
+      customers.push(id)
+    }
+    ops++
+  }
+  let running = true
+  const loop = (async () => {
+    const began = Date.now()
+    while (running) {
+      // Behind schedule (a slow statement), it catches up; ahead, it waits.
+      const due = Math.floor(((Date.now() - began) / 1000) * rate)
+      if (ops < due) await operation()
+      else await new Promise((resolve) => setTimeout(resolve, Math.max(1, 1000 / rate / 2)))
+    }
+  })()
+  return {
+    deletedAt,
+    ops: () => ops,
+    async stop() {
+      running = false
+      await loop
+      await client.end()
+    },
+  }
+}
+
+interface NightCheck {
+  /** Rows deleted or deactivated before the pass began that the copy still holds live. */
+  readonly staleLive: number
+  /** Rows active now (so all along) that the copy marks deleted. */
+  readonly activeDeleted: number
+  /** Rows active and unchanged since before the pass that the copy does not hold live. */
+  readonly missed: number
+  /** Rows unchanged since before the pass whose copy differs (start, status, customer, createdAt). */
+  readonly stale: number
+  /** Active rows of the list now (for the plain read's pages). */
+  readonly total: number
+}
+
+/** The copy of `resource` against the database, after a pass that began at `began`. */
+async function checkNight(
+  orgId: string,
+  resource: 'appointments' | 'customers',
+  began: number,
+  writer: Writer,
+  since: string,
+  until: string,
+): Promise<NightCheck> {
+  const appointments = resource === 'appointments'
+  const source = await withDatabase(DATABASE_URL, async (client) => {
+    const { rows } = await client.query<{
+      id: string
+      active: boolean
+      updated: Date
+      key: Date
+      status: string | null
+      customer: string | null
+    }>(
+      appointments
+        ? `select id, is_active as active, updated_at as updated, start_at as key, status, customer_id as customer
+           from appointments where org_id = $1`
+        : `select id, is_active as active, updated_at as updated, created_at as key, null as status, null as customer
+           from customers where org_id = $1`,
+      [orgId],
+    )
+    return new Map(rows.map((row) => [row.id, row]))
+  })
+  const copy = await withDatabase(COPY_URL, async (client) => {
+    const { rows } = await client.query<{
+      id: string
+      data: Record<string, unknown>
+      deleted: boolean
+      left: boolean
+    }>(
+      `select id, data, deleted_at is not null as deleted, left_window_at is not null as left from ${appointments ? TABLE : CUSTOMERS_TABLE}`,
+    )
+    return rows
+  })
+  const from = Date.parse(since)
+  const to = Date.parse(until)
+  const listed = (row: { active: boolean; key: Date }) =>
+    row.active && (!appointments || (row.key.getTime() >= from && row.key.getTime() <= to))
+  let staleLive = 0
+  let activeDeleted = 0
+  let stale = 0
+  const live = new Set<string>()
+  for (const row of copy) {
+    const now = source.get(row.id)
+    if (row.deleted) {
+      if (now?.active) activeDeleted++
+      continue
+    }
+    if (row.left) continue
+    live.add(row.id)
+    const goneAt =
+      now === undefined ? writer.deletedAt.get(row.id) : now.active ? undefined : now.updated.getTime()
+    if (goneAt !== undefined && goneAt < began) staleLive++
+    if (now?.active && now.updated.getTime() < began) {
+      const key = Date.parse(String(appointments ? row.data.start : row.data.createdAt))
+      if (
+        key !== now.key.getTime() ||
+        (appointments && (row.data.status !== now.status || (row.data.customerId ?? null) !== now.customer))
+      )
+        stale++
+    }
+  }
+  let missed = 0
+  let total = 0
+  for (const row of source.values()) {
+    if (!listed(row)) continue
+    total++
+    if (row.updated.getTime() < began && !live.has(row.id)) missed++
+  }
+  return { staleLive, activeDeleted, missed, stale, total }
+}
+
+/** `--nights` nights of both resources while the writer runs; the table's lines. */
+async function underWrites(
+  orgId: string,
+  since: string,
+  until: string,
+  syncOnce: (resource?: string) => Promise<Summary>,
+): Promise<string[]> {
+  const lines = [
+    '| Rate | Night | Resource | Rows read | Requests | Plain read | Checked | Recovered | Deferred | Marked deleted | Gone before the pass, still live | Active marked deleted | Missed | Stale | Wall time |',
+    '| ---: | ----- | -------- | --------: | -------: | ---------: | ------: | --------: | -------: | -------------: | -------------------------------: | --------------------: | -----: | ----: | --------: |',
+  ]
+  for (const resource of ['appointments', 'customers'] as const) {
+    const first = await syncOnce(resource)
+    log(`first pass of ${resource}: ${JSON.stringify(first)}`)
+  }
+  for (const rate of RATES) {
+    const writer = await startWriter(orgId, since, until, rate)
+    const started = Date.now()
+    try {
+      for (let n = 1; n <= NIGHTS; n++)
+        for (const resource of ['appointments', 'customers'] as const) {
+          const began = Date.now()
+          const summary = await syncOnce(resource)
+          const check = await checkNight(orgId, resource, began, writer, since, until)
+          log(
+            `night ${n} ${resource}: ${JSON.stringify(summary)} ${JSON.stringify(check)} (${writer.ops()} writes so far)`,
+          )
+          lines.push(
+            `| ${rate}/s | ${n} | ${resource} | ${summary.rows} | ${summary.requests} | ${Math.ceil(check.total / 99)} | ${summary.checked} | ${summary.recovered} | ${summary.deferred} | ${summary.tombstones} | ${check.staleLive} | ${check.activeDeleted} | ${check.missed} | ${check.stale} | ${(summary.durationMs / 1000).toFixed(1)} s |`,
+          )
+        }
+    } finally {
+      await writer.stop()
+    }
+    log(
+      `the writer at ${rate}/s made ${writer.ops()} operations in ${((Date.now() - started) / 1000).toFixed(0)} s`,
+    )
+  }
+  return lines
+}
+
 async function main(): Promise<void> {
   const directory = mkdtempSync(join(tmpdir(), 'openbook-bench-nightly-'))
   try {
@@ -142,12 +403,13 @@ async function main(): Promise<void> {
     })
     log(`window ${since}..${until}: ${inWindow} active appointments`)
 
-    const syncOnce = async (): Promise<Summary> => {
+    const syncOnce = async (resource = 'appointments'): Promise<Summary> => {
+      const appointments = resource === 'appointments'
       const result = await run(
         process.execPath,
         [
           join(values['client-dir'], 'bin/openbook-sync.js'),
-          'appointments',
+          resource,
           '--key-file',
           keyFile,
           '--base-url',
@@ -155,21 +417,28 @@ async function main(): Promise<void> {
           '--pg',
           COPY_URL,
           '--table',
-          TABLE,
+          appointments ? TABLE : CUSTOMERS_TABLE,
           '--state',
-          join(directory, 'state.json'),
-          '--since',
-          since,
-          '--until',
-          until,
+          join(directory, `${resource}.state.json`),
+          ...(appointments ? ['--since', since, '--until', until] : []),
           '--json',
         ],
         { timeoutMs: 1_800_000 },
       )
-      if (result.code !== 0) throw new Error(`openbook-sync failed (${result.code}): ${result.stderr}`)
+      // Exit 5: deletions unsettled for --max-deferred-passes passes; the pass itself is written.
+      if (result.code !== 0 && result.code !== 5)
+        throw new Error(`openbook-sync failed (${result.code}): ${result.stderr}`)
       const summary = JSON.parse(result.stdout) as Summary
       if (!summary.complete) throw new Error('a pass did not complete')
       return summary
+    }
+
+    if (RATE > 0) {
+      const lines = await underWrites(orgId, since, until, syncOnce)
+      process.stdout.write(
+        `${CUSTOMERS} customers, ${APPOINTMENTS} appointments; window ${since.slice(0, 10)}..${until.slice(0, 10)} (${inWindow} active in it); writer at ${RATES.join(' then ')} operations/s\n\n${lines.join('\n')}\n`,
+      )
+      return
     }
 
     const table: string[] = [

@@ -34,7 +34,11 @@ export async function seedOrganization(options: SeededOrganization): Promise<str
     throw new Error('the database must be a plain lowercase identifier')
   const env = { ...process.env, DATABASE_URL: `${options.server}/${options.db}` }
   const cli = async <T>(args: readonly string[]): Promise<T> =>
-    JSON.parse((await runOk(process.execPath, ['bin/openbook.js', ...args, '--json'], { env })).stdout) as T
+    // A seed of 150,000 rows on a busy machine takes minutes.
+    JSON.parse(
+      (await runOk(process.execPath, ['bin/openbook.js', ...args, '--json'], { env, timeoutMs: 1_800_000 }))
+        .stdout,
+    ) as T
   await withDatabase(`${options.server}/postgres`, async (client) => {
     await client.query(`DROP DATABASE IF EXISTS ${options.db} WITH (FORCE)`)
     await client.query(`CREATE DATABASE ${options.db}`)

@@ -212,17 +212,18 @@ export function codeBlocks(markdown: string, language: string): string[] {
 /**
  * A proxy in front of a server that can go away and come back (a restart, on another port): while
  * it has no target, or the target does not answer, each connection is reset. `onRequest` is told
- * the number of each request as it arrives (1 for the first), and the request waits for it.
+ * the number of each request as it arrives (1 for the first) and its path and query, and the
+ * request waits for it.
  */
 export async function switchableProxy(
   target: string | null,
-  onRequest: (n: number) => void | Promise<void> = () => {},
+  onRequest: (n: number, url: string) => void | Promise<void> = () => {},
 ) {
   let current = target
   let n = 0
   const proxy: Server = createServer(async (request, response) => {
     // The request waits for onRequest (a change to make between two pages, at a known point).
-    await onRequest(++n)
+    await onRequest(++n, request.url ?? '/')
     const upstreamUrl = current
     if (upstreamUrl === null) return request.socket.destroy()
     try {

@@ -1,7 +1,7 @@
 /** What became of the rows a complete pass did not see: decided exactly, or kept for the next pass. */
-import type { Appointment, Openbook } from '../../client.js'
+import type { Appointment, AppointmentFilters, Customer, NotModified, Openbook, Page } from '../../client.js'
 import type { PassWindow, SyncOptions } from './options.js'
-import { limitOf, readPass } from './pass.js'
+import { limitOf } from './pass.js'
 import type { Missing } from './state.js'
 import { inWindow, windowFilters } from './window.js'
 
@@ -39,8 +39,11 @@ export function verdictCounts(verdicts: Verdicts, checked: number) {
   } as const
 }
 
-/** Reads of the whole list a second night makes, at most, to find one during which nothing changed. */
+/** Reads of the whole customers' list made, at most, to find one during which nothing changed. */
 const CONFIRMATION_READS = 2
+
+/** Requests a check keeps in flight at once: the contract asks clients for at most 2 per key. */
+const CONCURRENCY = 2
 
 /**
  * Whether the list has not changed since `etag` (its first page's, with this window and limit) was
@@ -65,16 +68,17 @@ export async function listUnchanged(
 /**
  * What became of the rows of the previous complete pass that this complete pass did not see.
  *
- * A row is marked deleted only when that is certain. The paginator yields every row that stays
+ * A row is marked deleted only on an exact check, whose one blind spot `lookAround` names. The paginator yields every row that stays
  * active and keeps its sort key for a whole read; a row it missed was deactivated, or its sort
  * key (createdAt, start) changed during the read. When nothing at all changed in the list while
  * the pass read it (its first page, asked again with the ETag read when the pass began, is
  * answered 304: one request), the pass read a list that stood still, and the rows it missed are
  * not in it; so did a pass that read the whole list in one request (`snapshot`: one page is one
- * statement). When the list changed meanwhile, a missing row may only have moved: it is kept as it
- * is (deferred) and checked by the next pass, which sees it if it is active. A row missing a
- * second time from a pass during which the list changed again is settled at once by reading the
- * list again (at most twice) until one read finds the list standing still.
+ * statement). When the list changed meanwhile, a missing row may only have moved. Appointments
+ * are then looked up in two lists that move apart from the one read (`lookAround`): settled in
+ * this pass, except the residue it names. Customers, which have no filter, are read again whole
+ * inside a short still window (`readStill`), at most `CONFIRMATION_READS` times; when none
+ * stands still, the rows are kept as they are (deferred) and checked again by the next pass.
  *
  * Appointments of a window: one whose last known start is outside the window left it. The others,
  * missing from a window that stood still, are looked for outside it: among their customers'
@@ -102,7 +106,7 @@ export async function resolveMissing(
     else rest.push(row)
   if (rest.length === 0) return { ...NO_VERDICTS, left }
   /** The ETag of a read of the window during which the list stood still. */
-  let stillEtag = passEtag
+  const stillEtag = passEtag
   // A pass that read the whole list in one request read one statement's snapshot of it: what it
   // did not see was not in the list, however the list changed since.
   let still = snapshot
@@ -111,29 +115,26 @@ export async function resolveMissing(
     still = await listUnchanged(client, options, window, passEtag)
   }
   if (!still) {
-    if (rest.every((row) => row.deferredSince === undefined))
-      return {
-        ...NO_VERDICTS,
-        left,
-        deferred: rest.map((row) => ({ ...row, deferredSince: pass })),
-        requests,
-      }
+    if (options.resource === 'appointments') {
+      const verdicts = await lookAround(client, options, rest, window, pass)
+      return { ...verdicts, left: [...left, ...verdicts.left], requests: requests + verdicts.requests }
+    }
+    // Customers have no filter to look a row up by: the whole list again, read inside a still window.
+    const wanted = new Set(rest.map((row) => row.id))
     for (let read = 0; read < CONFIRMATION_READS && !still; read++) {
-      const paginator = readPass(options, client, undefined, window)
-      const wanted = new Set(rest.map((row) => row.id))
-      for await (const row of paginator)
+      const snapshot = await readStill(customersRead(client, options), limitOf(options))
+      requests += snapshot.requests
+      if (snapshot.rows === undefined) continue
+      still = true
+      for (const row of snapshot.rows)
         if (wanted.has(row.id)) back.push(row as unknown as Record<string, unknown>)
       const found = new Set(back.map((row) => String(row.id)))
       rest = rest.filter((row) => !found.has(row.id))
-      still = await paginator.unchanged()
-      stillEtag = paginator.etag
-      requests += paginator.stats.requests
     }
     if (!still)
       return {
         ...NO_VERDICTS,
         left,
-        back,
         deferred: rest.map((row) => ({ ...row, deferredSince: row.deferredSince ?? pass })),
         requests,
       }
@@ -257,4 +258,163 @@ async function lookByCustomer(
     }
   }
   return { gone, left, back, deferred, requests }
+}
+
+/** One page of a list by offset, asked with `ifNoneMatch` when given. */
+type ReadPage<T> = (offset: number, limit: number, ifNoneMatch?: string) => Promise<Page<T> | NotModified>
+
+const customersRead =
+  (client: Openbook, options: Pick<SyncOptions, 'signal'>): ReadPage<Customer> =>
+  (offset, limit, ifNoneMatch) =>
+    ifNoneMatch === undefined
+      ? client.customers.list({ offset, limit }, { signal: options.signal })
+      : client.customers.list({ offset, limit }, { ifNoneMatch, signal: options.signal })
+
+const appointmentsRead =
+  (
+    client: Openbook,
+    options: Pick<SyncOptions, 'signal'>,
+    filters: AppointmentFilters,
+  ): ReadPage<Appointment> =>
+  (offset, limit, ifNoneMatch) =>
+    ifNoneMatch === undefined
+      ? client.appointments.list({ ...filters, offset, limit }, { signal: options.signal })
+      : client.appointments.list({ ...filters, offset, limit }, { ifNoneMatch, signal: options.signal })
+
+/**
+ * The whole list `read` selects as one snapshot, or undefined when it changed while it was read.
+ * One page is one statement's snapshot. Over several, the first page's ETag names the list's
+ * version when the read began; the other pages are read by offset, a few at once, so the read
+ * is short; then the first page asked again with that ETag answered 304 says the version did not
+ * move meanwhile, so every page was of the same list. A page whose total differs ends the read at
+ * once: the list moved.
+ */
+export async function readStill<T>(
+  read: ReadPage<T>,
+  limit: number,
+): Promise<{ rows: T[] | undefined; requests: number }> {
+  const first = await read(0, limit)
+  let requests = 1
+  if (first.notModified) return { rows: undefined, requests }
+  const total = first.pagination.total
+  if (total <= first.data.length) return { rows: first.data, requests }
+  if (first.etag === undefined) return { rows: undefined, requests }
+  const offsets: number[] = []
+  for (let offset = limit; offset < total; offset += limit) offsets.push(offset)
+  const pages = new Map<number, T[]>()
+  let moved = false
+  await eachLimit(offsets, CONCURRENCY, async (offset) => {
+    const page = await read(offset, limit)
+    requests++
+    if (page.notModified || page.pagination.total !== total) moved = true
+    else pages.set(offset, page.data)
+    return !moved
+  })
+  if (moved) return { rows: undefined, requests }
+  requests++
+  const again = await read(0, limit, first.etag)
+  if (again.notModified !== true) return { rows: undefined, requests }
+  return { rows: [...first.data, ...offsets.flatMap((offset) => pages.get(offset) ?? [])], requests }
+}
+
+/** Runs `work` on each item, at most `limit` at once; a `false` from one stops the items not begun. */
+async function eachLimit<T>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<unknown>,
+): Promise<void> {
+  let next = 0
+  let stop = false
+  const worker = async () => {
+    while (!stop && next < items.length) {
+      const item = items[next++] as T
+      if ((await work(item)) === false) stop = true
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
+}
+
+/**
+ * Settles the appointments a pass missed while the list moved under it, by two lists that move
+ * apart from the one the pass read, each read as one snapshot (`readStill`):
+ *
+ * - its customer's appointments (`customerId`, any start), which hold it wherever its start,
+ *   status or staff member went, unless its customer changed;
+ * - the appointments starting at its last known start (a range of one millisecond, which also
+ *   holds starts within it that the API shows rounded), which hold it whatever its customer,
+ *   status or staff member became, unless its start changed.
+ *
+ * Found in either, it is active (written again, or left the window). Absent from both read
+ * exactly, it is deleted. A row the pass missed while active, whose customer **and** start both
+ * changed since the previous pass, is absent from both too and marked deleted: v1 has no list that
+ * holds it (no id lookup, no filter on what changed), short of the whole list read still, which a
+ * list that moves all the time never is. A row without a customer, or one of a list not read
+ * still (a customer of hundreds of appointments, moving), is kept for the next pass rather than
+ * marked on one check.
+ */
+async function lookAround(
+  client: Openbook,
+  options: Omit<SyncOptions, 'out'>,
+  rows: readonly Missing[],
+  window: PassWindow,
+  pass: number,
+): Promise<Verdicts> {
+  const limit = 100
+  let requests = 0
+  const found = new Map<string, Appointment>()
+  const byCustomer = groupBy(rows, (row) => row.customerId)
+  const customerExact = new Set<string>()
+  await eachLimit([...byCustomer], CONCURRENCY, async ([customerId, group]) => {
+    const snapshot = await readStill(appointmentsRead(client, options, { customerId }), limit)
+    requests += snapshot.requests
+    if (snapshot.rows === undefined) return
+    customerExact.add(customerId)
+    const ids = new Set(group.map((row) => row.id))
+    for (const row of snapshot.rows) if (ids.has(row.id)) found.set(row.id, row)
+  })
+  const byStart = groupBy(
+    rows.filter((row) => !found.has(row.id)),
+    (row) => row.start,
+  )
+  const startExact = new Set<string>()
+  await eachLimit([...byStart], CONCURRENCY, async ([start, group]) => {
+    const endDate = new Date(Date.parse(start) + 1).toISOString()
+    const snapshot = await readStill(appointmentsRead(client, options, { startDate: start, endDate }), limit)
+    requests += snapshot.requests
+    if (snapshot.rows === undefined) return
+    startExact.add(start)
+    const ids = new Set(group.map((row) => row.id))
+    for (const row of snapshot.rows) if (ids.has(row.id)) found.set(row.id, row)
+  })
+  const verdicts = {
+    gone: [] as string[],
+    left: [] as string[],
+    back: [] as Record<string, unknown>[],
+    deferred: [] as Missing[],
+  }
+  for (const row of rows) {
+    const now = found.get(row.id)
+    if (now !== undefined) {
+      if (inWindow(now.start, window)) verdicts.back.push(now as unknown as Record<string, unknown>)
+      else verdicts.left.push(row.id)
+    } else if (
+      row.customerId !== undefined &&
+      customerExact.has(row.customerId) &&
+      row.start !== undefined &&
+      startExact.has(row.start)
+    )
+      verdicts.gone.push(row.id)
+    else verdicts.deferred.push({ ...row, deferredSince: row.deferredSince ?? pass })
+  }
+  return { ...verdicts, requests }
+}
+
+/** The rows by `key`, those without one left out. */
+function groupBy<T>(rows: readonly T[], key: (row: T) => string | undefined): Map<string, T[]> {
+  const groups = new Map<string, T[]>()
+  for (const row of rows) {
+    const value = key(row)
+    if (value !== undefined) groups.set(value, [...(groups.get(value) ?? []), row])
+  }
+  return groups
 }
