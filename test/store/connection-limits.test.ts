@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { patience } from '../../packages/client/test/helpers/patience.js'
 import { OVERLOADED_MESSAGE, STORE_BUSY_MESSAGE } from '../../src/errors.js'
 import { Metrics } from '../../src/ops/metrics.js'
 import { storeReadiness } from '../../src/ops/readiness.js'
@@ -192,8 +193,13 @@ describe.skipIf(!postgresAvailable())('connection limits (PostgreSQL)', () => {
 
   it('a crowd on a pool of one: every 503 is overloaded, none an outage, and readiness stays ready', async () => {
     const metrics = new Metrics({ version: 'test', contractVersion: 'test' })
-    const { served, store } = await serve({ maxConnections: 1, requestDeadlineMs: 300 }, metrics)
+    // The deadline follows the machine's load, and the pool's one connection is open before the
+    // crowd comes: what is measured is the crowd, not a connection's start on a busy machine (a
+    // connect slower than the deadline is rightly a store that did not answer).
+    const deadlineMs = patience(300)
+    const { served, store } = await serve({ maxConnections: 1, requestDeadlineMs: deadlineMs }, metrics)
     const readiness = storeReadiness(store, 0)
+    expect((await served.inject({ url: PAGE, headers: bearer(key) })).statusCode).toBe(200)
     const started = performance.now()
     const responses = await Promise.all(
       Array.from({ length: 600 }, () => served.inject({ url: PAGE, headers: bearer(key) })),
@@ -203,10 +209,10 @@ describe.skipIf(!postgresAvailable())('connection limits (PostgreSQL)', () => {
     const ok = statuses.filter((status) => status === 200).length
     const overloaded = responses.filter((r) => r.statusCode === 503 && r.json().code === 'overloaded').length
     console.log(
-      `[connection-limits] 600 requests at once on a pool of 1, deadline 300 ms: ${ok} × 200, ${overloaded} × 503 overloaded, in ${Math.round(took)} ms`,
+      `[connection-limits] 600 requests at once on a pool of 1, deadline ${deadlineMs} ms: ${ok} × 200, ${overloaded} × 503 overloaded, in ${Math.round(took)} ms`,
     )
     const others = responses.filter((r) => r.statusCode !== 200 && r.json().code !== 'overloaded')
-    expect(others.map((r) => `${r.statusCode} ${r.body}`)).toEqual([])
+    expect([...new Set(others.map((r) => `${r.statusCode} ${r.body}`))]).toEqual([])
     expect(ok + overloaded).toBe(600)
     expect(ok).toBeGreaterThan(0)
     expect(overloaded).toBeGreaterThan(0)
