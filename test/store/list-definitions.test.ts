@@ -53,3 +53,32 @@ describe.skipIf(!postgresAvailable())('every many filter has its lists and their
     }
   })
 })
+
+describe.skipIf(!postgresAvailable())('the lists are read along their indexes', () => {
+  let database: TestDatabase
+  let client: pg.Client
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrated: true })
+    client = new pg.Client({ connectionString: database.url })
+    await client.connect()
+  })
+  afterAll(async () => {
+    await client?.end()
+    await database?.drop()
+  })
+
+  it('every function that turns sorts off turns incremental sorts off too', async () => {
+    // With enable_sort off alone, the planner may still read a list along an index that holds a
+    // prefix of its order and sort the rest (Incremental Sort): with a third filter, one of
+    // list_build's eight lists did so on data where the new column was empty.
+    const { rows } = await client.query<{ name: string; config: string[] }>(
+      `SELECT p.oid::regprocedure::text AS name, p.proconfig AS config FROM pg_proc p
+       WHERE p.pronamespace = 'public'::regnamespace AND 'enable_sort=off' = ANY (p.proconfig)`,
+    )
+    expect(rows.map((row) => row.name)).toContain('list_build(text,text)')
+    expect(
+      rows.filter((row) => !row.config.includes('enable_incremental_sort=off')).map((row) => row.name),
+      'these set enable_sort = off without enable_incremental_sort = off: ALTER FUNCTION … SET enable_incremental_sort = off in a migration',
+    ).toEqual([])
+  })
+})

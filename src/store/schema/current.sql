@@ -90,6 +90,7 @@ CREATE FUNCTION public.list_build(p_org text, p_list text) RETURNS void
     SET search_path TO 'pg_catalog', 'public'
     SET jit TO 'off'
     SET enable_sort TO 'off'
+    SET enable_incremental_sort TO 'off'
     AS $_$
 DECLARE
   d list_definitions;
@@ -795,7 +796,7 @@ $$;
 
 CREATE FUNCTION public.openbook_schema_version(OUT version smallint, OUT compatible_from smallint) RETURNS record
     LANGUAGE sql IMMUTABLE
-    AS $$ SELECT 20::smallint, 12::smallint $$;
+    AS $$ SELECT 21::smallint, 12::smallint $$;
 
 SET default_tablespace = '';
 
