@@ -207,7 +207,7 @@ describe.skipIf(!postgresAvailable())('migration 020 over rows that break a rule
       expect((await schemaState(store)).version).toBe(19)
       // Once the row is corrected, the same migration goes through.
       await store.admin((sql) => sql.exec(`UPDATE customers SET notes = left(notes, 10000)`))
-      expect((await migrate(store)).applied).toEqual(['020_field_rules_checked.sql'])
+      expect((await migrate(store)).applied[0]).toBe('020_field_rules_checked.sql')
     } finally {
       await store.close()
       await database.drop()
