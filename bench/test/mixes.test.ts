@@ -53,16 +53,19 @@ describe('the mixes', () => {
       const key = `${spec.resource}:${spec.filterLabel}`
       byFilter.set(key, (byFilter.get(key) ?? new Set()).add(spec.position))
     }
-    expect([...byFilter.keys()].sort()).toEqual([
-      'appointments:',
-      'appointments:customerId',
-      'appointments:staffId',
-      'appointments:staffId+dates',
-      'appointments:startDate+endDate',
-      'appointments:status',
-      'appointments:status+dates',
-      'customers:',
-    ])
+    // The mixes of today's filters; a filter described later adds its own (checked below).
+    expect([...byFilter.keys()]).toEqual(
+      expect.arrayContaining([
+        'appointments:',
+        'appointments:customerId',
+        'appointments:staffId',
+        'appointments:staffId+dates',
+        'appointments:startDate+endDate',
+        'appointments:status',
+        'appointments:status+dates',
+        'customers:',
+      ]),
+    )
     for (const positions of byFilter.values())
       expect([...positions].sort()).toEqual(['first', 'last', 'middle'])
     // Every described filter is in a mix: a new one joins them without an edit here.

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, expect, it } from 'vitest'
+import { APPOINTMENT_LIST } from '../../src/schemas/filters.js'
 import { appointmentSchema } from '../../src/schemas/resources.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { listEnvelope } from '../helpers/envelope.js'
@@ -219,8 +220,8 @@ describeEachStore('GET /api/public/v1/appointments on %s', (testStore) => {
         code: 'unrecognized_keys',
         keys: ['updatedSince'],
         path: ['updatedSince'],
-        message:
-          'updatedSince is not a parameter of this list, which takes limit, offset, status, customerId, staffId, startDate, endDate',
+        // The paging parameters, then the filters in the order they are described.
+        message: `updatedSince is not a parameter of this list, which takes ${['limit', 'offset', ...APPOINTMENT_LIST.filters.map((filter) => filter.param)].join(', ')}`,
       },
     ])
   })

@@ -35,10 +35,14 @@ describe('generated types', () => {
   it('match the OpenAPI document the running server serves', async () => {
     const document = await servedDocument()
     const files = await generateFiles(document)
-    // When this fails: npm run build && npm run generate -w @openbook/client, and commit the files.
-    expect(Object.keys(files).sort()).toEqual(readdirSync(GENERATED_DIR).sort())
+    const regenerate = 'npm run build && npm run generate -w @openbook/client, and commit the files'
+    expect(Object.keys(files).sort(), `the generated files differ: ${regenerate}`).toEqual(
+      readdirSync(GENERATED_DIR).sort(),
+    )
     for (const [name, source] of Object.entries(files))
-      expect(source, name).toBe(readFileSync(join(GENERATED_DIR, name), 'utf8'))
+      expect(source, `${name} is out of date: ${regenerate}`).toBe(
+        readFileSync(join(GENERATED_DIR, name), 'utf8'),
+      )
   })
 
   it('carry one type of each resource and of the pagination, which the lists reference', () => {
