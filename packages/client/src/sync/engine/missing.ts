@@ -39,8 +39,20 @@ export function verdictCounts(verdicts: Verdicts, checked: number) {
   } as const
 }
 
-/** Reads of the whole customers' list made, at most, to find one during which nothing changed. */
-const CONFIRMATION_READS = 2
+/**
+ * The requests the lookups of one pass make at most (`lookAround`): as many as a plain read of the
+ * list, and at least this many. A writer that deactivates hundreds of rows during every pass would
+ * otherwise make a night cost ten plain reads; the rows beyond the budget are kept for the next
+ * pass, which marks them deleted if it misses them too (`secondMisses`).
+ */
+const LOOKUP_BUDGET_FLOOR = 20
+
+/**
+ * The most pages of the customers' list read again, once, to find it still: a longer read under
+ * steady writes never stands still, and the rows it would settle are settled by the next pass
+ * anyway (`secondMisses`), so it would only double the night's requests.
+ */
+const STILL_READ_PAGES = 10
 
 /** Requests a check keeps in flight at once: the contract asks clients for at most 2 per key. */
 const CONCURRENCY = 2
@@ -55,21 +67,32 @@ export async function listUnchanged(
   window: PassWindow,
   etag: string | undefined,
 ): Promise<boolean> {
-  if (etag === undefined) return false
+  return (await listNow(client, options, window, etag)).unchanged
+}
+
+/** `listUnchanged`, with the list's total when it changed. */
+async function listNow(
+  client: Openbook,
+  options: Pick<SyncOptions, 'resource' | 'pageSize' | 'signal'>,
+  window: PassWindow,
+  etag: string | undefined,
+): Promise<{ unchanged: boolean; total?: number }> {
+  if (etag === undefined) return { unchanged: false }
   const conditional = { ifNoneMatch: etag, signal: options.signal }
   const first = { offset: 0, limit: limitOf(options) }
   const page =
     options.resource === 'customers'
       ? await client.customers.list(first, conditional)
       : await client.appointments.list({ ...windowFilters(window), ...first }, conditional)
-  return page.notModified === true
+  return page.notModified ? { unchanged: true } : { unchanged: false, total: page.pagination.total }
 }
 
 /**
  * What became of the rows of the previous complete pass that this complete pass did not see.
  *
- * A row is marked deleted only on an exact check, whose one blind spot `lookAround` names. The paginator yields every row that stays
- * active and keeps its sort key for a whole read; a row it missed was deactivated, or its sort
+ * A row is marked deleted on an exact check, whose one blind spot `lookAround` names, or when the
+ * next pass misses it too (`secondMisses`). The paginator yields every row that stays active and
+ * keeps its sort key for a whole read; a row it missed was deactivated, or its sort
  * key (createdAt, start) changed during the read. When nothing at all changed in the list while
  * the pass read it (its first page, asked again with the ETag read when the pass began, is
  * answered 304: one request), the pass read a list that stood still, and the rows it missed are
@@ -77,8 +100,9 @@ export async function listUnchanged(
  * statement). When the list changed meanwhile, a missing row may only have moved. Appointments
  * are then looked up in two lists that move apart from the one read (`lookAround`): settled in
  * this pass, except the residue it names. Customers, which have no filter, are read again whole
- * inside a short still window (`readStill`), at most `CONFIRMATION_READS` times; when none
- * stands still, the rows are kept as they are (deferred) and checked again by the next pass.
+ * inside a short still window (`readStill`) when the list is short (`STILL_READ_PAGES`); when it
+ * does not stand still, the rows are kept as they are (deferred) and checked again by the next
+ * pass, which marks them deleted if it misses them too.
  *
  * Appointments of a window: one whose last known start is outside the window left it. The others,
  * missing from a window that stood still, are looked for outside it: among their customers'
@@ -95,11 +119,45 @@ export async function resolveMissing(
   pass: number,
   snapshot = false,
 ): Promise<Verdicts> {
+  const verdicts = await checkMissing(client, options, missing, window, passEtag, pass, snapshot)
+  return secondMisses(verdicts, pass, options.resource === 'appointments' && isWindowed(window))
+}
+
+/**
+ * A row that two complete passes in a row missed, and no exact check found, is marked deleted.
+ * Each pass reads every row that stays active and keeps its sort key while the pass reads the
+ * list; an active row is missed only when it moved across the pass's place in the list (or was
+ * deactivated and active again) during that very pass. Missed by two passes in a row, it did so
+ * twice, hours apart, or it is gone: under a writer that never stops, this is what settles the
+ * customers and the appointments a lookup could not. A window's rows wait instead: missing twice,
+ * one may have left the window, which is not a deletion.
+ */
+function secondMisses(verdicts: Verdicts, pass: number, windowed: boolean): Verdicts {
+  if (windowed) return verdicts
+  const again = verdicts.deferred.filter((row) => row.deferredSince !== undefined && row.deferredSince < pass)
+  if (again.length === 0) return verdicts
+  return {
+    ...verdicts,
+    gone: [...verdicts.gone, ...again.map((row) => row.id)],
+    deferred: verdicts.deferred.filter((row) => !again.includes(row)),
+  }
+}
+
+const isWindowed = (window: PassWindow) => window.since !== undefined || window.until !== undefined
+
+async function checkMissing(
+  client: Openbook,
+  options: Omit<SyncOptions, 'out'>,
+  missing: readonly Missing[],
+  window: PassWindow,
+  passEtag: string | undefined,
+  pass: number,
+  snapshot: boolean,
+): Promise<Verdicts> {
   const left: string[] = []
   const back: Record<string, unknown>[] = []
   let requests = 0
-  const windowed =
-    options.resource === 'appointments' && (window.since !== undefined || window.until !== undefined)
+  const windowed = options.resource === 'appointments' && isWindowed(window)
   let rest: Missing[] = []
   for (const row of missing)
     if (windowed && row.start !== undefined && !inWindow(row.start, window)) left.push(row.id)
@@ -110,26 +168,34 @@ export async function resolveMissing(
   // A pass that read the whole list in one request read one statement's snapshot of it: what it
   // did not see was not in the list, however the list changed since.
   let still = snapshot
+  let passTotal: number | undefined
   if (!still) {
     requests++
-    still = await listUnchanged(client, options, window, passEtag)
+    const now = await listNow(client, options, window, passEtag)
+    still = now.unchanged
+    passTotal = now.total
   }
   if (!still) {
     if (options.resource === 'appointments') {
-      const verdicts = await lookAround(client, options, rest, window, pass)
+      const budget = Math.max(LOOKUP_BUDGET_FLOOR, Math.ceil((passTotal ?? 0) / 99))
+      const verdicts = await lookAround(client, options, rest, window, pass, budget)
       return { ...verdicts, left: [...left, ...verdicts.left], requests: requests + verdicts.requests }
     }
-    // Customers have no filter to look a row up by: the whole list again, read inside a still window.
+    // Customers have no filter to look a row up by: the whole list again, read inside a still
+    // window, when it is short and holds rows missed for the first time.
     const wanted = new Set(rest.map((row) => row.id))
-    for (let read = 0; read < CONFIRMATION_READS && !still; read++) {
-      const snapshot = await readStill(customersRead(client, options), limitOf(options))
+    const firstMisses = rest.some((row) => row.deferredSince === undefined)
+    const pages = passTotal === undefined ? Number.POSITIVE_INFINITY : Math.ceil(passTotal / 100)
+    if (firstMisses && pages <= STILL_READ_PAGES) {
+      const snapshot = await readStill(customersRead(client, options), 100)
       requests += snapshot.requests
-      if (snapshot.rows === undefined) continue
-      still = true
-      for (const row of snapshot.rows)
-        if (wanted.has(row.id)) back.push(row as unknown as Record<string, unknown>)
-      const found = new Set(back.map((row) => String(row.id)))
-      rest = rest.filter((row) => !found.has(row.id))
+      if (snapshot.rows !== undefined) {
+        still = true
+        for (const row of snapshot.rows)
+          if (wanted.has(row.id)) back.push(row as unknown as Record<string, unknown>)
+        const found = new Set(back.map((row) => String(row.id)))
+        rest = rest.filter((row) => !found.has(row.id))
+      }
     }
     if (!still)
       return {
@@ -350,7 +416,7 @@ async function eachLimit<T>(
  * holds it (no id lookup, no filter on what changed), short of the whole list read still, which a
  * list that moves all the time never is. A row without a customer, or one of a list not read
  * still (a customer of hundreds of appointments, moving), is kept for the next pass rather than
- * marked on one check.
+ * marked on one check; so are the rows beyond the lookups' `budget` of requests.
  */
 async function lookAround(
   client: Openbook,
@@ -358,13 +424,19 @@ async function lookAround(
   rows: readonly Missing[],
   window: PassWindow,
   pass: number,
+  budget: number,
 ): Promise<Verdicts> {
   const limit = 100
   let requests = 0
   const found = new Map<string, Appointment>()
-  const byCustomer = groupBy(rows, (row) => row.customerId)
+  // Rows kept by the previous pass first: without a lookup they are marked deleted now (`secondMisses`).
+  const byCustomer = groupBy(
+    [...rows].sort((a, b) => Number(a.deferredSince === undefined) - Number(b.deferredSince === undefined)),
+    (row) => row.customerId,
+  )
   const customerExact = new Set<string>()
   await eachLimit([...byCustomer], CONCURRENCY, async ([customerId, group]) => {
+    if (requests >= budget) return false
     const snapshot = await readStill(appointmentsRead(client, options, { customerId }), limit)
     requests += snapshot.requests
     if (snapshot.rows === undefined) return
@@ -378,6 +450,7 @@ async function lookAround(
   )
   const startExact = new Set<string>()
   await eachLimit([...byStart], CONCURRENCY, async ([start, group]) => {
+    if (requests >= budget) return false
     const endDate = new Date(Date.parse(start) + 1).toISOString()
     const snapshot = await readStill(appointmentsRead(client, options, { startDate: start, endDate }), limit)
     requests += snapshot.requests
