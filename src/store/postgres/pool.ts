@@ -175,7 +175,11 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
     for (let attempt = 1; ; attempt++) {
       const attemptPrepare = prepare
       const capped = mode.request || capEveryTransaction
+      // Every connection established and in use: this request waits in the pool's queue.
+      const crowded = established.size >= maxConnections && pool.idleCount === 0
+      const waitFrom = Date.now()
       const client = await connect(deadline, capped ? answerBy : undefined)
+      const queuedMs = crowded ? Date.now() - waitFrom : 0
       const wasIdle = reused.has(client)
       const connection = new TransactionConnection(
         client,
@@ -235,6 +239,10 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
           connection.broken = true
           continue
         }
+        // Its round trip got what the wait in the queue left of the deadline, and ran out: the
+        // database answers, and this instance has more requests than connections (overload).
+        if (error instanceof RoundTripTimeout && capped && queuedMs > 0)
+          throw new PoolExhaustedError(maxConnections, queuedMs, pool.waitingCount)
         if (connection.owed === undefined) {
           try {
             await client.query('ROLLBACK')

@@ -429,14 +429,10 @@ async function lookAround(
   const limit = 100
   let requests = 0
   const found = new Map<string, Appointment>()
-  // Rows kept by the previous pass first: without a lookup they are marked deleted now (`secondMisses`).
-  const byCustomer = groupBy(
-    [...rows].sort((a, b) => Number(a.deferredSince === undefined) - Number(b.deferredSince === undefined)),
-    (row) => row.customerId,
-  )
+  const looked = withinBudget(rows, budget)
+  const byCustomer = groupBy(looked, (row) => row.customerId)
   const customerExact = new Set<string>()
   await eachLimit([...byCustomer], CONCURRENCY, async ([customerId, group]) => {
-    if (requests >= budget) return false
     const snapshot = await readStill(appointmentsRead(client, options, { customerId }), limit)
     requests += snapshot.requests
     if (snapshot.rows === undefined) return
@@ -445,12 +441,11 @@ async function lookAround(
     for (const row of snapshot.rows) if (ids.has(row.id)) found.set(row.id, row)
   })
   const byStart = groupBy(
-    rows.filter((row) => !found.has(row.id)),
+    looked.filter((row) => !found.has(row.id)),
     (row) => row.start,
   )
   const startExact = new Set<string>()
   await eachLimit([...byStart], CONCURRENCY, async ([start, group]) => {
-    if (requests >= budget) return false
     const endDate = new Date(Date.parse(start) + 1).toISOString()
     const snapshot = await readStill(appointmentsRead(client, options, { startDate: start, endDate }), limit)
     requests += snapshot.requests
@@ -480,6 +475,28 @@ async function lookAround(
     else verdicts.deferred.push({ ...row, deferredSince: row.deferredSince ?? pass })
   }
   return { ...verdicts, requests }
+}
+
+/**
+ * The rows whose two lookups (`lookAround`: a request for each customer and each start not
+ * already asked) fit in `budget` requests, the rows kept by the previous pass first: without a
+ * lookup they are marked deleted now (`secondMisses`). The others are kept for the next pass.
+ */
+function withinBudget(rows: readonly Missing[], budget: number): Missing[] {
+  const ordered = [...rows].sort(
+    (a, b) => Number(a.deferredSince === undefined) - Number(b.deferredSince === undefined),
+  )
+  const asked = new Set<string>()
+  const chosen: Missing[] = []
+  for (const row of ordered) {
+    const lookups = [`customer:${row.customerId}`, `start:${row.start}`].filter(
+      (lookup) => !lookup.endsWith(':undefined') && !asked.has(lookup),
+    )
+    if (asked.size + lookups.length > budget) continue
+    for (const lookup of lookups) asked.add(lookup)
+    chosen.push(row)
+  }
+  return chosen
 }
 
 /** The rows by `key`, those without one left out. */
