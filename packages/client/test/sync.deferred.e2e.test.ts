@@ -96,7 +96,8 @@ describe('openbook-sync: deletions it cannot settle', () => {
   it("keeps a window's row that nothing settles, exits 5 past --max-deferred-passes, and settles it once the list stands still", async () => {
     const now = '2040-06-01T00:00:00.000Z'
     const at = (days: number) => new Date(Date.parse(now) + days * 86_400_000).toISOString()
-    // Appointments without a customer (no customer's list to look one up in) over two pages.
+    // Appointments without a customer (no customer's list to look one up in) over two pages, and
+    // outside the window more than a pass's lookups may read (a rolling window over years).
     const appointment = (n: number, isActive = true) => ({
       type: 'appointment',
       id: `apt_deferred_${n}`,
@@ -109,6 +110,9 @@ describe('openbook-sync: deletions it cannot settle', () => {
       updatedAt: '2040-01-01T00:00:00.000Z',
     })
     await server.importLines(Array.from({ length: 150 }, (_, n) => appointment(n)))
+    await server.importLines(
+      Array.from({ length: 2_500 }, (_, n) => ({ ...appointment(-20 - n), id: `apt_deferred_history_${n}` })),
+    )
     const out = join(directory, 'window.ndjson')
     const pass = (baseUrl: string) =>
       run(baseUrl, [
@@ -157,6 +161,47 @@ describe('openbook-sync: deletions it cannot settle', () => {
     expect(fifth.summary).toMatchObject({ deferred: 0, deferredSince: null, tombstones: 1 })
     expect(fifth.stderr).not.toContain('not settled')
     expect(tombstonesOf(out)).toEqual(['apt_deferred_42'])
+  })
+
+  it("settles a window's row missed twice by the list outside the window, when that is short: deleted, or left the window", async () => {
+    const now = '2060-06-01T00:00:00.000Z'
+    const at = (days: number) => new Date(Date.parse(now) + days * 86_400_000).toISOString()
+    const orphan = (name: string, start: string, isActive = true) => ({
+      type: 'appointment',
+      id: `apt_wide_${name}`,
+      orgId: 'org_demo',
+      start,
+      end: new Date(Date.parse(start) + 3_600_000).toISOString(),
+      status: 'confirmed',
+      isActive,
+      createdAt: '2040-01-01T00:00:00.000Z',
+      updatedAt: '2040-01-01T00:00:00.000Z',
+    })
+    await server.importLines([orphan('gone', at(3)), orphan('moved', at(4))])
+    const out = join(directory, 'wide.ndjson')
+    // A window of all the demo's appointments: outside it, only what moves there.
+    const pass = (baseUrl: string) =>
+      run(baseUrl, ['appointments', '--window', '-30000d..+20000d', '--now', now, '--out', out])
+    expect((await pass(server.baseUrl)).code).toBe(0)
+    await server.importLines([orphan('gone', at(3), false), orphan('moved', '1901-01-01T00:00:00.000Z')])
+    const second = await pass(proxy.url)
+    expect(second.code, second.stderr).toBe(0)
+    expect(second.summary).toMatchObject({
+      complete: true,
+      checked: 2,
+      deferred: 2,
+      tombstones: 0,
+      leftWindow: 0,
+    })
+    const third = await pass(proxy.url)
+    expect(third.code, third.stderr).toBe(0)
+    expect(third.summary).toMatchObject({ complete: true, deferred: 0, tombstones: 1, leftWindow: 1 })
+    const lines = readFileSync(out, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { id: string })
+    expect(lines.filter((row) => 'deletedAt' in row).map((row) => row.id)).toEqual(['apt_wide_gone'])
+    expect(lines.filter((row) => 'leftWindowAt' in row).map((row) => row.id)).toEqual(['apt_wide_moved'])
   })
 
   it("holds a pass's lookups to a plain read's requests, and settles the rows beyond them in the next pass", async () => {

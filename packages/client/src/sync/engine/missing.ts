@@ -129,8 +129,9 @@ export async function resolveMissing(
  * list; an active row is missed only when it moved across the pass's place in the list (or was
  * deactivated and active again) during that very pass. Missed by two passes in a row, it did so
  * twice, hours apart, or it is gone: under a writer that never stops, this is what settles the
- * customers and the appointments a lookup could not. A window's rows wait instead: missing twice,
- * one may have left the window, which is not a deletion.
+ * customers and the appointments a lookup could not. A window's rows are placed by the list
+ * outside the window instead (`placeOutside`): missing twice, one may have left the window, which
+ * is not a deletion.
  */
 function secondMisses(verdicts: Verdicts, pass: number, windowed: boolean): Verdicts {
   if (windowed) return verdicts
@@ -178,7 +179,8 @@ async function checkMissing(
   if (!still) {
     if (options.resource === 'appointments') {
       const budget = Math.max(LOOKUP_BUDGET_FLOOR, Math.ceil((passTotal ?? 0) / 99))
-      const verdicts = await lookAround(client, options, rest, window, pass, budget)
+      let verdicts = await lookAround(client, options, rest, window, pass, budget)
+      if (windowed) verdicts = await placeOutside(client, options, verdicts, window, pass, budget)
       return { ...verdicts, left: [...left, ...verdicts.left], requests: requests + verdicts.requests }
     }
     // Customers have no filter to look a row up by: the whole list again, read inside a still
@@ -233,6 +235,48 @@ async function checkMissing(
     left: [...left, ...verdicts.left],
     back: [...back, ...verdicts.back],
     requests: requests + verdicts.requests,
+  }
+}
+
+/**
+ * A window's rows that the previous pass kept and this one missed too, and no lookup found: gone,
+ * or moved out of the window. The list outside the window, read once when that costs no more than
+ * `budget` requests, tells which: found there, they left the window; not found, they are deleted.
+ * An outside too long to read (a rolling window over years of history) leaves them waiting for a
+ * pass during which the list stands still (`--max-deferred-passes`).
+ */
+async function placeOutside(
+  client: Openbook,
+  options: Omit<SyncOptions, 'out'>,
+  verdicts: Verdicts,
+  window: PassWindow,
+  pass: number,
+  budget: number,
+): Promise<Verdicts> {
+  const again = verdicts.deferred.filter((row) => row.deferredSince !== undefined && row.deferredSince < pass)
+  if (again.length === 0) return verdicts
+  const outside = outsideOf(window)
+  let requests = verdicts.requests
+  let cost = 0
+  for (const part of outside) {
+    const probe = await client.appointments.list({ ...part, limit: 1 }, { signal: options.signal })
+    requests++
+    cost += requestsToRead(probe.pagination.total, 100)
+  }
+  if (cost > budget) return { ...verdicts, requests }
+  const wanted = new Set(again.map((row) => row.id))
+  const found = new Set<string>()
+  for (const part of outside) {
+    const paginator = client.appointments.all(part, { pageSize: 99, signal: options.signal })
+    for await (const row of paginator) if (wanted.has(row.id)) found.add(row.id)
+    requests += paginator.stats.requests
+  }
+  return {
+    ...verdicts,
+    gone: [...verdicts.gone, ...again.filter((row) => !found.has(row.id)).map((row) => row.id)],
+    left: [...verdicts.left, ...again.filter((row) => found.has(row.id)).map((row) => row.id)],
+    deferred: verdicts.deferred.filter((row) => !again.includes(row)),
+    requests,
   }
 }
 
