@@ -19,12 +19,16 @@ function filesUnder(dir: string, extensions: readonly string[]): string[] {
 }
 const markdownUnder = (dir: string) => filesUnder(dir, ['.md'])
 
-/** The shipped code and its comments (migrations included), and the benchmark's. */
+/** The shipped code and its comments (migrations included), the benchmark's and the tests'. */
 const PRODUCT_CODE = [
   ...filesUnder(join(ROOT, 'src'), ['.ts', '.sql', '.md']),
   ...filesUnder(join(ROOT, 'scripts'), ['.ts', '.js']),
   ...filesUnder(join(ROOT, 'packages/client/src'), ['.ts']),
-  ...filesUnder(join(ROOT, 'bench'), ['.ts', '.mjs']),
+  ...filesUnder(join(ROOT, 'bench'), ['.ts', '.mjs', '.sh']),
+  join(ROOT, 'bench/README.md'),
+  // The tests are read as the code they hold to: their comments too (this file names an example).
+  ...filesUnder(join(ROOT, 'test'), ['.ts']).filter((file) => !file.endsWith('links.test.ts')),
+  ...filesUnder(join(ROOT, 'packages/client/test'), ['.ts']),
 ]
 
 /** The product docs: what a reader of the repository is sent to. */

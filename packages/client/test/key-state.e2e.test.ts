@@ -11,7 +11,7 @@ import { type ServerProcess, startPostgresServer } from './helpers/server.js'
 import { sync } from './helpers/sync.js'
 
 /**
- * Issue 31, item 7: an expired or revoked key is told apart from a wrong one (the message stays
+ * An expired or revoked key is told apart from a wrong one (the message stays
  * the contract's), and every answer to an expiring key gives its expiry, which the client hands on
  * (`keyExpiresAt`) and openbook-sync warns about. A real server on PostgreSQL; keys made with the
  * operator CLI, as an organization's owner makes them.
