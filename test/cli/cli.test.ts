@@ -735,7 +735,7 @@ describe('openbook command line on the embedded store, no server running', () =>
         await store.close()
       }
     },
-    patience(90_000),
+    patience(240_000),
   )
 })
 

@@ -386,12 +386,19 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
     'SIGTERM while requests are in flight: every one completes with 200, new connections are refused, exit 0 within 10 s',
     async () => {
       const port = await freePort()
+      const opsPort = await freePort()
       // The build of the current sources (the global set-up makes it): without tsx's compiling,
       // which on a busy machine took seconds of the drain's grace.
       const server = start(
         'node',
         ['dist/server.js'],
-        cleanEnv({ DATABASE_URL: url, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info' }),
+        cleanEnv({
+          DATABASE_URL: url,
+          PORT: String(port),
+          OPS_PORT: String(opsPort),
+          HOST: '127.0.0.1',
+          LOG_LEVEL: 'info',
+        }),
       )
       const admin = await adminClient(url)
       let locked = false
@@ -423,7 +430,16 @@ describe.skipIf(!postgresAvailable())('faults on postgres', () => {
           await new Promise((r) => setTimeout(r, 50))
         }
         expect(waiting).toBeGreaterThanOrEqual(1)
-        await new Promise((r) => setTimeout(r, 300)) // let every request reach the server
+        // Every request received by the server, not only sent: one still in the listening socket's
+        // queue when the server closes it would be reset, on a busy machine.
+        let received = 0
+        const until = Date.now() + patience(5_000)
+        while (received < 20 && Date.now() < until) {
+          const metrics = await httpGet(`http://127.0.0.1:${opsPort}/metrics`, {})
+          received = Number(/^openbook_http_requests_in_flight (\d+)$/m.exec(metrics.body)?.[1] ?? 0)
+          if (received < 20) await new Promise((r) => setTimeout(r, 20))
+        }
+        expect(received).toBe(20)
         expect(completed).toBe(0) // all 20 are still in flight when the signal is sent
         const signalled = Date.now()
         server.child.kill('SIGTERM')
