@@ -58,9 +58,10 @@ Options:
                       5 s between attempts
   --max-attempts N    attempts of one request (or of --pg through a blip), the first included
                       (default: no limit but --max-elapsed); 1 for no retry
-  --max-deferred-passes N  a row missing from a pass stays as it is while the list changes under
-                      every pass that checks it (it may only have moved); once the oldest has
-                      stayed unsettled for N passes, a complete pass exits 5 (default 7)
+  --max-deferred-passes N  a window's row that two passes missed, while the list changed under
+                      both and the list outside the window is too long to read, stays as it
+                      is (it may only have left the window); once the oldest has stayed
+                      unsettled for N passes, a complete pass exits 5 (default 7)
   --json              print a JSON summary on standard output, also when the run fails
                       (then with exitCode and error)
   -h, --help          this text
@@ -79,9 +80,9 @@ Exit codes, for a scheduler:
      the same command fails again, fix it first
   3  the key is refused (401: unknown, revoked or expired); fix the key first
   4  another openbook-sync is running on the same state: this run did nothing
-  5  the pass completed, but rows missing for --max-deferred-passes passes are still unsettled:
-     the list changed while every pass since read it, so deletions are not reaching the output;
-     run a pass when the organization is quiet, or see the client's README`
+  5  the pass completed, but a window's rows missing for --max-deferred-passes passes are still
+     unsettled: the list changed while every pass since read it, so deletions are not reaching
+     the output; run a pass when the organization is quiet, or see the client's README`
 
 /**
  * The exit codes (USAGE): 1 retry later, 2 fix the command, 3 fix the key, 4 another run is on it,
