@@ -10,6 +10,7 @@ export class TcpProxy {
   #server: Server | undefined
   readonly #sockets = new Set<Socket>()
   #frozen = false
+  #sessionDelayMs = 0
   #refusal: Buffer | undefined
   /** The cut to make, the sessions that have sent its `after`, and how many more to cut. */
   #cut: (Cut & { armed: WeakSet<Socket>; left: number }) | undefined
@@ -40,27 +41,19 @@ export class TcpProxy {
   async start(): Promise<void> {
     const server = createServer((client) => {
       if (this.#refusal) return this.#refuse(client, this.#refusal)
-      const upstream = tcpConnect(this.targetPort, this.targetHost)
-      for (const socket of [client, upstream]) {
-        this.#sockets.add(socket)
-        socket.on('close', () => this.#sockets.delete(socket))
-        socket.on('error', () => {
-          client.destroy()
-          upstream.destroy()
-        })
+      if (this.#sessionDelayMs > 0) {
+        // Unread until then: the startup message waits in the socket, as with a server slow to fork.
+        client.pause()
+        this.#sockets.add(client)
+        const delayed = setTimeout(() => {
+          this.#sockets.delete(client)
+          if (!client.destroyed) this.#pass(client)
+        }, this.#sessionDelayMs)
+        client.on('close', () => clearTimeout(delayed))
+        client.on('error', () => client.destroy())
+        return
       }
-      client.on('data', (chunk) => {
-        if (this.#frozen || this.#cuts(chunk, client, upstream)) return
-        upstream.write(chunk)
-      })
-      upstream.on('data', (chunk) => {
-        if (!this.#frozen && !this.#cutOff.has(upstream)) client.write(chunk)
-      })
-      client.on('close', () => upstream.destroy())
-      // A cut session's client end closes when the cut says (cutSession), not with the server's.
-      upstream.on('close', () => {
-        if (!this.#cutOff.has(upstream)) client.destroy()
-      })
+      this.#pass(client)
     })
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject)
@@ -72,11 +65,46 @@ export class TcpProxy {
     this.#frozen = false
   }
 
+  /** Passes a session on to the server, both ways. */
+  #pass(client: Socket): void {
+    const upstream = tcpConnect(this.targetPort, this.targetHost)
+    for (const socket of [client, upstream]) {
+      this.#sockets.add(socket)
+      socket.on('close', () => this.#sockets.delete(socket))
+      socket.on('error', () => {
+        client.destroy()
+        upstream.destroy()
+      })
+    }
+    client.on('data', (chunk) => {
+      if (this.#frozen || this.#cuts(chunk, client, upstream)) return
+      upstream.write(chunk)
+    })
+    upstream.on('data', (chunk) => {
+      if (!this.#frozen && !this.#cutOff.has(upstream)) client.write(chunk)
+    })
+    client.on('close', () => upstream.destroy())
+    // A cut session's client end closes when the cut says (cutSession), not with the server's.
+    upstream.on('close', () => {
+      if (!this.#cutOff.has(upstream)) client.destroy()
+    })
+    // A delayed session was paused; a 'data' listener does not resume a stream paused by hand.
+    client.resume()
+  }
+
   async stop(): Promise<void> {
     const server = this.#server
     this.#server = undefined
     for (const socket of this.#sockets) socket.destroy()
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+
+  /**
+   * New sessions reach the server only `ms` later (0: at once again), as on a machine too busy to
+   * start a backend; sessions already open are not slowed.
+   */
+  delaySessions(ms: number): void {
+    this.#sessionDelayMs = ms
   }
 
   freeze(): void {

@@ -5,7 +5,9 @@ import { patience } from '../../packages/client/test/helpers/patience.js'
 import { OVERLOADED_MESSAGE, STORE_BUSY_MESSAGE } from '../../src/errors.js'
 import { Metrics } from '../../src/ops/metrics.js'
 import { storeReadiness } from '../../src/ops/readiness.js'
+import type { TransactionMode } from '../../src/store/postgres/connection.js'
 import { connectionLimitWarning, readConnectionLimits } from '../../src/store/postgres/connection-budget.js'
+import { openDatabase } from '../../src/store/postgres/pool.js'
 import { createPostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/postgres.js'
 import type { Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
@@ -220,6 +222,58 @@ describe.skipIf(!postgresAvailable())('connection limits (PostgreSQL)', () => {
     expect(text).toContain(`openbook_store_errors_total{kind="pool_exhausted"} ${overloaded}`)
     expect(text).not.toMatch(/kind="connection"/)
     expect((await readiness.refresh()).body).toEqual({ status: 'ready', store: 'ok' })
+  })
+
+  it('a crowd whose one connection is lost and slow to replace, while the database answered: overload, not an outage', async () => {
+    // On a busy machine a connection can go (here its backend is ended) and its replacement take
+    // longer than the requests queued behind it can wait. The database answered moments after
+    // they came: they are told overloaded, as the crowd is.
+    const proxy = TcpProxy.forUrl(database.url)
+    await proxy.start()
+    const deadlineMs = patience(800)
+    const db = openDatabase(
+      proxy.urlFor(asRole()),
+      { maxConnections: 1 },
+      { retryForMs: deadlineMs, roundTripCapMs: deadlineMs, capEveryTransaction: false },
+    )
+    const REQUEST: TransactionMode = { preamble: '', request: true, readOnly: true }
+    try {
+      const pid = (
+        await db.transaction(REQUEST, (sql) => sql.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))
+      )[0]?.pid
+      proxy.delaySessions(deadlineMs * 3)
+      let letGo = () => {}
+      const first = db.transaction(REQUEST, async (sql) => {
+        await sql.query('SELECT 1')
+        await new Promise<void>((resolve) => {
+          letGo = resolve
+        })
+        // Answered, and its connection ended under it before the next request gets it.
+        await asOwner('SELECT pg_terminate_backend($1)', [pid])
+      })
+      await sleep(100)
+      const crowd = Array.from({ length: 20 }, () =>
+        db
+          .transaction(REQUEST, (sql) => sql.query('SELECT 1'))
+          .then(
+            () => 'ok',
+            (error: Error) => error.constructor.name,
+          ),
+      )
+      await sleep(100)
+      letGo()
+      await first
+      const outcomes = await Promise.all(crowd)
+      // The request that was handed the ended connection (if its end was not heard first) is the
+      // only one the store failed.
+      const others = outcomes.filter((outcome) => outcome !== 'PoolExhaustedError')
+      expect(others.length).toBeLessThanOrEqual(1)
+      expect(new Set(others)).toEqual(new Set(others.length ? ['RoundTripTimeout'] : []))
+    } finally {
+      proxy.delaySessions(0)
+      await db.pool.end()
+      await proxy.stop()
+    }
   })
 
   it('a database that does not answer is still an outage, not overload', async () => {

@@ -58,6 +58,10 @@ const QUEUE_TIMEOUT = 'timeout exceeded when trying to connect'
  */
 export const REPLICA_ROUND_TRIP_CAP_MS = 2_000
 
+/** A wait for a connection that ran out: the request's deadline, or pg-pool's own queue timeout. */
+const isWaitTimeout = (error: unknown) =>
+  error instanceof RoundTripTimeout || (error as Error).message === QUEUE_TIMEOUT
+
 /** SQLSTATEs of a session the server ended: admin_shutdown, crash_shutdown, cannot_connect_now. */
 const SESSION_ENDED = new Set(['57P01', '57P02', '57P03'])
 /** Socket errors of a connection that is gone. */
@@ -119,9 +123,17 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
    * pool whose connections are still connecting, or are gone, is the store's trouble instead.
    */
   const exhausted = (error: unknown) =>
-    (error instanceof RoundTripTimeout || (error as Error).message === QUEUE_TIMEOUT) &&
-    established.size >= maxConnections &&
-    pool.idleCount === 0
+    isWaitTimeout(error) && established.size >= maxConnections && pool.idleCount === 0
+  /**
+   * When the database last answered this pool (a transaction's work came back, a connection
+   * opened). A request that queued behind a full pool and timed out while the pool was replacing a
+   * connection (one closed by a round trip that ran out under that load) is overload too, if the
+   * database answered meanwhile; a database that answered nothing since is an outage.
+   */
+  let answeredAt = 0
+  pool.on('connect', () => {
+    answeredAt = Date.now()
+  })
   /** Connections that have begun a transaction before: the ones that have sat idle in the pool. */
   const reused = new WeakSet<pg.PoolClient>()
 
@@ -135,7 +147,11 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
    * waiting together (reconnect.ts), before the request is answered 503: nothing of the
    * transaction has run yet.
    */
-  async function connect(deadline: number, answerBy: number | undefined): Promise<pg.PoolClient> {
+  async function connect(
+    deadline: number,
+    answerBy: number | undefined,
+    crowded: boolean,
+  ): Promise<pg.PoolClient> {
     const since = Date.now()
     for (;;) {
       try {
@@ -144,7 +160,7 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
           ? pool.connect()
           : within(pool.connect(), answerBy - Date.now(), (late) => late.release()))
       } catch (error) {
-        if (exhausted(error))
+        if (exhausted(error) || (crowded && isWaitTimeout(error) && answeredAt >= since))
           throw new PoolExhaustedError(maxConnections, Date.now() - since, pool.waitingCount)
         if (error instanceof RoundTripTimeout) throw error
         if (!isRefusal(error) || deadline <= Date.now()) throw error
@@ -178,7 +194,7 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
       // Every connection established and in use: this request waits in the pool's queue.
       const crowded = established.size >= maxConnections && pool.idleCount === 0
       const waitFrom = Date.now()
-      const client = await connect(deadline, capped ? answerBy : undefined)
+      const client = await connect(deadline, capped ? answerBy : undefined, crowded)
       const queuedMs = crowded ? Date.now() - waitFrom : 0
       const wasIdle = reused.has(client)
       const connection = new TransactionConnection(
@@ -205,6 +221,7 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
       try {
         if (!mode.request) await connection.sendOwed()
         const result = await work(connection.sql)
+        answeredAt = Date.now()
         await connection.flush()
         // BEGIN owed (again): no transaction is open, as after a request whose one message was its
         // own transaction (connection.ts, `implicit`).
