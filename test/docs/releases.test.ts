@@ -95,13 +95,39 @@ describe('the schema version the release notes give', () => {
     expect(Number(said?.[2])).toBe(schema.compatibleFrom)
   })
 
+  const upgrading = readFileSync(join(ROOT, 'docs', 'operators', 'upgrading.md'), 'utf8')
+
   it("is upgrading.md's heading for the newest release", () => {
-    const upgrading = readFileSync(join(ROOT, 'docs', 'operators', 'upgrading.md'), 'utf8')
     const heading = new RegExp(
       `^## To ${newest?.version.replaceAll('.', '\\.')} \\(schema (\\d+)\\)$`,
       'm',
     ).exec(upgrading)
     expect(heading, `upgrading.md has "## To ${newest?.version} (schema ${schema.version})"`).not.toBeNull()
     expect(Number(heading?.[1])).toBe(schema.version)
+  })
+
+  it("says in upgrading.md when the newest release's migrate counts the lists again from the rows", () => {
+    // The schema the release before it made: its migrations are the ones after that.
+    const previous =
+      changelog.slice(changelog.indexOf(`## ${headings[1]?.version} (`)).split(/\n## /)[0] ?? ''
+    const since = Number(/^Schema version (\d+)/m.exec(previous)?.[1])
+    expect(since, `the CHANGELOG entry of ${headings[1]?.version} gives its schema version`).toBeGreaterThan(
+      0,
+    )
+    const directory = join(ROOT, 'src', 'store', 'migrations')
+    const rebuilding = readdirSync(directory).filter(
+      (name) =>
+        /^\d{3}_.*\.sql$/.test(name) &&
+        Number(name.slice(0, 3)) > since &&
+        /\blist_rebuild\(/.test(readFileSync(join(directory, name), 'utf8')),
+    )
+    const section = upgrading.slice(upgrading.indexOf(`## To ${newest?.version} (`)).split(/\n## /)[0] ?? ''
+    // The operator plans for it: the salon software's writes wait meanwhile.
+    if (rebuilding.length > 0)
+      expect(
+        section,
+        `${rebuilding.join(', ')} count the lists again: upgrading.md's "## To ${newest?.version}" says "rebuilds the list counts from the rows"`,
+      ).toMatch(/rebuilds the list counts from the rows/)
+    else expect(section).not.toMatch(/rebuilds the list counts from the rows/)
   })
 })

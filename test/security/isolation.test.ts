@@ -8,6 +8,7 @@ import {
 import { customersPage } from '../../src/queries/customers.js'
 import type { PageStatement } from '../../src/queries/page-statement.js'
 import { tenantCondition } from '../../src/queries/sql.js'
+import { APPOINTMENT_LIST, type FilterDescription, filterValues } from '../../src/schemas/filters.js'
 import { connectingRole } from '../../src/store/open.js'
 import { createPostgresStore } from '../../src/store/postgres/postgres.js'
 import type { Sql, Store } from '../../src/store/types.js'
@@ -22,7 +23,7 @@ import {
   type TestRole,
   type TestStore,
 } from '../helpers/stores.js'
-import { STATUSES, seedTenants, type Tenant } from './tenants.js'
+import { seedTenants, type Tenant } from './tenants.js'
 
 const READER = 'openbook_reader'
 
@@ -31,23 +32,44 @@ interface ListBody {
   pagination: { total: number; hasMore: boolean }
 }
 
-/** Every documented filter, alone and combined, with ids of this and of the other organizations. */
+/** A date-time each bound filter is probed with: one that selects rows of the tenants' two years. */
+const BOUND_VALUES = { from: '2024-01-01T00:00:00Z', to: '2030-01-01T00:00:00Z' } as const
+
+/** The values an appointments filter is probed with for `tenant`: its enumeration, the tenant's ids, or a date-time. */
+function probeValues(filter: FilterDescription, tenant: Tenant): readonly string[] {
+  if (filter.compare !== 'equals') return [BOUND_VALUES[filter.compare]]
+  const values = filterValues(APPOINTMENT_LIST, filter) ?? tenant.filterIds[filter.param]
+  if (!values?.length)
+    throw new Error(
+      `test/security/tenants.ts seeds no ids for the filter ${filter.param}: add its rows and its ids to filterIds`,
+    )
+  return values
+}
+
+/** Every filter of the descriptions, alone and all combined, with ids of this and of the other organizations. */
 function probesFor(tenants: readonly Tenant[]): string[] {
   const urls = ['/api/public/v1/customers?limit=100']
   for (const offset of [0, 1, 3]) urls.push(`/api/public/v1/customers?limit=100&offset=${offset}`)
   urls.push('/api/public/v1/customers?limit=1&offset=0', '/api/public/v1/customers?offset=null')
   const apt = '/api/public/v1/appointments?limit=100'
   urls.push(apt, `${apt}&offset=2`)
-  for (const status of STATUSES) urls.push(`${apt}&status=${status}`)
   for (const tenant of tenants) {
-    for (const customerId of tenant.customerIds) urls.push(`${apt}&customerId=${customerId}`)
-    for (const staffId of tenant.staffIds) {
-      urls.push(`${apt}&staffId=${staffId}`)
-      urls.push(`${apt}&staffId=${staffId}&status=scheduled&customerId=${tenant.customerIds[0]}`)
+    for (const filter of APPOINTMENT_LIST.filters) {
+      const values = probeValues(filter, tenant)
+      // An enumeration's and a bound's values are the same for every tenant: probed once.
+      if (tenant !== tenants[0] && (filter.compare !== 'equals' || filterValues(APPOINTMENT_LIST, filter)))
+        continue
+      for (const value of values) urls.push(`${apt}&${filter.param}=${value}`)
+    }
+    // Every filter at once, with each of the tenant's first two ids.
+    for (const nth of [0, 1]) {
+      const all = APPOINTMENT_LIST.filters.map((filter) => {
+        const values = probeValues(filter, tenant)
+        return `${filter.param}=${values[nth % values.length]}`
+      })
+      urls.push(`${apt}&${all.join('&')}`)
     }
   }
-  urls.push(`${apt}&startDate=2024-01-01T00:00:00Z`, `${apt}&endDate=2030-01-01T00:00:00Z`)
-  urls.push(`${apt}&startDate=2024-06-01T00:00:00Z&endDate=2025-06-01T00:00:00Z&status=confirmed`)
   return urls
 }
 
@@ -81,13 +103,9 @@ function withoutAppTenantFilter(store: Store, removed: { count: number }): Store
 
 /** One page statement per filter of the query layer, and all of them at once, with `tenant`'s values. */
 function statementsFor(orgId: string, tenant: Tenant): [string, PageStatement][] {
-  const values: Required<{ [Name in keyof AppointmentFilters]: string }> = {
-    status: 'scheduled',
-    customerId: tenant.customerIds[0] as string,
-    staffId: tenant.staffIds[0] as string,
-    startDate: '2024-01-01T00:00:00Z',
-    endDate: '2030-01-01T00:00:00Z',
-  }
+  const values = Object.fromEntries(
+    APPOINTMENT_LIST.filters.map((filter) => [filter.param, probeValues(filter, tenant)[0]]),
+  ) as Required<AppointmentFilters>
   return [
     ['customers', customersPage(orgId)],
     ['appointments', appointmentsPage(orgId, {})],
@@ -255,7 +273,9 @@ describeEachStore('tenant isolation in depth on %s', (testStore) => {
         const foreignFilter = tenants.some(
           (t) =>
             t.id !== tenant.id &&
-            [...t.customerIds, ...t.staffIds].some((id) => url.endsWith(`=${id}`) || url.includes(`=${id}&`)),
+            Object.values(t.filterIds)
+              .flat()
+              .some((id) => url.endsWith(`=${id}`) || url.includes(`=${id}&`)),
         )
         if (foreignFilter && body.pagination.total !== 0) {
           result.foreign++

@@ -8,6 +8,11 @@ export interface Tenant {
   readonly key: string
   readonly customerIds: readonly string[]
   readonly staffIds: readonly string[]
+  /**
+   * The ids each id filter of the appointments (an `equals` filter on a field without enumerated
+   * values) selects rows by, by parameter: the isolation test probes every one of them.
+   */
+  readonly filterIds: Readonly<Record<string, readonly string[]>>
 }
 
 /**
@@ -46,7 +51,13 @@ export async function seedTenants(store: Store, ids: readonly string[] = ['org_t
       })),
     )
     const { key } = await createKey(store, org)
-    tenants.push({ id, key, customerIds, staffIds })
+    tenants.push({
+      id,
+      key,
+      customerIds,
+      staffIds,
+      filterIds: { customerId: customerIds, staffId: staffIds },
+    })
   }
   return tenants
 }
