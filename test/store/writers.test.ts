@@ -334,12 +334,18 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
         input.write(
           `${JSON.stringify({ type: 'customer', id: `cus_${i}`, orgId: SMALL, isActive: true, firstName: 'Restated', createdAt: '2020-01-01T00:00:00.000Z', updatedAt: '2020-01-03T00:00:00.000Z' })}\n`,
         )
+      // Merged: the import's transaction holds the first chunk's rows (its advisory lock alone
+      // comes before them, and on a busy machine the writes below could pass before the rows).
       const merged = async () => {
-        const { rows } = await writer.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-           WHERE l.locktype = 'advisory' AND a.pid <> pg_backend_pid()`,
-        )
-        return (rows[0]?.n ?? 0) > 0
+        try {
+          await writer.query(`SELECT FROM customers WHERE org_id = $1 AND id = 'cus_5' FOR UPDATE NOWAIT`, [
+            SMALL,
+          ])
+          return false
+        } catch (error) {
+          if ((error as { code?: string }).code === '55P03') return true
+          throw error
+        }
       }
       const waitingSince = Date.now()
       while (!(await merged())) {
