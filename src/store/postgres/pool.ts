@@ -115,25 +115,27 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
   pool.on('error', (error) => options.onIdleError?.(error))
   /** Connections established (pg-pool counts those still connecting in totalCount too). */
   const established = new Set<unknown>()
-  pool.on('connect', (client) => established.add(client))
-  pool.on('remove', (client) => established.delete(client))
-  /**
-   * A connection request that waited in vain while every connection of the pool was established
-   * and in use: the database answers, and the requests outnumber the connections (overload). A
-   * pool whose connections are still connecting, or are gone, is the store's trouble instead.
-   */
-  const exhausted = (error: unknown) =>
-    isWaitTimeout(error) && established.size >= maxConnections && pool.idleCount === 0
   /**
    * When the database last answered this pool (a transaction's work came back, a connection
-   * opened). A request that queued behind a full pool and timed out while the pool was replacing a
-   * connection (one closed by a round trip that ran out under that load) is overload too, if the
-   * database answered meanwhile; a database that answered nothing since is an outage.
+   * opened).
    */
   let answeredAt = 0
-  pool.on('connect', () => {
+  pool.on('connect', (client) => {
+    established.add(client)
     answeredAt = Date.now()
   })
+  pool.on('remove', (client) => established.delete(client))
+  /**
+   * A connection request that waited in vain while the database answers and the requests
+   * outnumber the connections (overload): every connection of the pool established and in use,
+   * or the request queued behind such a pool (`crowded`) and the database answered since it came
+   * (`since`), while the pool replaced a connection closed by a round trip that ran out under that
+   * load. A pool whose connections are still connecting, or are gone, with no answer since, is the
+   * store's trouble instead.
+   */
+  const exhausted = (error: unknown, crowded: boolean, since: number) =>
+    isWaitTimeout(error) &&
+    ((established.size >= maxConnections && pool.idleCount === 0) || (crowded && answeredAt >= since))
   /** Connections that have begun a transaction before: the ones that have sat idle in the pool. */
   const reused = new WeakSet<pg.PoolClient>()
 
@@ -160,7 +162,7 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
           ? pool.connect()
           : within(pool.connect(), answerBy - Date.now(), (late) => late.release()))
       } catch (error) {
-        if (exhausted(error) || (crowded && isWaitTimeout(error) && answeredAt >= since))
+        if (exhausted(error, crowded, since))
           throw new PoolExhaustedError(maxConnections, Date.now() - since, pool.waitingCount)
         if (error instanceof RoundTripTimeout) throw error
         if (!isRefusal(error) || deadline <= Date.now()) throw error
