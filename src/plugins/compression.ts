@@ -15,6 +15,14 @@ export const COMPRESSION = {
   brotliQuality: 1,
   /** Bodies below this many bytes go as they are: a 401 or 400 body, the one-row page. */
   threshold: 1024,
+  /**
+   * Bodies up to this many bytes (every page: 100 items of the longest fields are far below it)
+   * are compressed in one call, sent with their Content-Length in one write. The plugin's default
+   * on a two-core host (8 KB) streamed every page through a zlib stream instead, chunk by chunk:
+   * 1.6-2× Node's CPU per compressed page, for the same bytes (bench/RESULTS.md, Compression).
+   * A page compresses in 50-100 µs at these levels, too little to be worth a worker thread.
+   */
+  inOneCallUpTo: 4 * 1024 * 1024,
 }
 
 /**
@@ -29,6 +37,7 @@ export async function registerCompression(app: FastifyInstance): Promise<void> {
   await app.register(compress, {
     encodings: [...COMPRESSION.encodings],
     threshold: COMPRESSION.threshold,
+    syncThreshold: COMPRESSION.inOneCallUpTo,
     zlibOptions: { level: COMPRESSION.gzipLevel },
     brotliOptions: { params: { [constants.BROTLI_PARAM_QUALITY]: COMPRESSION.brotliQuality } },
     // The API reads no request body: nothing to decompress.
