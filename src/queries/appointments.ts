@@ -6,7 +6,7 @@ import {
   filterColumn,
 } from '../schemas/filters.js'
 import type { Tenant } from '../store/types.js'
-import { itemFieldsOf, type PageSql, type PageStatement, pageSql } from './page-statement.js'
+import { itemFieldsOf, PENDING_TOTAL, type PageSql, type PageStatement, pageSql } from './page-statement.js'
 import { tenantCondition } from './sql.js'
 
 /** The filters' values, by parameter (schemas/filters.ts). */
@@ -63,11 +63,16 @@ function listFilters(values: readonly Numbered[]): string {
  * them: below the start in the first, up to the end in the last (at most 2,000 and the pending
  * changes each). A bucket's upper end is the next one's bound, so each count runs from a bucket's
  * bound up to a range's end: `bs`/`cs` the start's bucket and the entries of it below the start,
- * `be`/`ce` the end's bucket and the entries of it up to the end. `pr` holds the pending changes
- * of the list that the folded counts leave out: from the start's bucket (or the range's start,
- * with no bucket) up to the end's bucket (or the range's end).
+ * `be`/`ce` the end's bucket and the entries of it up to the end. `pending` says which of the
+ * list's changes the folded counts leave out: those with the values, from the start's bucket (or
+ * the range's start, with no bucket) up to the end's bucket (or the range's end).
  */
-function bucketPieces(given: readonly Numbered[]): { ctes: string; pieces: string; bottom: string } {
+function bucketPieces(given: readonly Numbered[]): {
+  ctes: string
+  pieces: string
+  pending: string
+  bottom: string
+} {
   const values = given.filter(({ filter }) => filter.compare === 'equals')
   const startDate = given.find(({ filter }) => filter.compare === 'from')?.n
   const endDate = given.find(({ filter }) => filter.compare === 'to')?.n
@@ -97,10 +102,9 @@ function bucketPieces(given: readonly Numbered[]): { ctes: string; pieces: strin
         SELECT FROM appointments k WHERE ${base} AND ${condition} AND (k.start_at, k.id) >= ${bound(bucket)}
         ORDER BY k.start_at, k.id OFFSET 0) k) AS n)`
   const pendingWhere = [
-    tenantCondition('p'),
-    `p.list = 'appointments'`,
     'p.delta <> 0',
-    `p.attrs @> ${filters}`,
+    // The values' object built once, not for each change.
+    `p.attrs @> (SELECT ${filters})`,
     start &&
       `(p.at, p.id) >= (coalesce((SELECT bs.lo_at FROM bs), ${start}), coalesce((SELECT bs.lo_id FROM bs), ''))`,
     end && `(CASE WHEN EXISTS (SELECT FROM be) THEN (p.at, p.id) < ${bound('be')} ELSE p.at <= ${end} END)`,
@@ -112,7 +116,6 @@ function bucketPieces(given: readonly Numbered[]): { ctes: string; pieces: strin
     // The bucket the end falls in.
     end && bucketOf('be', `c.lo_at <= ${end}`),
     end && countFrom('ce', 'be', `k.start_at <= ${end}`),
-    `pr AS MATERIALIZED (SELECT p.at, p.id, p.delta FROM list_changes p WHERE ${pendingWhere.join(' AND ')})`,
   ].filter(Boolean)
   const at = (cte: string) => `(c.lo_at, c.lo_id) = ${bound(cte)}`
   let n = 'c.n'
@@ -132,6 +135,7 @@ function bucketPieces(given: readonly Numbered[]): { ctes: string; pieces: strin
     : 'c.lo_at AS from_at, c.lo_id AS from_id'
   return {
     ctes: ctes.join(',\n    '),
+    pending: pendingWhere.join(' AND '),
     pieces: `SELECT c.lo_at, c.lo_id, ${n} AS n, ${from} FROM buckets c WHERE ${conditions.join(' AND ')}`,
     bottom: start ? `${start}, ''` : `'-infinity'::timestamptz, ''`,
   }
@@ -179,7 +183,7 @@ function sqlFor(given: readonly Numbered[]): PageSql {
   // Any other set counts from an index: a few filter's value selects few rows (FEW_ROWS).
   if (!bucketed(given.map(({ filter }) => filter)))
     return pageSql({ table: 'appointments', where, paramCount, orderBy: ORDER_BY, fields: FIELDS })
-  const { ctes, pieces, bottom } = bucketPieces(given)
+  const { ctes, pieces, pending, bottom } = bucketPieces(given)
   return pageSql({
     table: 'appointments',
     where,
@@ -187,11 +191,10 @@ function sqlFor(given: readonly Numbered[]): PageSql {
     orderBy: ORDER_BY,
     fields: FIELDS,
     // Exact: the pieces' folded counts and the pending changes among them.
-    countText: `SELECT (coalesce(sum(p.n), 0) + (SELECT coalesce(sum(r.delta), 0) FROM pr r))::int AS total
-      FROM (${pieces}) p`,
+    countText: `SELECT (coalesce(sum(p.n), 0) + ${PENDING_TOTAL})::int AS total FROM (${pieces}) p`,
     ctes,
     pieces,
-    pending: 'pr',
+    pending,
     bottom,
     seekWhere: { up: up.join(' AND '), down: down.join(' AND ') },
   })

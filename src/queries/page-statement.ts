@@ -74,11 +74,15 @@ export interface PageStatementParts {
   readonly orderBy: readonly string[]
   /** The item's fields, reading the table under the alias `r`. */
   readonly fields: readonly ItemField[]
-  /** The exact total as a statement of one row and column `total`; by default, count(*) over `where`. */
+  /**
+   * The exact total as a statement of one row and column `total`; by default, count(*) over
+   * `where`. It may read `PENDING_TOTAL`, what the pending changes of `pending` add to the pieces.
+   */
   readonly countText?: string
   /**
-   * CTEs that `countText` and `pieces` read (`name AS MATERIALIZED (…)`, comma-separated): they
-   * open both page statements and the total's statement, and run at most once each, when read.
+   * CTEs that `countText`, `pieces` and `pending` read (`name AS MATERIALIZED (…)`,
+   * comma-separated): they open both page statements and the total's statement, and run at most
+   * once each, when read.
    */
   readonly ctes?: string
   /**
@@ -102,10 +106,10 @@ export interface PageStatementParts {
    */
   readonly seekWhere?: { readonly up: string; readonly down: string }
   /**
-   * With `pieces`: the list's changes that the pieces' counts leave out (rows `at`, `id`, `delta`
-   * of the changes not folded yet, migration 013), a CTE of `ctes`. They are the pending changes
-   * from the lowest piece's bound up to the highest piece's (or up, when the highest piece is
-   * counted from the bucket's folded count), and the seek adds them to the pieces it sums.
+   * With `pieces`: which of the list's changes not folded yet (the `list_changes` row under the
+   * alias `p`, migration 013) the pieces' counts leave out, as a condition. They are the pending
+   * changes from the lowest piece's bound up to the highest piece's (or up, when the highest piece
+   * is counted from the bucket's folded count), and the seek adds them to the pieces it sums.
    */
   readonly pending?: string
   /** With `pieces`: the key the list starts at (SQL of `at, id`), where a seek with no piece found steps from. */
@@ -118,6 +122,13 @@ export interface PageStatementParts {
  * (bench/RESULTS.md).
  */
 export const SEEK_FROM = 1000
+
+/** What the pending changes add to the pieces' counts, for a list's `countText`. */
+export const PENDING_TOTAL = '(SELECT v.pending FROM v)'
+
+/** The list's changes not folded yet, under the alias `p`. */
+const changesOf = (parts: PageStatementParts) =>
+  `list_changes p WHERE ${tenantCondition('p')} AND p.list = '${parts.table}'`
 
 /**
  * A page's SQL, built once per shape of request; its parameters: the conditions', then limit,
@@ -162,7 +173,6 @@ export interface PageStatement extends PageSql {
 export function pageSql(parts: PageStatementParts): PageSql {
   const count =
     parts.countText ?? `SELECT ${indexCount(parts.table, parts.where, parts.orderBy)}::int AS total`
-  const countText = parts.ctes ? `WITH ${parts.ctes} ${count}` : count
   const { ctes, page } = parts.pieces ? seekPage(parts, parts.pieces) : twoEndedPage(parts)
   const rows = `FROM (${page}) r`
   const columns = parts.fields.map(({ key, sql, rows }) => `${rows?.sql ?? sql} AS "${key}"`).join(', ')
@@ -175,13 +185,24 @@ export function pageSql(parts: PageStatementParts): PageSql {
   // epoch, as text; NULL when no change has a time.
   // The folds: at most one row, by its key (org_id, list); LIMIT 1 also lets the statement run with
   // its tenant conditions taken out, as the isolation test's control runs it.
+  // The list's changes not folded yet are read in one pass (list_changes_pkey; recent changes
+  // are not all-visible, so each is a heap fetch): the version counts them all, and the pending
+  // changes the pieces leave out are summed with them: what they add to the total (`pending`,
+  // PENDING_TOTAL) and the most they can move an entry (`moved`, for the seek). OFFSET 0 keeps
+  // the subquery whole, so that each change is tested once, not once for each sum.
+  const counted = parts.pending ?? 'false'
   const version = `v AS MATERIALIZED (SELECT (SELECT $1::text) AS org, coalesce(f.changes, 0) + p.n AS version,
-      (extract(epoch FROM greatest(f.latest_written_at, p.latest)) * 1000000)::bigint::text AS latest
-      FROM (SELECT count(*) AS n, max(c.written_at) AS latest FROM list_changes c
-            WHERE ${tenantCondition('c')} AND c.list = '${parts.table}') p
+      (extract(epoch FROM greatest(f.latest_written_at, p.latest)) * 1000000)::bigint::text AS latest,
+      p.pending, p.moved
+      FROM (SELECT count(*) AS n, max(p.written_at) AS latest,
+                   coalesce(sum(p.delta) FILTER (WHERE p.counted), 0) AS pending,
+                   coalesce(sum(abs(p.delta)) FILTER (WHERE p.counted), 0) AS moved
+            FROM (SELECT p.written_at, p.delta, (${counted}) AS counted FROM ${changesOf(parts)} OFFSET 0) p) p
       LEFT JOIN (SELECT f.changes, f.latest_written_at FROM list_folds f
                  WHERE ${tenantCondition('f')} AND f.list = '${parts.table}' LIMIT 1) f ON true)`
-  const total = `WITH ${version}, ${parts.ctes ? `${parts.ctes}, ` : ''}t AS MATERIALIZED (
+  const opening = `${parts.ctes ? `${parts.ctes}, ` : ''}${version}`
+  const countText = `WITH ${opening} ${count}`
+  const total = `WITH ${opening}, t AS MATERIALIZED (
       SELECT (${count}) AS total FROM v WHERE v.version <> ALL (${paramsOf(parts).known}))${ctes}`
   const versioned = 'v.version::text AS version, v.latest, v.org'
   const rowsText = `${total} SELECT ${columns}, t.total, ${versioned} FROM v LEFT JOIN t ON true LEFT JOIN LATERAL (
@@ -314,11 +335,10 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
   // The pending changes (or none), and the most they can move an entry: the pieces are summed
   // as folded, and a piece is picked whose folded sum leaves room for them; its own sum is then
   // made exact by adding the pending changes on its side of its bound.
-  const pending =
-    parts.pending ?? '(SELECT NULL::timestamptz AS at, NULL::text AS id, 0 AS delta WHERE false)'
-  const moved = `(SELECT coalesce(sum(abs(p.delta)), 0) FROM ${pending} p)`
+  const moved = '(SELECT v.moved FROM v)'
+  // Read for the one piece the seek starts in: the changes on one side of its bound, from the key.
   const pendingFrom = (bound: string, side: '>=' | '<') =>
-    `(SELECT coalesce(sum(p.delta), 0) FROM ${pending} p WHERE (p.at, p.id) ${side} ${bound})`
+    `(SELECT coalesce(sum(p.delta), 0) FROM ${changesOf(parts)} AND (${parts.pending ?? 'false'}) AND (p.at, p.id) ${side} ${bound})`
   const bottom = parts.bottom ?? `'-infinity'::timestamptz, ''`
   // Newest first: `through` counts the entries from the top of the list to the end of each
   // piece, so the offset's entry is `through - 1 - offset` entries above the piece's bound. With

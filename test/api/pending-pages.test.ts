@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { patience } from '../../packages/client/test/helpers/patience.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
-import { type PageStatement, SEEK_FROM } from '../../src/queries/page-statement.js'
+import { type PageStatement, pageParams, SEEK_FROM } from '../../src/queries/page-statement.js'
 import { bucketFaults } from '../helpers/buckets.js'
 import { fetchPage } from '../helpers/pages.js'
 import { describeEachStore } from '../helpers/stores.js'
@@ -169,6 +169,56 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
     )
     expect(pending?.n).toBeGreaterThan(200)
     for (const [list, filters] of cases) await check(list, filters)
+  })
+
+  /** The entries of list_changes the statement's scans read (rows returned and filtered out). */
+  async function changesRead(statement: PageStatement, offset: number): Promise<number> {
+    type Node = { 'Relation Name'?: string; 'Actual Rows'?: number; 'Actual Loops'?: number } & {
+      'Rows Removed by Filter'?: number
+      Plans?: Node[]
+    }
+    const [row] = await testStore.store.read(async (sql) => {
+      await sql.query("SELECT set_config('openbook.org_id', $1, true)", [ORG])
+      return sql.query<{ 'QUERY PLAN': { Plan: Node }[] }>(
+        `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.rowsText}`,
+        pageParams(statement, { limit: 30, offset }),
+      )
+    })
+    let read = 0
+    const walk = (node: Node) => {
+      if (node['Relation Name'] === 'list_changes')
+        read +=
+          ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * (node['Actual Loops'] ?? 1)
+      for (const child of node.Plans ?? []) walk(child)
+    }
+    const plan = row?.['QUERY PLAN'][0]?.Plan
+    if (!plan) throw new Error('EXPLAIN returned no plan')
+    walk(plan)
+    return read
+  }
+
+  it("reads the list's pending changes in one pass, and a sought page those beyond its piece once more", async () => {
+    for (const [list, filters] of cases) {
+      const statement: PageStatement =
+        list === 'customers' ? customersPage(ORG) : appointmentsPage(ORG, filters)
+      const [changes] = await testStore.store.admin((sql) =>
+        sql.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM list_changes WHERE org_id = $1 AND list = $2',
+          [ORG, list],
+        ),
+      )
+      const pending = changes?.n ?? 0
+      const total = (await truth(list, filters)).length
+      const what = `${list} ${JSON.stringify(filters)}`
+      // The version, the total and the seek's slack from one scan of the list's changes.
+      expect(await changesRead(statement, 0), `${what}, first page`).toBe(pending)
+      expect(await changesRead(statement, total - 30), `${what}, last page`).toBe(pending)
+      if (total >= 2 * SEEK_FROM + 60)
+        expect(
+          await changesRead(statement, Math.floor(total / 2)),
+          `${what}, middle page`,
+        ).toBeLessThanOrEqual(2 * pending)
+    }
   })
 
   it('and once they are folded', async () => {
