@@ -92,11 +92,30 @@ export async function leavePending(client: pg.Client, org: string, changes: numb
   await client.query('COMMIT')
 }
 
-/** The organization's appointments' changes pending now. */
-export async function pendingOf(client: pg.Client, org: string): Promise<number> {
+/**
+ * `org`'s customers folded, then `changes` changes left pending beside them: customers joined a
+ * day later (each a move: two changes), written where no fold runs (REPEATABLE READ).
+ */
+export async function leaveCustomersPending(client: pg.Client, org: string, changes: number): Promise<void> {
+  await client.query(`SELECT list_fold($1, 'customers', true, NULL)`, [org])
+  await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ')
+  await client.query(
+    `UPDATE customers SET created_at = created_at + interval '1 day'
+     WHERE org_id = $1 AND id IN (SELECT id FROM customers WHERE org_id = $1 AND is_active ORDER BY random() LIMIT $2)`,
+    [org, Math.floor(changes / 2)],
+  )
+  await client.query('COMMIT')
+}
+
+/** The organization's changes pending now in one list. */
+export async function pendingOf(
+  client: pg.Client,
+  org: string,
+  list: 'appointments' | 'customers' = 'appointments',
+): Promise<number> {
   const { rows } = await client.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM list_changes WHERE org_id = $1 AND list = 'appointments'`,
-    [org],
+    `SELECT count(*)::int AS n FROM list_changes WHERE org_id = $1 AND list = $2`,
+    [org, list],
   )
   return rows[0]?.n ?? 0
 }

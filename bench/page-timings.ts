@@ -8,12 +8,13 @@
  * PAGE_TIMINGS_DATES=start,end sets the date range of the filtered shapes (by default the mixes':
  * 120 to 30 days ago, 365 to 1 day ago), e.g. around the instant of a `--shape one-instant` data set.
  *
- * PAGE_TIMINGS_PENDING=n first folds the organization's appointments, then leaves n changes pending
- * beside them, as many as readers meet between two folds. It writes to the database.
+ * PAGE_TIMINGS_PENDING=n first folds the organization's appointments and customers, then leaves n
+ * changes pending beside each list, as many as readers meet between two folds. It writes to the
+ * database.
  */
 import pg from 'pg'
 import { PAGE_SIZE } from './mixes.js'
-import { leavePending, pendingOf, timePages } from './page-times.js'
+import { leaveCustomersPending, leavePending, pendingOf, timePages } from './page-times.js'
 
 const DAY = 86_400_000
 const database = process.argv[2] ?? 'openbook_bench'
@@ -28,13 +29,16 @@ try {
   if (!largest) throw new Error(`${database} holds no customers`)
   const org = largest.org_id
   const pending = Number(process.env.PAGE_TIMINGS_PENDING ?? 0)
-  if (pending > 0) await leavePending(client, org, pending)
+  if (pending > 0) {
+    await leavePending(client, org, pending)
+    await leaveCustomersPending(client, org, pending)
+  }
   const daysAgo = (days: number) => new Date(Date.now() - days * DAY).toISOString()
   const [start, end] = process.env.PAGE_TIMINGS_DATES?.split(',') ?? []
   const range = (from: number, to: number): [string, string] => [start ?? daysAgo(from), end ?? daysAgo(to)]
   console.log(
     `${database}, ${org}: execution ms (median of 7) at each offset, limit ${PAGE_SIZE}; ` +
-      `appointments' changes pending: ${await pendingOf(client, org)}`,
+      `appointments' changes pending: ${await pendingOf(client, org)}, customers': ${await pendingOf(client, org, 'customers')}`,
   )
   for (const page of await timePages(client, org, offsets, { narrow: range(120, 30), wide: range(365, 1) }))
     console.log(

@@ -6,7 +6,7 @@ import {
   filterColumn,
 } from '../schemas/filters.js'
 import type { Tenant } from '../store/types.js'
-import { itemFieldsOf, PENDING_TOTAL, type PageSql, type PageStatement, pageSql } from './page-statement.js'
+import { itemFieldsOf, type PageSql, type PageStatement, PENDING_TOTAL, pageSql } from './page-statement.js'
 import { tenantCondition } from './sql.js'
 
 /** The filters' values, by parameter (schemas/filters.ts). */

@@ -1,6 +1,6 @@
 import { CUSTOMER } from '../schemas/descriptions.js'
 import type { Tenant } from '../store/types.js'
-import { itemFieldsOf, PENDING_TOTAL, type PageStatement, pageSql } from './page-statement.js'
+import { itemFieldsOf, type PageStatement, PENDING_TOTAL, pageSql } from './page-statement.js'
 import { tenantCondition } from './sql.js'
 
 /** A customer item, in the contract's order; empty fields are left out. */
