@@ -14,7 +14,7 @@
  */
 import pg from 'pg'
 import { PAGE_SIZE } from './mixes.js'
-import { leaveCustomersPending, leavePending, pendingOf, timePages } from './page-times.js'
+import { leaveMovesPending, leavePending, pendingOf, timePages } from './page-times.js'
 
 const DAY = 86_400_000
 const database = process.argv[2] ?? 'openbook_bench'
@@ -31,7 +31,7 @@ try {
   const pending = Number(process.env.PAGE_TIMINGS_PENDING ?? 0)
   if (pending > 0) {
     await leavePending(client, org, pending)
-    await leaveCustomersPending(client, org, pending)
+    await leaveMovesPending(client, org, 'customers', pending, '1 day')
   }
   const daysAgo = (days: number) => new Date(Date.now() - days * DAY).toISOString()
   const [start, end] = process.env.PAGE_TIMINGS_DATES?.split(',') ?? []

@@ -8,16 +8,23 @@
  * half load ≤ 5 ms on every page. `spread` is the control: the full scale's largest organization,
  * of about the crowd's size, as `openbook seed` spreads it.
  *
+ * `--pending 0,1000,5000`: the pages again with that many changes pending in each of the crowd's
+ * lists (both folded first, then rows moved by a microsecond in `REPEATABLE READ`,
+ * bench/page-times.ts), as many as readers meet between two folds; while they
+ * are measured, the bench holds the lock of the server's background fold, so that they stay.
+ *
  *   npm run build && npm run bench:shapes -- [--shapes spread,instant,ninety,sparse] [--duration 3]
- *     [--connections 16] [--shape-size 300000,600000] [--only cus-l,apt-l] [--write]
+ *     [--connections 16] [--shape-size 300000,600000] [--only cus-l,apt-l] [--pending 0,1000,5000] [--write]
  *
  * `--write` puts the table into bench/RESULTS.md between the postgres-shapes markers.
  */
 import { cpus } from 'node:os'
 import { parseArgs } from 'node:util'
+import pg from 'pg'
 import { type DataSet, databaseUrl } from './data.js'
 import { halfLoad, type LoadSettings, saturate, warmServer } from './measure.js'
 import { assertLoopbackUrl, parseCrowd, SCALES, SHAPE_OPTIONS, shapeLoadSettings } from './options.js'
+import { leaveMovesPending, pendingOf } from './page-times.js'
 import { runFromRoot } from './paths.js'
 import { prepareMixes } from './prepared-mixes.js'
 import { killAll, loadAverageText } from './proc.js'
@@ -30,6 +37,7 @@ const { values } = parseArgs({
   options: {
     ...SHAPE_OPTIONS,
     only: { type: 'string', default: 'cus-l,apt-l' },
+    pending: { type: 'string', default: '0,1000,5000' },
     pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://root@127.0.0.1:5432' },
   },
 })
@@ -38,6 +46,25 @@ const settings: LoadSettings = shapeLoadSettings(values, 10)
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 /** The shapes' target on PostgreSQL: p50 at half load, ms. */
 const TARGET_P50_MS = 5
+
+const pendingLevels = values.pending.split(',').map(Number)
+if (pendingLevels.some((n) => !Number.isInteger(n) || n < 0))
+  throw new Error('--pending: whole numbers of changes, comma-separated')
+/** The advisory lock `list_fold_pending()` takes: held, the server's background fold skips its turn. */
+const FOLD_LOCK = "hashtext('openbook.list_fold_pending'), 0"
+
+/** The crowd's lists folded, then `changes` left pending in each (none: folded only). */
+async function leaveChanges(admin: pg.Client, org: string, changes: number): Promise<string> {
+  await admin.query(
+    `SELECT list_fold($1, 'customers', true, NULL), list_fold($1, 'appointments', true, NULL)`,
+    [org],
+  )
+  // Moves by a microsecond: every page, total and date range the mixes ask for stays as it was.
+  if (changes > 0)
+    for (const list of ['customers', 'appointments'] as const)
+      await leaveMovesPending(admin, org, list, changes, '1 microsecond')
+  return `${await pendingOf(admin, org, 'customers')} / ${await pendingOf(admin, org)}`
+}
 
 const loadBefore = loadAverageText()
 const rows: string[] = []
@@ -68,21 +95,38 @@ for (const shape of values.shapes.split(',')) {
       settings,
     )
     const started = loadAverageText()
-    for (const mix of mixes) {
-      const saturated = await saturate(openbook, mix.path, mix.org.key, settings, monitor, true)
-      const half = await halfLoad(openbook, mix.path, mix.org.key, settings, monitor, saturated.rps / 2)
-      const p50 = half.p50 ?? Number.POSITIVE_INFINITY
-      if (!(p50 <= TARGET_P50_MS)) missed++
-      const failures = saturated.failures + half.failures
-      log(
-        `${shape} ${mix.id}: ${Math.round(saturated.rps)}/s saturated; at ${Math.round(half.rps)}/s p50 ` +
-          `${half.p50?.toFixed(2)} p99 ${half.p99?.toFixed(2)} ms${failures ? ` FAILURES ${failures}` : ''}`,
-      )
-      rows.push(
-        `| ${shape} | ${mix.id} | ${mix.label} | ${Math.round(saturated.rps)} | ${Math.round(half.rps)} | ` +
-          `${half.p50?.toFixed(2)} | ${half.p99?.toFixed(2)} | ${failures} |`,
-      )
+    const admin = new pg.Client({ connectionString: databaseUrl(data) })
+    await admin.connect()
+    stops.push(() => admin.end())
+    const org = mixes[0]?.org.id
+    for (const changes of pendingLevels) {
+      // The lock first: a fold that began before it would only fold what is already there.
+      await admin.query(`SELECT pg_advisory_lock(${FOLD_LOCK})`)
+      try {
+        const pending = org ? await leaveChanges(admin, org, changes) : '0 / 0'
+        log(`${shape}: changes pending (customers / appointments): ${pending}`)
+        for (const mix of mixes) {
+          if (mix.org.id !== org) throw new Error('the mixes read more than the crowd')
+          const saturated = await saturate(openbook, mix.path, mix.org.key, settings, monitor, true)
+          const half = await halfLoad(openbook, mix.path, mix.org.key, settings, monitor, saturated.rps / 2)
+          const p50 = half.p50 ?? Number.POSITIVE_INFINITY
+          if (!(p50 <= TARGET_P50_MS)) missed++
+          const failures = saturated.failures + half.failures
+          log(
+            `${shape} ${mix.id}, ${pending} pending: ${Math.round(saturated.rps)}/s saturated; at ${Math.round(half.rps)}/s p50 ` +
+              `${half.p50?.toFixed(2)} p99 ${half.p99?.toFixed(2)} ms${failures ? ` FAILURES ${failures}` : ''}`,
+          )
+          rows.push(
+            `| ${shape} | ${pending} | ${mix.id} | ${mix.label} | ${Math.round(saturated.rps)} | ${Math.round(half.rps)} | ` +
+              `${half.p50?.toFixed(2)} | ${half.p99?.toFixed(2)} | ${failures} |`,
+          )
+        }
+      } finally {
+        await admin.query(`SELECT pg_advisory_unlock(${FOLD_LOCK})`)
+      }
     }
+    // Leave the database as the next run expects it: folded.
+    if (org) await leaveChanges(admin, org, 0)
     log(`${shape}: load average ${started} at its start, ${loadAverageText()} at its end`)
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined)
@@ -92,15 +136,16 @@ killAll()
 const loadAfter = loadAverageText()
 
 const table = [
-  `\`npm run bench:shapes -- --shapes ${values.shapes} --duration ${values.duration}\`: openbook (the built ` +
+  `\`npm run bench:shapes -- --shapes ${values.shapes} --duration ${values.duration} --pending ${values.pending}\`: openbook (the built ` +
     `server) on PostgreSQL, the 100k scale with a crowd of ${values['shape-size'].replace(',', ' customers and ')} ` +
     `appointments at each shape as its largest organization; each of the crowd's pages at saturation ` +
     `(${settings.connections} connections, ${settings.duration} s after 1 s of warm-up), then at half that rate, ` +
-    `evenly paced; ${cpus().length} cores, load average (1, 5, 15 min) ${loadBefore} before, ${loadAfter} after. ` +
+    `evenly paced; with ${values.pending.replaceAll(',', ', ')} changes pending in each of its lists (folds held off); ` +
+    `${cpus().length} cores, load average (1, 5, 15 min) ${loadBefore} before, ${loadAfter} after. ` +
     `Target: p50 at half load ≤ ${TARGET_P50_MS} ms; ${missed === 0 ? 'every page is within it' : `${missed} of ${rows.length} pages are not`}.`,
   '',
-  '| shape | mix | page | req/s saturated | req/s half | p50 ms half | p99 ms half | failures |',
-  '|---|---|---|---:|---:|---:|---:|---:|',
+  '| shape | pending (customers / appointments) | mix | page | req/s saturated | req/s half | p50 ms half | p99 ms half | failures |',
+  '|---|---|---|---|---:|---:|---:|---:|---:|',
   ...rows,
 ].join('\n')
 process.stdout.write(`${table}\n`)

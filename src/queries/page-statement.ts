@@ -188,15 +188,15 @@ export function pageSql(parts: PageStatementParts): PageSql {
   // The list's changes not folded yet are read in one pass (list_changes_pkey; recent changes
   // are not all-visible, so each is a heap fetch): the version counts them all, and the pending
   // changes the pieces leave out are summed with them: what they add to the total (`pending`,
-  // PENDING_TOTAL) and the most they can move an entry (`moved`, for the seek). OFFSET 0 keeps
+  // PENDING_TOTAL) and how many of them add an entry (`inserted`, for the seek). OFFSET 0 keeps
   // the subquery whole, so that each change is tested once, not once for each sum.
   const counted = parts.pending ?? 'false'
   const version = `v AS MATERIALIZED (SELECT (SELECT $1::text) AS org, coalesce(f.changes, 0) + p.n AS version,
       (extract(epoch FROM greatest(f.latest_written_at, p.latest)) * 1000000)::bigint::text AS latest,
-      p.pending, p.moved
+      p.pending, p.inserted
       FROM (SELECT count(*) AS n, max(p.written_at) AS latest,
                    coalesce(sum(p.delta) FILTER (WHERE p.counted), 0) AS pending,
-                   coalesce(sum(abs(p.delta)) FILTER (WHERE p.counted), 0) AS moved
+                   count(*) FILTER (WHERE p.counted AND p.delta > 0) AS inserted
             FROM (SELECT p.written_at, p.delta, (${counted}) AS counted FROM ${changesOf(parts)} OFFSET 0) p) p
       LEFT JOIN (SELECT f.changes, f.latest_written_at FROM list_folds f
                  WHERE ${tenantCondition('f')} AND f.list = '${parts.table}' LIMIT 1) f ON true)`
@@ -332,39 +332,66 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
   // The entries to step over from the nearer end: the offset, or those after the page.
   const nearerEndSkip = `(CASE WHEN ${topHalf(total)} THEN ${offset} ELSE ${total} - ${offset} - ${limit} END)`
   const seeks = `${nearerEndSkip} >= ${SEEK_FROM}`
-  // The pending changes (or none), and the most they can move an entry: the pieces are summed
-  // as folded, and a piece is picked whose folded sum leaves room for them; its own sum is then
-  // made exact by adding the pending changes on its side of its bound.
-  const moved = '(SELECT v.moved FROM v)'
-  // Read for the one piece the seek starts in: the changes on one side of its bound, from the key.
+  // The pieces are summed as folded; the pending changes then make the sums exact where the
+  // offset may fall. At most `inserted` entries (the pending insertions) can be above a piece's
+  // folded sum, so the pieces before the first whose folded sum passes the offset less them are
+  // passed over unread; from there on, each piece's sum is made exact by the pending changes
+  // inside it (a range of the index, from the key), until the one the offset falls in: the
+  // page steps over at most that piece's entries.
+  const inserted = '(SELECT v.inserted FROM v)'
+  const counted = parts.pending ?? 'false'
+  const pendingWhere = `${changesOf(parts)} AND (${counted})`
   const pendingFrom = (bound: string, side: '>=' | '<') =>
-    `(SELECT coalesce(sum(p.delta), 0) FROM ${changesOf(parts)} AND (${parts.pending ?? 'false'}) AND (p.at, p.id) ${side} ${bound})`
+    `(SELECT coalesce(sum(p.delta), 0) FROM ${pendingWhere} AND (p.at, p.id) ${side} ${bound})`
+  // Inside a piece: from its bound up to the next piece's (`candidates`), both ends in the
+  // index's condition (bare values: an expression there is kept out of it by row-level security).
+  const inside = `(SELECT coalesce(sum(p.delta), 0) FROM ${pendingWhere}
+        AND (p.at, p.id) >= (w.lo_at, w.lo_id) AND (p.at, p.id) < (w.hi_at, w.hi_id))`
   const bottom = parts.bottom ?? `'-infinity'::timestamptz, ''`
-  // Newest first: `through` counts the entries from the top of the list to the end of each
-  // piece, so the offset's entry is `through - 1 - offset` entries above the piece's bound. With
-  // no piece far enough, the list's bottom, `total - 1 - offset` entries below it.
-  const newestFirst = `(SELECT w.from_at, w.from_id, w.through + ${pendingFrom('(w.lo_at, w.lo_id)', '>=')} - 1 - ${offset} AS skip
-      FROM (SELECT b.lo_at, b.lo_id, b.from_at, b.from_id,
-                   sum(b.n) OVER (ORDER BY b.lo_at DESC, b.lo_id DESC) AS through
-            FROM (${pieces}) b) w
-      WHERE ${topHalf(total)} AND ${seeks} AND w.through > ${offset} + ${moved}
+  /**
+   * The pieces summed as folded in `direction`, `through` each one, from the first that may hold
+   * the offset (`past`) on, which is `first`; each with the next piece's bound up (`hi_at`,
+   * `hi_id`; above the highest piece, the top of the list).
+   */
+  const candidates = (direction: 'ASC' | 'DESC', when: string, past: string) => {
+    const order = `ORDER BY w.lo_at ${direction}, w.lo_id ${direction}`
+    // The one before in the newest-first order, after in the oldest-first.
+    const next = direction === 'DESC' ? 'lag' : 'lead'
+    return `SELECT w.*, row_number() OVER (${order}) = 1 AS first,
+               coalesce(${next}(w.lo_at) OVER (${order}), 'infinity') AS hi_at,
+               coalesce(${next}(w.lo_id) OVER (${order}), '') AS hi_id
+        FROM (SELECT b.lo_at, b.lo_id, b.from_at, b.from_id, b.n,
+                     sum(b.n) OVER (ORDER BY b.lo_at ${direction}, b.lo_id ${direction}) AS through
+              FROM (${pieces}) b) w
+        WHERE ${when} AND ${seeks} AND w.through > ${past} - ${inserted}`
+  }
+  // Newest first: `exact` counts the entries from the top of the list to each piece's bound, so
+  // the offset's entry is `exact - 1 - offset` entries above it: the first candidate's sum takes
+  // every pending change above its bound, each next one those inside it. With no piece far
+  // enough, the list's bottom, `total - 1 - offset` entries below it.
+  const newestFirst = `(SELECT w.from_at, w.from_id, w.exact - 1 - ${offset} AS skip
+      FROM (SELECT w.lo_at, w.lo_id, w.from_at, w.from_id,
+                   w.through + sum(CASE WHEN w.first THEN ${pendingFrom('(w.lo_at, w.lo_id)', '>=')} ELSE ${inside} END)
+                     OVER (ORDER BY w.lo_at DESC, w.lo_id DESC) AS exact
+            FROM (${candidates('DESC', topHalf(total), offset)}) w) w
+      WHERE w.exact > ${offset}
       ORDER BY w.lo_at DESC, w.lo_id DESC LIMIT 1)
       UNION ALL
       (SELECT ${bottom}, ${total} - 1 - ${offset} WHERE ${topHalf(total)} AND ${seeks})
       LIMIT 1`
-  // Oldest first: the offset's entry is `total - 1 - offset` entries above the list's bottom. With
-  // no piece far enough, the highest piece, or the list's bottom.
+  // Oldest first: the offset's entry is `total - 1 - offset` entries above the list's bottom;
+  // `exact` counts the entries from the bottom through each piece, the first candidate's with the
+  // pending changes below it, and `below` those under its bound. The highest piece always passes
+  // (its `exact` is the total); with no piece at all, the list's bottom. OFFSET 0: each piece's
+  // `inside` is read once, for its sum and its skip.
   const fromBottom = `${total} - 1 - ${offset}`
-  const oldestFirst = `(SELECT w.from_at, w.from_id,
-             ${fromBottom} - (w.through - w.n) - ${pendingFrom('(w.lo_at, w.lo_id)', '<')} AS skip
-      FROM (SELECT b.lo_at, b.lo_id, b.from_at, b.from_id, b.n,
-                   sum(b.n) OVER (ORDER BY b.lo_at, b.lo_id) AS through
-            FROM (${pieces}) b) w
-      WHERE NOT ${topHalf(total)} AND ${seeks} AND w.through > ${fromBottom} - ${moved}
+  const oldestFirst = `(SELECT w.from_at, w.from_id, ${fromBottom} - (w.exact - w.n - w.inside) AS skip
+      FROM (SELECT w.*, w.through + sum(w.added + w.inside) OVER (ORDER BY w.lo_at, w.lo_id) AS exact
+            FROM (SELECT w.*, ${inside} AS inside,
+                         CASE WHEN w.first THEN ${pendingFrom('(w.lo_at, w.lo_id)', '<')} ELSE 0 END AS added
+                  FROM (${candidates('ASC', `NOT ${topHalf(total)}`, fromBottom)}) w OFFSET 0) w) w
+      WHERE w.exact > ${fromBottom}
       ORDER BY w.lo_at, w.lo_id LIMIT 1)
-      UNION ALL
-      (SELECT b.from_at, b.from_id, ${fromBottom} - (${total} - b.n - ${pendingFrom('(b.lo_at, b.lo_id)', '>=')})
-      FROM (${pieces}) b WHERE NOT ${topHalf(total)} AND ${seeks} ORDER BY b.lo_at DESC, b.lo_id DESC LIMIT 1)
       UNION ALL
       (SELECT ${bottom}, ${fromBottom} WHERE NOT ${topHalf(total)} AND ${seeks})
       LIMIT 1`

@@ -171,8 +171,14 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
     for (const [list, filters] of cases) await check(list, filters)
   })
 
-  /** The entries of list_changes the statement's scans read (rows returned and filtered out). */
-  async function changesRead(statement: PageStatement, offset: number): Promise<number> {
+  /**
+   * The entries of list_changes the statement's scans read (rows returned and filtered out), and
+   * by how many that may be off: EXPLAIN gives a scan run several times its rows per run, rounded.
+   */
+  async function changesRead(
+    statement: PageStatement,
+    offset: number,
+  ): Promise<{ read: number; rounding: number }> {
     type Node = { 'Relation Name'?: string; 'Actual Rows'?: number; 'Actual Loops'?: number } & {
       'Rows Removed by Filter'?: number
       Plans?: Node[]
@@ -185,7 +191,10 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
       )
     })
     let read = 0
+    let rounding = 0
     const walk = (node: Node) => {
+      if (node['Relation Name'] === 'list_changes' && (node['Actual Loops'] ?? 1) > 1)
+        rounding += node['Actual Loops'] ?? 1
       if (node['Relation Name'] === 'list_changes')
         read +=
           ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * (node['Actual Loops'] ?? 1)
@@ -194,7 +203,7 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
     const plan = row?.['QUERY PLAN'][0]?.Plan
     if (!plan) throw new Error('EXPLAIN returned no plan')
     walk(plan)
-    return read
+    return { read, rounding }
   }
 
   it("reads the list's pending changes in one pass, and a sought page those beyond its piece once more", async () => {
@@ -211,13 +220,16 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
       const total = (await truth(list, filters)).length
       const what = `${list} ${JSON.stringify(filters)}`
       // The version, the total and the seek's slack from one scan of the list's changes.
-      expect(await changesRead(statement, 0), `${what}, first page`).toBe(pending)
-      expect(await changesRead(statement, total - 30), `${what}, last page`).toBe(pending)
-      if (total >= 2 * SEEK_FROM + 60)
-        expect(
-          await changesRead(statement, Math.floor(total / 2)),
-          `${what}, middle page`,
-        ).toBeLessThanOrEqual(2 * pending)
+      for (const [page, offset] of [
+        ['first page', 0],
+        ['last page', total - 30],
+      ] as const)
+        expect((await changesRead(statement, offset)).read, `${what}, ${page}`).toBe(pending)
+      if (total >= 2 * SEEK_FROM + 60) {
+        // The seek reads them again from its first candidate piece on, each at most once.
+        const { read, rounding } = await changesRead(statement, Math.floor(total / 2))
+        expect(read, `${what}, middle page`).toBeLessThanOrEqual(2 * pending + rounding)
+      }
     }
   })
 
