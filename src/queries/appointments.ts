@@ -103,8 +103,8 @@ function bucketPieces(given: readonly Numbered[]): {
         ORDER BY k.start_at, k.id OFFSET 0) k) AS n)`
   const pendingWhere = [
     'p.delta <> 0',
-    // The values' object built once, not for each change.
-    `p.attrs @> (SELECT ${filters})`,
+    // The values' object built once, not for each change; with no values, every change is the list's.
+    values.length > 0 && `p.attrs @> (SELECT ${filters})`,
     start &&
       `(p.at, p.id) >= (coalesce((SELECT bs.lo_at FROM bs), ${start}), coalesce((SELECT bs.lo_id FROM bs), ''))`,
     end && `(CASE WHEN EXISTS (SELECT FROM be) THEN (p.at, p.id) < ${bound('be')} ELSE p.at <= ${end} END)`,

@@ -382,14 +382,16 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
   // Oldest first: the offset's entry is `total - 1 - offset` entries above the list's bottom;
   // `exact` counts the entries from the bottom through each piece, the first candidate's with the
   // pending changes below it, and `below` those under its bound. The highest piece always passes
-  // (its `exact` is the total); with no piece at all, the list's bottom. OFFSET 0: each piece's
-  // `inside` is read once, for its sum and its skip.
+  // (its `exact` is the total); with no piece at all, the list's bottom. Each piece's `inside` is
+  // read once, for its sum and its skip: the window numbering the candidates keeps that level
+  // whole (and in the pieces' order, so that nothing is sorted and the sums stop at the piece).
   const fromBottom = `${total} - 1 - ${offset}`
   const oldestFirst = `(SELECT w.from_at, w.from_id, ${fromBottom} - (w.exact - w.n - w.inside) AS skip
       FROM (SELECT w.*, w.through + sum(w.added + w.inside) OVER (ORDER BY w.lo_at, w.lo_id) AS exact
             FROM (SELECT w.*, ${inside} AS inside,
-                         CASE WHEN w.first THEN ${pendingFrom('(w.lo_at, w.lo_id)', '<')} ELSE 0 END AS added
-                  FROM (${candidates('ASC', `NOT ${topHalf(total)}`, fromBottom)}) w OFFSET 0) w) w
+                         CASE WHEN row_number() OVER (ORDER BY w.lo_at, w.lo_id) = 1
+                              THEN ${pendingFrom('(w.lo_at, w.lo_id)', '<')} ELSE 0 END AS added
+                  FROM (${candidates('ASC', `NOT ${topHalf(total)}`, fromBottom)}) w) w) w
       WHERE w.exact > ${fromBottom}
       ORDER BY w.lo_at, w.lo_id LIMIT 1)
       UNION ALL
