@@ -18,9 +18,9 @@ export const COMPRESSION = {
   /**
    * Bodies up to this many bytes (every page: 100 items of the longest fields are far below it)
    * are compressed in one call, sent with their Content-Length in one write. The plugin's default
-   * on a two-core host (8 KB) streamed every page through a zlib stream instead, chunk by chunk:
-   * 1.6-2× Node's CPU per compressed page, for the same bytes (bench/RESULTS.md, Compression).
-   * A page compresses in 50-100 µs at these levels, too little to be worth a worker thread.
+   * on a two-core host (8 KB) streamed every page through a zlib stream instead, chunk by chunk,
+   * for more of Node's CPU and the same bytes (bench/RESULTS.md, Compression); a page is too
+   * little work at these levels to be worth the thread pool.
    */
   inOneCallUpTo: 4 * 1024 * 1024,
 }

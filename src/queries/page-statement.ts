@@ -130,6 +130,9 @@ export const PENDING_TOTAL = '(SELECT v.pending FROM v)'
 const changesOf = (parts: PageStatementParts) =>
   `list_changes p WHERE ${tenantCondition('p')} AND p.list = '${parts.table}'`
 
+/** Which of them the pieces leave out (`PageStatementParts.pending`): none without pieces. */
+const countedOf = (parts: PageStatementParts) => parts.pending ?? 'false'
+
 /**
  * A page's SQL, built once per shape of request; its parameters: the conditions', then limit,
  * offset and the versions the client holds (`pageParams`).
@@ -190,7 +193,7 @@ export function pageSql(parts: PageStatementParts): PageSql {
   // changes the pieces leave out are summed with them: what they add to the total (`pending`,
   // PENDING_TOTAL) and how many of them add an entry (`inserted`, for the seek). OFFSET 0 keeps
   // the subquery whole, so that each change is tested once, not once for each sum.
-  const counted = parts.pending ?? 'false'
+  const counted = countedOf(parts)
   const version = `v AS MATERIALIZED (SELECT (SELECT $1::text) AS org, coalesce(f.changes, 0) + p.n AS version,
       (extract(epoch FROM greatest(f.latest_written_at, p.latest)) * 1000000)::bigint::text AS latest,
       p.pending, p.inserted
@@ -339,8 +342,7 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
   // inside it (a range of the index, from the key), until the one the offset falls in: the
   // page steps over at most that piece's entries.
   const inserted = '(SELECT v.inserted FROM v)'
-  const counted = parts.pending ?? 'false'
-  const pendingWhere = `${changesOf(parts)} AND (${counted})`
+  const pendingWhere = `${changesOf(parts)} AND (${countedOf(parts)})`
   const pendingFrom = (bound: string, side: '>=' | '<') =>
     `(SELECT coalesce(sum(p.delta), 0) FROM ${pendingWhere} AND (p.at, p.id) ${side} ${bound})`
   // Inside a piece: from its bound up to the next piece's (`candidates`), both ends in the
