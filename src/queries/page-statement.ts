@@ -207,11 +207,18 @@ export function pageSql(parts: PageStatementParts): PageSql {
   const countText = `WITH ${opening} ${count}`
   const total = `WITH ${opening}, t AS MATERIALIZED (
       SELECT (${count}) AS total FROM v WHERE v.version <> ALL (${paramsOf(parts).known}))${ctes}`
-  const versioned = 'v.version::text AS version, v.latest, v.org'
-  const rowsText = `${total} SELECT ${columns}, t.total, ${versioned} FROM v LEFT JOIN t ON true LEFT JOIN LATERAL (
-      SELECT r.* ${rows}) r ON true ORDER BY ${keyOrder(parts, 'DESC', 'r')}`
-  const jsonText = `${total} SELECT t.total, ${versioned}, (
-      SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${keyOrder(parts, 'DESC', 'r')}), '')
+  const scalars = { total: 't.total', version: 'v.version::text', latest: 'v.latest', org: 'v.org' }
+  // In the rows form, the page's scalars go on its first row only: the rest would carry the same
+  // four values, each a field for the driver to read (four of a customer row's 27, never NULL).
+  const order = keyOrder(parts, 'DESC', 'r')
+  const onFirstRow = Object.entries(scalars)
+    .map(([name, sql]) => `CASE WHEN row_number() OVER (ORDER BY ${order}) = 1 THEN ${sql} END AS ${name}`)
+    .join(', ')
+  const rowsText = `${total} SELECT ${columns}, ${onFirstRow}
+    FROM v LEFT JOIN t ON true LEFT JOIN LATERAL (SELECT r.* ${rows}) r ON true ORDER BY ${order}`
+  const versioned = Object.entries(scalars).map(([name, sql]) => `${sql} AS ${name}`)
+  const jsonText = `${total} SELECT ${versioned.join(', ')}, (
+      SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${order}), '')
       ${rows}) AS items
     FROM v LEFT JOIN t ON true`
   const omittedWhenNull = parts.fields.filter((field) => !field.nullable).map((field) => field.key)

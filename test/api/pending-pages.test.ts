@@ -239,6 +239,28 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
     }
   })
 
+  it("carries the page's total, version and organization on its first row only", async () => {
+    for (const [list, filters] of cases) {
+      const statement: PageStatement =
+        list === 'customers' ? customersPage(ORG) : appointmentsPage(ORG, filters)
+      const rows = await testStore.store.read(async (sql) => {
+        await sql.query("SELECT set_config('openbook.org_id', $1, true)", [ORG])
+        return sql.query<{ id: string; total: number | null; version: string | null; org: string | null }>(
+          statement.rowsText,
+          pageParams(statement, { limit: 30, offset: 60 }),
+        )
+      })
+      const what = `${list} ${JSON.stringify(filters)}`
+      expect(rows, what).toHaveLength(30)
+      const [first, ...rest] = rows
+      expect(first?.total, what).toBe((await truth(list, filters)).length)
+      expect(first?.version, what).toMatch(/^\d+$/)
+      expect(first?.org, what).toBe(ORG)
+      for (const row of rest)
+        expect([row.total, row.version, row.org], `${what} ${row.id}`).toEqual([null, null, null])
+    }
+  })
+
   it('and once they are folded', async () => {
     await testStore.store.admin((sql) => sql.query('SELECT list_fold_all()'))
     expect(await bucketFaults(testStore.store)).toEqual([])
