@@ -4,7 +4,7 @@ import type { LoadResult } from './load.js'
 import type { LoadSettings, TargetResult } from './measure.js'
 import type { OrgSize, PagePosition } from './mixes.js'
 import type { BenchOptions, Scale } from './options.js'
-import { median, rateRatio } from './rounds.js'
+import { median, rateRatio, type Saturation } from './rounds.js'
 
 /** The HTTP targets and pgbench, by the names the tables use. */
 export type TargetName = 'pgbench' | 'baseline' | 'openbook' | 'previous'
@@ -18,6 +18,11 @@ export interface MixResult {
   readonly pgbench?: TargetResult | undefined
   readonly baseline: TargetResult
   readonly openbook: TargetResult
+  /**
+   * openbook's saturation rounds asked with the shipped client's Accept-Encoding (compressed
+   * pages); absent from a report written before it was measured.
+   */
+  readonly clientEncoding?: Saturation | undefined
   /** The older build (--previous-dir), when there is one. */
   readonly previous?: TargetResult | undefined
   /** The older build answered this request differently (status, total or ids). */
@@ -252,9 +257,80 @@ function embeddedChecks(embedded: EmbeddedResult): Check[] {
 }
 
 /** The service benchmark's targets, each with the figures that decide it. */
+/** openbook's req/s over pgbench's tx/s on the same statements: identity, or the client's encoding. */
+export function ofCeiling(mix: MixResult, encoding: 'identity' | 'client'): number | undefined {
+  const ours = encoding === 'identity' ? mix.openbook.saturation.rps : mix.clientEncoding?.rps
+  const ceiling = mix.pgbench?.saturation.rps
+  return ours !== undefined && ceiling ? ours / ceiling : undefined
+}
+
+/** openbook's Node CPU per request over its PostgreSQL CPU per request (identity). */
+export function nodeOverPostgres(mix: MixResult): number | undefined {
+  const node = microsPerRequest(mix.openbook.saturation.serverCpu, mix.openbook.saturation.rps)
+  const pg = pgMicros(mix.openbook)
+  return node !== null && pg ? node / pg : undefined
+}
+
+/** `pick` of every mix at least `min` (`max`: at most), with the lowest and highest. */
+function everyMixWithin(
+  report: BenchReport,
+  target: string,
+  pick: (mix: MixResult) => number | undefined,
+  bound: { min?: number; max?: number },
+): Check {
+  const values = everyMix(report, (m) => m).map(({ scale, mix }) => ({ scale, mix, value: pick(mix) }))
+  const measured = values.filter((v): v is typeof v & { value: number } => v.value !== undefined)
+  const outside = measured.filter(
+    ({ value }) =>
+      (bound.min !== undefined && value < bound.min) || (bound.max !== undefined && value > bound.max),
+  )
+  const sorted = [...measured].sort((a, b) => a.value - b.value)
+  const [low, high] = [sorted[0], sorted.at(-1)]
+  return {
+    target,
+    measurable: measured.length > 0,
+    met: measured.length > 0 && measured.length === values.length && outside.length === 0,
+    figures:
+      low && high
+        ? `${low.value.toFixed(2)} (${tag(low.scale, low.mix)}) to ${high.value.toFixed(2)} (${tag(high.scale, high.mix)})` +
+          (outside.length
+            ? `; ${outside.length} of ${values.length} outside: ${outside.map((v) => `${tag(v.scale, v.mix)} ${v.value.toFixed(2)}`).join(', ')}`
+            : `; all ${values.length} mixes`) +
+          (measured.length < values.length ? `; ${values.length - measured.length} not measured` : '')
+        : 'not measured',
+  }
+}
+
+/** openbook beside the database's own ceiling (pgbench on the same statements, the same run). */
+export function ceilingChecks(report: BenchReport): Check[] {
+  return [
+    everyMixWithin(
+      report,
+      "openbook ≥ 0.6× pgbench's saturated req/s, identity, every mix",
+      (mix) => ofCeiling(mix, 'identity'),
+      { min: 0.6 },
+    ),
+    everyMixWithin(
+      report,
+      "openbook ≥ 0.5× pgbench's saturated req/s with the client's Accept-Encoding, every mix",
+      (mix) => ofCeiling(mix, 'client'),
+      { min: 0.5 },
+    ),
+    everyMixWithin(
+      report,
+      "openbook's Node CPU per request ≤ 0.6× its PostgreSQL CPU, every mix",
+      nodeOverPostgres,
+      {
+        max: 0.6,
+      },
+    ),
+  ]
+}
+
 export function checks(report: BenchReport): Check[] {
   const commit = report.previous?.commit
   return [
+    ...ceilingChecks(report),
     largeP50Check(report),
     ...(commit ? [pgCpuCheck(report, commit), speedupCheck(report, commit)] : []),
     ratioCheck(report),

@@ -48,7 +48,7 @@ function latencySeconds(options: LoadSettings, rate: number): number {
 
 const httpOf = (target: Target, path: string, key: string, options: LoadSettings) => ({
   url: target.baseUrl + path,
-  headers: { authorization: `Bearer ${key}`, accept: 'application/json' },
+  headers: { authorization: `Bearer ${key}`, accept: 'application/json', ...target.headers },
   connections: options.connections,
 })
 

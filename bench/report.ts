@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
 import type pg from 'pg'
+import { ACCEPT_ENCODING } from '../packages/client/src/transport.js'
 import {
   type BenchReport,
   type Check,
@@ -13,6 +14,8 @@ import {
   type Machine,
   microsPerRequest,
   ms,
+  nodeOverPostgres,
+  ofCeiling,
   pgMicros,
   ratio,
   type ScaleReport,
@@ -171,6 +174,28 @@ function mixTable(report: BenchReport, scale: ScaleReport): string[] {
   ]
 }
 
+/** openbook beside pgbench on the same statements, with identity and with the client's encoding. */
+function ceilingTable(scale: ScaleReport): string[] {
+  const ratioText = (value: number | undefined) => (value === undefined ? '–' : value.toFixed(2))
+  const rows = scale.mixes.map((mix) => {
+    const encoded = mix.clientEncoding
+    const node = (rps: number, cpu: number | null) => micros(microsPerRequest(cpu, rps))
+    return (
+      `| ${mix.id} | ${mix.pgbench ? int(mix.pgbench.saturation.rps) : '–'} | ${int(mix.openbook.saturation.rps)} | ` +
+      `${ratioText(ofCeiling(mix, 'identity'))} | ${encoded ? int(encoded.rps) : '–'} | ${ratioText(ofCeiling(mix, 'client'))} | ` +
+      `${node(mix.openbook.saturation.rps, mix.openbook.saturation.serverCpu)} · ${encoded ? node(encoded.rps, encoded.serverCpu) : '–'} | ` +
+      `${micros(pgMicros(mix.openbook))} | ${ratioText(nodeOverPostgres(mix))} |`
+    )
+  })
+  return [
+    `openbook beside the database's ceiling (pgbench on the same statements, above), identity and with the shipped client's \`Accept-Encoding: ${ACCEPT_ENCODING}\`:`,
+    '',
+    '| Mix | pgbench tx/s | openbook req/s | ÷ pgbench | openbook req/s, client encoding | ÷ pgbench | Node µs/req identity · client encoding | PostgreSQL µs/req | Node ÷ PostgreSQL |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|',
+    ...rows,
+  ]
+}
+
 function embeddedTable(report: BenchReport): string[] {
   const row = (mix: EmbeddedMix) =>
     `| ${mix.id} | ${mix.label} | ${int(mix.result.rps)} | ${latency(mix.result)} | ${pct(mix.serverCpu)} | ` +
@@ -207,6 +232,7 @@ function scaleSection(report: BenchReport, scale: ScaleReport): string[] {
     '',
     ...mixTable(report, scale),
     '',
+    ...(scale.mixes.some((mix) => mix.clientEncoding) ? [...ceilingTable(scale), ''] : []),
     `Peak RSS (VmHWM): openbook ${int(scale.rss.openbookMb)} MB, minimal handler ${int(scale.rss.baselineMb)} MB` +
       `${scale.rss.previousMb === undefined ? '' : `, ${previousName(report)} ${int(scale.rss.previousMb)} MB`}.`,
     '',

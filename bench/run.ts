@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
+import { ACCEPT_ENCODING } from '../packages/client/src/transport.js'
 import type { BenchReport, MixResult, ScaleReport } from './checks.js'
 import {
   type CountPlan,
@@ -37,7 +38,7 @@ import { runFromRoot } from './paths.js'
 import { prepareMixes } from './prepared-mixes.js'
 import { killAll, run, runOk, statusKb } from './proc.js'
 import { machineInfo, writeReport } from './report.js'
-import { median, type Saturation } from './rounds.js'
+import { combineRounds, median, type Saturation } from './rounds.js'
 import { startBaseline, startOpenbook, startStatic, type Target } from './servers.js'
 import { captureStatements } from './sql.js'
 
@@ -78,10 +79,11 @@ process.on('SIGINT', () => {
 function autoDuration(options: BenchOptions, mixes: number, servers: number): number {
   if (options.duration !== undefined) return options.duration
   const left = options.budgetMinutes * 60 - seconds()
-  // Per mix: each server's saturation and latency rounds, pgbench's two loads.
-  const loads = servers * 2 * options.rounds + (options.pgbench ? 2 : 0)
+  // Per mix: each server's saturation and latency rounds, openbook's with the client's encoding,
+  // pgbench's two loads.
+  const loads = servers * 2 * options.rounds + options.rounds + (options.pgbench ? 2 : 0)
   const fixed =
-    mixes * (servers * (2 * options.warmup + options.rounds) + (options.pgbench ? 2 : 0)) +
+    mixes * ((servers + 1) * (2 * options.warmup + options.rounds) + (options.pgbench ? 2 : 0)) +
     3 * options.warmup +
     60
   return Math.min(5, Math.max(2, Math.floor((left - fixed) / (mixes * loads + 4))))
@@ -243,6 +245,13 @@ async function measureScale(
   const previous = options.previousDir ? await startOpenbook('previous', options.previousDir, url) : undefined
   if (previous) stops.push(previous.service.stop)
   const servers = previous ? [baseline, openbook, previous] : [baseline, openbook]
+  // openbook again, asked as the shipped client asks (its Accept-Encoding): saturation rounds only.
+  const encoded: Target = {
+    ...openbook,
+    name: 'openbook, client encoding',
+    headers: { 'accept-encoding': ACCEPT_ENCODING },
+  }
+  const saturated = [...servers, encoded]
   const disagreements = new Map<string, string>()
   for (const mix of mixes) {
     const difference = await checkSameAnswers(mix, [baseline, openbook], previous)
@@ -272,10 +281,10 @@ async function measureScale(
     // that comes and goes should not always fall on the same target, and a ratio is taken between
     // the two measurements of one round. Then, in rounds again, each server's latency at half its
     // median rate.
-    const rounds = new Map<Target, Saturation[]>(servers.map((server) => [server, []]))
+    const rounds = new Map<Target, Saturation[]>(saturated.map((server) => [server, []]))
     for (let round = 0; round < settings.rounds; round++) {
-      for (let turn = 0; turn < servers.length; turn++) {
-        const server = servers[(index + round + turn) % servers.length]
+      for (let turn = 0; turn < saturated.length; turn++) {
+        const server = saturated[(index + round + turn) % saturated.length]
         if (!server) continue
         const result = await saturate(server, mix.path, mix.org.key, settings, monitor, round === 0)
         rounds.get(server)?.push(result)
@@ -324,6 +333,11 @@ async function measureScale(
     const baselineResult = resultOf(baseline)
     const openbookResult = resultOf(openbook)
     const previousResult = previous ? resultOf(previous) : undefined
+    const clientEncoding = combineRounds(rounds.get(encoded) ?? [])
+    log(
+      `openbook with Accept-Encoding ${ACCEPT_ENCODING}: ${Math.round(clientEncoding.rps)}/s` +
+        (clientEncoding.failures ? ` FAILURES ${clientEncoding.failures}` : ''),
+    )
     const { id, label, position, path } = mix
     results.push({
       id,
@@ -334,6 +348,7 @@ async function measureScale(
       pgbench,
       baseline: baselineResult,
       openbook: openbookResult,
+      clientEncoding,
       previous: previousResult,
       previousDisagrees: disagreements.get(mix.id),
       sideBySide,

@@ -9,6 +9,8 @@ export interface Target {
   /** application_name of its PostgreSQL connections. */
   readonly applicationName: string
   readonly baseUrl: string
+  /** Request headers this target is loaded with besides the key (an `Accept-Encoding`). */
+  readonly headers?: Readonly<Record<string, string>>
 }
 
 const quietEnv = (extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv => ({

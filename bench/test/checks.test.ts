@@ -36,8 +36,10 @@ function mix(id: string, size: MixResult['size'], targets: Partial<MixResult>): 
     size,
     position: 'first',
     path: `/${id}`,
+    pgbench: target(750, 100, 1, 4),
     baseline: target(500, 100, 2, 8),
     openbook: target(500, 50, 2, 8),
+    clientEncoding: { ...target(400, 40, 2, 8).saturation, serverCpu: 30 },
     previous: target(300, 100, 3, 12),
     ...targets,
   }
@@ -105,7 +107,12 @@ describe('CPU per request', () => {
 
 describe('checks', () => {
   it('meet every target when the figures do', () => {
-    const r = report([mix('cus-s-first', 'small', {}), mix('cus-l-middle', 'large', {})])
+    // Node 500 µs a request against PostgreSQL's 1,000.
+    const openbook = {
+      ...target(500, 50, 2, 8),
+      saturation: { ...target(500, 50, 2, 8).saturation, serverCpu: 25 },
+    }
+    const r = report([mix('cus-s-first', 'small', { openbook }), mix('cus-l-middle', 'large', { openbook })])
     for (const check of checks(r)) expect([check.target, check.met]).toEqual([check.target, true])
     expect(byTarget(r).size).toBe(checks(r).length)
   })
@@ -133,6 +140,35 @@ describe('checks', () => {
     const check = find(report([mix('apt-m-dates', 'medium', { previous: target(400, 100, 2, 8) })]), 'req/s')
     expect(check?.met).toBe(false)
     expect(check?.figures).toBe('100k apt-m-dates 1.25×')
+  })
+
+  it("hold openbook to 0.6× pgbench's req/s, 0.5× with the client's encoding, and Node to 0.6× PostgreSQL's CPU", () => {
+    const r = report([
+      mix('cus-s-first', 'small', {}),
+      mix('apt-l-middle', 'large', {
+        pgbench: target(1_000, 100, 1, 4),
+        clientEncoding: { ...target(450, 45, 2, 8).saturation, serverCpu: 40 },
+        openbook: target(550, 50, 2, 8),
+      }),
+    ])
+    const identity = find(r, 'openbook ≥ 0.6× pgbench')
+    expect(identity?.met).toBe(false)
+    expect(identity?.figures).toContain('1 of 2 outside: 100k apt-l-middle 0.55')
+    const encoded = find(r, 'openbook ≥ 0.5× pgbench')
+    expect(encoded?.met).toBe(false)
+    expect(encoded?.figures).toContain('100k apt-l-middle 0.45')
+    // 50 % of a core for Node and for PostgreSQL at 550/s: 1.00.
+    const node = find(r, "openbook's Node CPU")
+    expect(node?.met).toBe(false)
+    expect(node?.figures).toContain('100k apt-l-middle 1.00')
+    // A run without pgbench or without the client's encoding proves nothing of these.
+    const unmeasured = report([
+      mix('cus-s-first', 'small', { pgbench: undefined, clientEncoding: undefined }),
+    ])
+    expect(find(unmeasured, 'openbook ≥ 0.6× pgbench')?.met).toBe(false)
+    expect(
+      verdict(find(unmeasured, 'openbook ≥ 0.5× pgbench') ?? { target: '', met: false, figures: '' }),
+    ).toBe('not measurable')
   })
 
   it('compare openbook with the minimal handler on every mix', () => {
