@@ -143,8 +143,9 @@ const countedOf = (parts: PageStatementParts) => parts.pending ?? 'false'
  */
 export interface PageSql {
   /**
-   * The page's rows, one column per field, the exact `total`, `version`, `latest` and `org`. An
-   * empty page (and an unchanged one, whose `total` is NULL) is one row of NULL fields.
+   * The page's rows, one column per field, then the exact `total`, `version`, `latest` and `org`,
+   * set on the first row only (NULL on the others). An empty page (and an unchanged one, whose
+   * `total` is NULL) is one row of NULL fields.
    */
   readonly rowsText: string
   /**
