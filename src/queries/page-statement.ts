@@ -210,7 +210,7 @@ export function pageSql(parts: PageStatementParts): PageSql {
       SELECT (${count}) AS total FROM v WHERE v.version <> ALL (${paramsOf(parts).known}))${ctes}`
   const scalars = { total: 't.total', version: 'v.version::text', latest: 'v.latest', org: 'v.org' }
   // In the rows form, the page's scalars go on its first row only: the rest would carry the same
-  // four values, each a field for the driver to read (four of a customer row's 27, never NULL).
+  // four values, each a field for the driver to read (four of a customer row's 27, on every row).
   const order = keyOrder(parts, 'DESC', 'r')
   const onFirstRow = Object.entries(scalars)
     .map(([name, sql]) => `CASE WHEN row_number() OVER (ORDER BY ${order}) = 1 THEN ${sql} END AS ${name}`)
