@@ -60,12 +60,11 @@ function listFilters(values: readonly Numbered[]): string {
  * The list as pieces (`PageStatementParts.pieces`) when the buckets count it (`bucketed`): the
  * buckets of the values' list (or of all appointments) from the one the range's start falls in to the
  * one its end falls in. Those two are cut at the range's ends by counting index entries inside
- * them: below the start in the first, up to the end in the last (at most 2,000 and the pending
- * changes each). A bucket's upper end is the next one's bound, so each count runs from a bucket's
- * bound up to a range's end: `bs`/`cs` the start's bucket and the entries of it below the start,
- * `be`/`ce` the end's bucket and the entries of it up to the end. `pending` says which of the
- * list's changes the folded counts leave out: those with the values, from the start's bucket (or
- * the range's start, with no bucket) up to the end's bucket (or the range's end).
+ * them, on the side of the end that its time says is the smaller (`cutOf`): at most 2,000 and the
+ * pending changes each. `bs`/`cs` are the start's bucket and what its piece leaves out of the
+ * bucket's folded count, `be`/`ce` the end's bucket and its piece. `pending` says which of the
+ * list's changes the pieces add: those with the values, from the start's cut up to the end's
+ * (`cut_at`, `cut_id`), or from the range's start and up to its end where no bucket holds it.
  */
 function bucketPieces(given: readonly Numbered[]): {
   ctes: string
@@ -90,32 +89,73 @@ function bucketPieces(given: readonly Numbered[]): {
   const start = startDate && `$${startDate}::timestamptz`
   const end = endDate && `$${endDate}::timestamptz`
   const bound = (cte: string) => `((SELECT ${cte}.lo_at FROM ${cte}), (SELECT ${cte}.lo_id FROM ${cte}))`
-  const bucketOf = (name: string, condition: string) =>
-    `${name} AS MATERIALIZED (SELECT c.lo_at, c.lo_id FROM buckets c WHERE ${list('c')} AND ${condition}
-      ORDER BY c.lo_at DESC, c.lo_id DESC LIMIT 1)`
-  // Counted oldest first, from the bucket's bound up: the index scan starts at the bound (a row
-  // comparison) and stops at the range's end (a condition on start_at alone). The other way round,
-  // a row comparison does not end a scan where its id decides (rows of one instant): it would
-  // read every entry of the instant below the bound.
-  const countFrom = (name: string, bucket: string, condition: string) =>
-    `${name} AS MATERIALIZED (SELECT (SELECT count(*) FROM (
-        SELECT FROM appointments k WHERE ${base} AND ${condition} AND (k.start_at, k.id) >= ${bound(bucket)}
-        ORDER BY k.start_at, k.id OFFSET 0) k) AS n)`
+  const cut = (cte: string) => `((SELECT ${cte}.cut_at FROM ${cte}), (SELECT ${cte}.cut_id FROM ${cte}))`
+  /**
+   * The bucket an end of the range falls in (the last one whose bound is at or below it, as
+   * `condition` says), its folded count `n`, the next bucket's bound (`hi_at`, `hi_id`; above
+   * the highest bucket, past every entry), and `above`: whether its entries are counted from the
+   * end up to that bound rather than from its own bound up to the end. Each side holds about the
+   * share of the bucket's time it spans (the highest bucket's time ends at the list's newest entry,
+   * the lowest's begins at its oldest), and the smaller is read; either holds at most the bucket:
+   * a range from before the list's first entry to after its last reads two entries. Both ends in
+   * one bucket measure it alike, so the start is counted from above only if the end is too.
+   * `cut_at`, `cut_id`: where the pending changes that the pieces add begin (the start's) or end
+   * (the end's). A piece that is the entries counted (the start's from above, the end's from
+   * below) holds its bucket's pending changes already; one that is the bucket's folded count less
+   * the entries counted (the start's from below, the end's from above) needs them added.
+   */
+  const cutOf = (name: string, at: string, condition: string, side: 'start' | 'end') => {
+    const epoch = (value: string) => `date_part('epoch', ${value})`
+    const entry = (order: 'ASC' | 'DESC') =>
+      `(SELECT k.start_at FROM appointments k WHERE ${base} ORDER BY k.start_at ${order}, k.id ${order} LIMIT 1)`
+    const top = `coalesce(h.lo_at, ${entry('DESC')})`
+    const bottom = `CASE WHEN c.lo_at = '-infinity' THEN ${entry('ASC')} ELSE c.lo_at END`
+    // On a tie, the side without the end's own instant, which may hold a crowd: the end's
+    // entries at its instant are below it, the start's above it.
+    const smallerAbove = `${epoch(top)} - ${epoch(at)} ${side === 'end' ? '<=' : '<'} ${epoch(at)} - ${epoch(bottom)}`
+    // OFFSET 0: `above` is computed once, not again in each column that reads it.
+    return `${name} AS MATERIALIZED (SELECT c.*, CASE WHEN c.above THEN c.hi_at ELSE c.lo_at END AS cut_at,
+        CASE WHEN c.above THEN c.hi_id ELSE c.lo_id END AS cut_id
+      FROM (SELECT c.lo_at, c.lo_id, c.n, coalesce(h.lo_at, 'infinity') AS hi_at, coalesce(h.lo_id, '') AS hi_id,
+                   coalesce(${smallerAbove}, false) AS above
+            FROM (SELECT c.lo_at, c.lo_id, c.n FROM buckets c WHERE ${list('c')} AND ${condition}
+                  ORDER BY c.lo_at DESC, c.lo_id DESC LIMIT 1) c
+            LEFT JOIN LATERAL (SELECT h.lo_at, h.lo_id FROM buckets h WHERE ${list('h')}
+                  AND (h.lo_at, h.lo_id) > (c.lo_at, c.lo_id) ORDER BY h.lo_at, h.lo_id LIMIT 1) h ON true
+            OFFSET 0) c)`
+  }
+  /**
+   * The entries of the bucket `bucket` below an end (`below`, a condition on start_at alone):
+   * read from the bucket's bound up to the end, or, when the bucket counts the other side
+   * (`above`), its folded count less the entries from the next bucket's bound down to the end.
+   * Each scan starts at a bound (a row comparison) and stops at the end (a condition on start_at
+   * alone): the other way round, a row comparison does not end a scan where its id decides (rows
+   * of one instant), and it would read every entry of the instant past it.
+   */
+  const countIn = (name: string, bucket: string, below: string, notBelow: string) => {
+    const entries = (condition: string, order: 'ASC' | 'DESC') =>
+      `(SELECT count(*) FROM (SELECT FROM appointments k WHERE ${base} AND ${condition}
+          ORDER BY k.start_at ${order}, k.id ${order} OFFSET 0) k)`
+    const hi = `((SELECT ${bucket}.hi_at FROM ${bucket}), (SELECT ${bucket}.hi_id FROM ${bucket}))`
+    return `${name} AS MATERIALIZED (SELECT CASE WHEN (SELECT ${bucket}.above FROM ${bucket})
+        THEN (SELECT ${bucket}.n FROM ${bucket}) - ${entries(`${notBelow} AND (k.start_at, k.id) < ${hi}`, 'DESC')}
+        ELSE ${entries(`${below} AND (k.start_at, k.id) >= ${bound(bucket)}`, 'ASC')} END AS n)`
+  }
   const pendingWhere = [
     'p.delta <> 0',
     // The values' object built once, not for each change; with no values, every change is the list's.
     values.length > 0 && `p.attrs @> (SELECT ${filters})`,
     start &&
-      `(p.at, p.id) >= (coalesce((SELECT bs.lo_at FROM bs), ${start}), coalesce((SELECT bs.lo_id FROM bs), ''))`,
-    end && `(CASE WHEN EXISTS (SELECT FROM be) THEN (p.at, p.id) < ${bound('be')} ELSE p.at <= ${end} END)`,
+      `(p.at, p.id) >= (coalesce((SELECT bs.cut_at FROM bs), ${start}), coalesce((SELECT bs.cut_id FROM bs), ''))`,
+    end && `(CASE WHEN EXISTS (SELECT FROM be) THEN (p.at, p.id) < ${cut('be')} ELSE p.at <= ${end} END)`,
   ].filter(Boolean)
   const ctes = [
-    // The last bucket with entries before the start.
-    start && bucketOf('bs', `c.lo_at < ${start}`),
-    start && countFrom('cs', 'bs', `k.start_at < ${start}`),
     // The bucket the end falls in.
-    end && bucketOf('be', `c.lo_at <= ${end}`),
-    end && countFrom('ce', 'be', `k.start_at <= ${end}`),
+    end && cutOf('be', end, `c.lo_at <= ${end}`, 'end'),
+    end && countIn('ce', 'be', `k.start_at <= ${end}`, `k.start_at > ${end}`),
+    // The last bucket with entries before the start.
+    start && cutOf('bs', start, `c.lo_at < ${start}`, 'start'),
+    start && countIn('cs', 'bs', `k.start_at < ${start}`, `k.start_at >= ${start}`),
   ].filter(Boolean)
   const at = (cte: string) => `(c.lo_at, c.lo_id) = ${bound(cte)}`
   let n = 'c.n'

@@ -14,6 +14,8 @@ import { describeEachStore } from '../helpers/stores.js'
 // list in the contract's order. Then the changes are folded and the same holds.
 
 const ORG = 'org_pending'
+/** A date range from before the list's first entry to after its last. */
+const WHOLE_LIST = { startDate: '2025-04-01T00:00:00Z', endDate: '2025-07-01T00:00:00Z' }
 const STATUSES = ['scheduled', 'confirmed', 'completed'] as const
 const STAFF = ['stf_a', 'stf_b']
 
@@ -161,6 +163,11 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
     ['appointments', { startDate: '2025-05-01T09:00:00Z', endDate: '2025-05-03T12:00:00Z' }],
     ['appointments', { status: 'completed', startDate: '2025-05-01T20:00:00Z' }],
     ['appointments', { staffId: 'stf_a', endDate: '2025-05-02T00:00:00Z' }],
+    // Ends in the upper and lower parts of their buckets' time, and past both ends of the list.
+    ['appointments', { startDate: '2025-05-02T07:00:00Z', endDate: '2025-05-04T01:00:00Z' }],
+    ['appointments', { status: 'confirmed', startDate: '2025-05-03T20:00:00Z' }],
+    ['appointments', { startDate: WHOLE_LIST.startDate, endDate: '2025-05-01T10:00:00Z' }],
+    ['appointments', { status: 'completed', ...WHOLE_LIST }],
   ]
 
   it('every page is its slice of the list while changes are pending', async () => {
@@ -236,6 +243,32 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
         // the one sort that sorts anything is the page's own rows.
         expect(sorts, `${what}, middle page: sorts`).toBeLessThanOrEqual(1)
       }
+    }
+  })
+
+  it("counts a range's ends on the smaller side of their buckets: none of a range past both ends of the list", async () => {
+    type Node = { 'Relation Name'?: string; 'Actual Rows'?: number; 'Actual Loops'?: number; Plans?: Node[] }
+    for (const filters of [{}, { status: 'completed' }, { staffId: 'stf_a' }] as const) {
+      const statement = appointmentsPage(ORG, { ...filters, ...WHOLE_LIST })
+      const [row] = await testStore.store.read(async (sql) => {
+        await sql.query("SELECT set_config('openbook.org_id', $1, true)", [ORG])
+        return sql.query<{ 'QUERY PLAN': { Plan: Node }[] }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.countText}`,
+          [...statement.params],
+        )
+      })
+      let entries = 0
+      const walk = (node: Node) => {
+        if (node['Relation Name'] === 'appointments')
+          entries += (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1)
+        for (const child of node.Plans ?? []) walk(child)
+      }
+      const plan = row?.['QUERY PLAN'][0]?.Plan
+      if (!plan) throw new Error('EXPLAIN returned no plan')
+      walk(plan)
+      // The list's oldest and newest entries, which place the ends in their buckets' time; a
+      // bucket's entries (about 1,000 here) when an end is counted from its bucket's bound.
+      expect(entries, JSON.stringify(filters)).toBeLessThanOrEqual(2)
     }
   })
 

@@ -489,8 +489,10 @@ async function countEntries(store: Store, shape: Shape, orgId: string, values: O
     )
     return Math.max(...counts)
   }
-  // A range's ends: in the bucket each falls in (migration 013), the entries from the bucket's
-  // bound up to the end. The list is named by its many values, by column.
+  // A range's ends: in the bucket each falls in (migration 013), its entries on one side of the
+  // end (the page statement reads the side the bucket's time says is smaller, either may be read
+  // here: the larger is allowed), and the list's oldest and newest entries, which place the end
+  // in its bucket's time. The list is named by its many values, by column.
   const equals = shape.filters.filter(({ filter }) => filter.compare === 'equals')
   const list = JSON.stringify(
     Object.fromEntries(
@@ -503,18 +505,23 @@ async function countEntries(store: Store, shape: Shape, orgId: string, values: O
       (given) => `k.${filterColumn(APPOINTMENT_LIST, given.filter)} = ${literal(valueFor(values, given))}`,
     ),
   ].join(' AND ')
+  const PLACING = 2
   const inBucket = (bucket: string, end: string) =>
     store.admin(async (sql) => {
       const [row] = await sql.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM (
-           SELECT b.lo_at, b.lo_id FROM buckets b
-           WHERE b.org_id = $1 AND b.list = 'appointments' AND b.filters = $2::jsonb::text AND ${bucket}
-           ORDER BY b.lo_at DESC, b.lo_id DESC LIMIT 1) b
+        `SELECT greatest(count(*) FILTER (WHERE ${end}), count(*) FILTER (WHERE NOT (${end})))::int AS n FROM (
+           SELECT b.lo_at, b.lo_id, coalesce(h.lo_at, 'infinity') AS hi_at, coalesce(h.lo_id, '') AS hi_id FROM (
+             SELECT b.lo_at, b.lo_id FROM buckets b
+             WHERE b.org_id = $1 AND b.list = 'appointments' AND b.filters = $2::jsonb::text AND ${bucket}
+             ORDER BY b.lo_at DESC, b.lo_id DESC LIMIT 1) b
+           LEFT JOIN LATERAL (SELECT h.lo_at, h.lo_id FROM buckets h
+             WHERE h.org_id = $1 AND h.list = 'appointments' AND h.filters = $2::jsonb::text
+               AND (h.lo_at, h.lo_id) > (b.lo_at, b.lo_id) ORDER BY h.lo_at, h.lo_id LIMIT 1) h ON true) b
          JOIN appointments k ON k.org_id = $1 AND k.is_active AND ${valueCondition}
-           AND (k.start_at, k.id) >= (b.lo_at, b.lo_id) AND ${end}`,
+           AND (k.start_at, k.id) >= (b.lo_at, b.lo_id) AND (k.start_at, k.id) < (b.hi_at, b.hi_id)`,
         [orgId, list, '', ...params],
       )
-      return row?.n ?? 0
+      return (row?.n ?? 0) + PLACING
     })
   let counted = 0
   if (from)
