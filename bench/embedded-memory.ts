@@ -21,6 +21,7 @@ import { parseArgs } from 'node:util'
 import { httpLoad } from './load.js'
 import { runFromRoot } from './paths.js'
 import { cpuSeconds, freePort } from './proc.js'
+import { startScriptEnv } from './servers.js'
 
 runFromRoot()
 
@@ -188,6 +189,7 @@ async function main(): Promise<void> {
       env: {
         PATH: process.env.PATH,
         HOME: process.env.HOME,
+        ...startScriptEnv(),
         DATA_DIR: dataDir,
         PORT: String(port),
         HOST: '127.0.0.1',

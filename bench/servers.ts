@@ -13,6 +13,17 @@ export interface Target {
   readonly headers?: Readonly<Record<string, string>>
 }
 
+/**
+ * The environment `npm start` gives the server by default (`NAME=${NAME:-value}` in the package's
+ * start script): the benchmarks start dist/server.js as users start it.
+ */
+export function startScriptEnv(): NodeJS.ProcessEnv {
+  const scripts = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> })
+    .scripts
+  const defaults = [...(scripts.start ?? '').matchAll(/\b([A-Z_]+)=\$\{\1:-([^}]*)\}/g)]
+  return Object.fromEntries(defaults.map(([, name, value]) => [name, value]))
+}
+
 const quietEnv = (extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv => ({
   PATH: process.env.PATH,
   HOME: process.env.HOME,
@@ -75,6 +86,7 @@ export function startOpenbook(
     name,
     [...(variant.preload ? ['--import', variant.preload] : []), join(dir, 'dist/server.js')],
     {
+      ...startScriptEnv(),
       DATABASE_URL: `${databaseUrl}?application_name=${applicationName}`,
       LOG_LEVEL: 'warn',
       HOST: '127.0.0.1',
@@ -108,7 +120,13 @@ export async function startEmbedded(dataDir: string, dir = '.', knownKey?: strin
   const target = await start(
     'openbook-embedded',
     ['--import', './bench/loop-delay.mjs', join(dir, 'dist/server.js')],
-    { DATA_DIR: dataDir, LOG_LEVEL: 'warn', HOST: '127.0.0.1', LOOP_DELAY_FILE: delayFile },
+    {
+      ...startScriptEnv(),
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'warn',
+      HOST: '127.0.0.1',
+      LOOP_DELAY_FILE: delayFile,
+    },
     'pglite',
     // A new DATA_DIR is created (initdb, migrations, the demo) before the server listens.
     120_000,

@@ -66,10 +66,12 @@ function setUp(dir: string): void {
 
 const source = (text: string) => writeFileSync(join(dir, 'src', 'server.ts'), text)
 
-function npmStart(): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function npmStart(
+  env: Record<string, string | undefined> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const run = spawnCollecting('npm', ['start', '--silent'], {
     cwd: dir,
-    env: cleanEnv({ OPENBOOK_BUILD: 'auto' }),
+    env: cleanEnv({ OPENBOOK_BUILD: 'auto', MALLOC_ARENA_MAX: undefined, ...env }),
   })
   run.child.stdin.end()
   return run.closed.then((code) => ({ code, stdout: run.stdout(), stderr: run.stderr() }))
@@ -112,6 +114,18 @@ describe('npm start serves the current sources', () => {
         stdout: 'serving v3\n',
         stderr: 'openbook: the sources are newer than dist/: building it (tsc -p tsconfig.build.json)\n',
       })
+    },
+    patience(120_000),
+  )
+
+  it(
+    "caps glibc's malloc arenas at 2 unless the environment says otherwise",
+    async () => {
+      // Each thread's own arena grows apart: the embedded store's thread and V8's and libuv's held
+      // 96-109 MB of arenas under load, 6-7 MB with two (bench/RESULTS.md, embedded memory).
+      source("process.stdout.write(String(process.env.MALLOC_ARENA_MAX) + '\\n')\n")
+      expect(await npmStart()).toMatchObject({ code: 0, stdout: '2\n' })
+      expect(await npmStart({ MALLOC_ARENA_MAX: '8' })).toMatchObject({ code: 0, stdout: '8\n' })
     },
     patience(120_000),
   )
