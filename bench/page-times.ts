@@ -4,6 +4,8 @@
  * (openbook_reader, the reader preamble), median of 7 runs per offset. Used by page-timings.ts on
  * a bench database and by the writer bench beside the changes its writers leave pending.
  */
+import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import type pg from 'pg'
 import { appointmentsPage } from '../src/queries/appointments.js'
 import { customersPage } from '../src/queries/customers.js'
@@ -18,33 +20,58 @@ let prepared = 0
 export interface PageTimes {
   readonly name: string
   readonly total: number
-  /** Median execution ms at each offset, in the order asked. */
-  readonly cells: { readonly offset: number; readonly ms: number }[]
+  /**
+   * Median execution ms at each offset, in the order asked; `againstMs`, the other checkout's
+   * statement's, timed in turn with this one's (`timePages`' `against`).
+   */
+  readonly cells: { readonly offset: number; readonly ms: number; readonly againstMs?: number }[]
+}
+
+/** The page statements' builders of a checkout (src/queries/). */
+export interface PageBuilders {
+  readonly customersPage: typeof customersPage
+  readonly appointmentsPage: typeof appointmentsPage
+}
+
+/** The builders of another checkout of openbook (a worktree of another commit), to time against. */
+export async function buildersOf(dir: string): Promise<PageBuilders> {
+  const module = (name: string) => import(pathToFileURL(join(resolve(dir), 'src', 'queries', name)).href)
+  const [customers, appointments] = await Promise.all([module('customers.ts'), module('appointments.ts')])
+  return { customersPage: customers.customersPage, appointmentsPage: appointments.appointmentsPage }
 }
 
 /**
  * The mixes' page shapes of `org` (bench/mixes.ts): both lists, a status, a date range and both,
- * at `offsets` (numbers, `mid` or `last`).
+ * at `offsets` (numbers, `mid` or `last`). With `against`, that checkout's statements too, each
+ * run of one followed by a run of the other, so that both meet the same moment of the machine.
  */
 export async function timePages(
   client: pg.Client,
   org: string,
   offsets: string[],
   dates: { readonly wide: [string, string]; readonly narrow: [string, string] },
+  against?: PageBuilders,
 ): Promise<PageTimes[]> {
-  const shapes: [string, PageStatement][] = [
-    ['customers', customersPage(org)],
-    ['appointments', appointmentsPage(org, {})],
-    ['status', appointmentsPage(org, { status: 'completed' })],
-    ['dates', appointmentsPage(org, { startDate: dates.narrow[0], endDate: dates.narrow[1] })],
+  const shapesOf = (builders: PageBuilders): [string, PageStatement][] => [
+    ['customers', builders.customersPage(org)],
+    ['appointments', builders.appointmentsPage(org, {})],
+    ['status', builders.appointmentsPage(org, { status: 'completed' })],
+    ['dates', builders.appointmentsPage(org, { startDate: dates.narrow[0], endDate: dates.narrow[1] })],
     [
       'status+dates',
-      appointmentsPage(org, { status: 'completed', startDate: dates.wide[0], endDate: dates.wide[1] }),
+      builders.appointmentsPage(org, {
+        status: 'completed',
+        startDate: dates.wide[0],
+        endDate: dates.wide[1],
+      }),
     ],
   ]
+  const shapes = shapesOf({ customersPage, appointmentsPage })
+  const others = against ? shapesOf(against) : []
   const literal = (value: unknown) => `'${String(value).replaceAll("'", "''")}'`
+  const median = (runs: number[]) => runs.sort((a, b) => a - b)[Math.floor(runs.length / 2)] ?? 0
   const times: PageTimes[] = []
-  for (const [name, statement] of shapes) {
+  for (const [index, [name, statement]] of shapes.entries()) {
     await client.query(`BEGIN; ${readerPreamble(true, 60_000)}`)
     try {
       await client.query("SELECT set_config('openbook.org_id', $1, true)", [org])
@@ -53,21 +80,27 @@ export async function timePages(
         0
       const last = Math.max(0, Math.floor((total - 1) / PAGE_SIZE) * PAGE_SIZE)
       const mid = Math.floor(last / PAGE_SIZE / 2) * PAGE_SIZE
-      const statementName = `page_times_${++prepared}`
-      await client.query(`PREPARE ${statementName} AS ${statement.jsonText}`)
+      const timed: { statement: PageStatement; name: string }[] = []
+      for (const each of [statement, others[index]?.[1]]) {
+        if (!each) continue
+        const statementName = `page_times_${++prepared}`
+        await client.query(`PREPARE ${statementName} AS ${each.jsonText}`)
+        timed.push({ statement: each, name: statementName })
+      }
       const cells = []
       for (const text of offsets) {
         const offset = text === 'mid' ? mid : text === 'last' ? last : Number(text)
-        const args = pageParams(statement, { limit: PAGE_SIZE, offset }).map(literal).join(', ')
-        const runs: number[] = []
-        for (let run = 0; run < RUNS; run++) {
-          const result = await client.query(
-            `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE ${statementName}(${args})`,
-          )
-          runs.push(result.rows[0]['QUERY PLAN'][0]['Execution Time'])
-        }
-        runs.sort((a, b) => a - b)
-        cells.push({ offset, ms: runs[Math.floor(RUNS / 2)] ?? 0 })
+        const runs: number[][] = timed.map(() => [])
+        for (let run = 0; run < RUNS; run++)
+          for (const [which, { statement, name }] of timed.entries()) {
+            const args = pageParams(statement, { limit: PAGE_SIZE, offset }).map(literal).join(', ')
+            const result = await client.query(
+              `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE ${name}(${args})`,
+            )
+            runs[which]?.push(result.rows[0]['QUERY PLAN'][0]['Execution Time'])
+          }
+        const [ms = [], againstMs] = runs
+        cells.push({ offset, ms: median(ms), ...(againstMs ? { againstMs: median(againstMs) } : {}) })
       }
       times.push({ name, total, cells })
     } finally {

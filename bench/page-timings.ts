@@ -11,10 +11,13 @@
  * PAGE_TIMINGS_PENDING=n first folds the organization's appointments and customers, then leaves n
  * changes pending beside each list, as many as readers meet between two folds. It writes to the
  * database.
+ *
+ * PAGE_TIMINGS_AGAINST=dir times another checkout's statements too (a worktree of another commit,
+ * with its node_modules), each run in turn with this tree's: `this ms (that ms)` at each offset.
  */
 import pg from 'pg'
 import { PAGE_SIZE } from './mixes.js'
-import { leaveMovesPending, leavePending, pendingOf, timePages } from './page-times.js'
+import { buildersOf, leaveMovesPending, leavePending, pendingOf, timePages } from './page-times.js'
 
 const DAY = 86_400_000
 const database = process.argv[2] ?? 'openbook_bench'
@@ -40,10 +43,19 @@ try {
     `${database}, ${org}: execution ms (median of 7) at each offset, limit ${PAGE_SIZE}; ` +
       `appointments' changes pending: ${await pendingOf(client, org)}, customers': ${await pendingOf(client, org, 'customers')}`,
   )
-  for (const page of await timePages(client, org, offsets, { narrow: range(120, 30), wide: range(365, 1) }))
-    console.log(
-      `${page.name} (total ${page.total}) | ${page.cells.map((c) => `${c.offset}: ${c.ms.toFixed(2)}`).join(' | ')}`,
-    )
+  const against = process.env.PAGE_TIMINGS_AGAINST
+  const dates = { narrow: range(120, 30), wide: range(365, 1) }
+  for (const page of await timePages(
+    client,
+    org,
+    offsets,
+    dates,
+    against ? await buildersOf(against) : undefined,
+  )) {
+    const cell = (c: (typeof page.cells)[number]) =>
+      `${c.offset}: ${c.ms.toFixed(2)}${c.againstMs === undefined ? '' : ` (${c.againstMs.toFixed(2)})`}`
+    console.log(`${page.name} (total ${page.total}) | ${page.cells.map(cell).join(' | ')}`)
+  }
 } finally {
   await client.end()
 }

@@ -150,12 +150,12 @@ function bucketPieces(given: readonly Numbered[]): {
     end && `(CASE WHEN EXISTS (SELECT FROM be) THEN (p.at, p.id) < ${cut('be')} ELSE p.at <= ${end} END)`,
   ].filter(Boolean)
   const ctes = [
-    // The bucket the end falls in.
-    end && cutOf('be', end, `c.lo_at <= ${end}`, 'end'),
-    end && countIn('ce', 'be', `k.start_at <= ${end}`, `k.start_at > ${end}`),
     // The last bucket with entries before the start.
     start && cutOf('bs', start, `c.lo_at < ${start}`, 'start'),
     start && countIn('cs', 'bs', `k.start_at < ${start}`, `k.start_at >= ${start}`),
+    // The bucket the end falls in.
+    end && cutOf('be', end, `c.lo_at <= ${end}`, 'end'),
+    end && countIn('ce', 'be', `k.start_at <= ${end}`, `k.start_at > ${end}`),
   ].filter(Boolean)
   const at = (cte: string) => `(c.lo_at, c.lo_id) = ${bound(cte)}`
   let n = 'c.n'
