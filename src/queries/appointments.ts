@@ -88,8 +88,9 @@ function bucketPieces(given: readonly Numbered[]): {
   ].join(' AND ')
   const start = startDate && `$${startDate}::timestamptz`
   const end = endDate && `$${endDate}::timestamptz`
-  const bound = (cte: string) => `((SELECT ${cte}.lo_at FROM ${cte}), (SELECT ${cte}.lo_id FROM ${cte}))`
-  const cut = (cte: string) => `((SELECT ${cte}.cut_at FROM ${cte}), (SELECT ${cte}.cut_id FROM ${cte}))`
+  /** A key of a one-row CTE as a row: its bound (`lo`), the next bucket's (`hi`) or its cut. */
+  const keyOf = (cte: string, key: 'lo' | 'hi' | 'cut' = 'lo') =>
+    `((SELECT ${cte}.${key}_at FROM ${cte}), (SELECT ${cte}.${key}_id FROM ${cte}))`
   /**
    * The bucket an end of the range falls in (the last one whose bound is at or below it, as
    * `condition` says), its folded count `n`, the next bucket's bound (`hi_at`, `hi_id`; above
@@ -136,10 +137,9 @@ function bucketPieces(given: readonly Numbered[]): {
     const entries = (condition: string, order: 'ASC' | 'DESC') =>
       `(SELECT count(*) FROM (SELECT FROM appointments k WHERE ${base} AND ${condition}
           ORDER BY k.start_at ${order}, k.id ${order} OFFSET 0) k)`
-    const hi = `((SELECT ${bucket}.hi_at FROM ${bucket}), (SELECT ${bucket}.hi_id FROM ${bucket}))`
     return `${name} AS MATERIALIZED (SELECT CASE WHEN (SELECT ${bucket}.above FROM ${bucket})
-        THEN (SELECT ${bucket}.n FROM ${bucket}) - ${entries(`${notBelow} AND (k.start_at, k.id) < ${hi}`, 'DESC')}
-        ELSE ${entries(`${below} AND (k.start_at, k.id) >= ${bound(bucket)}`, 'ASC')} END AS n)`
+        THEN (SELECT ${bucket}.n FROM ${bucket}) - ${entries(`${notBelow} AND (k.start_at, k.id) < ${keyOf(bucket, 'hi')}`, 'DESC')}
+        ELSE ${entries(`${below} AND (k.start_at, k.id) >= ${keyOf(bucket)}`, 'ASC')} END AS n)`
   }
   const pendingWhere = [
     'p.delta <> 0',
@@ -147,7 +147,8 @@ function bucketPieces(given: readonly Numbered[]): {
     values.length > 0 && `p.attrs @> (SELECT ${filters})`,
     start &&
       `(p.at, p.id) >= (coalesce((SELECT bs.cut_at FROM bs), ${start}), coalesce((SELECT bs.cut_id FROM bs), ''))`,
-    end && `(CASE WHEN EXISTS (SELECT FROM be) THEN (p.at, p.id) < ${cut('be')} ELSE p.at <= ${end} END)`,
+    end &&
+      `(CASE WHEN EXISTS (SELECT FROM be) THEN (p.at, p.id) < ${keyOf('be', 'cut')} ELSE p.at <= ${end} END)`,
   ].filter(Boolean)
   const ctes = [
     // The last bucket with entries before the start.
@@ -157,7 +158,7 @@ function bucketPieces(given: readonly Numbered[]): {
     end && cutOf('be', end, `c.lo_at <= ${end}`, 'end'),
     end && countIn('ce', 'be', `k.start_at <= ${end}`, `k.start_at > ${end}`),
   ].filter(Boolean)
-  const at = (cte: string) => `(c.lo_at, c.lo_id) = ${bound(cte)}`
+  const at = (cte: string) => `(c.lo_at, c.lo_id) = ${keyOf(cte)}`
   let n = 'c.n'
   if (end) n = `(CASE WHEN ${at('be')} THEN (SELECT ce.n FROM ce) ELSE ${n} END)`
   if (start) n = `${n} - (CASE WHEN ${at('bs')} THEN (SELECT cs.n FROM cs) ELSE 0 END)`
@@ -166,7 +167,7 @@ function bucketPieces(given: readonly Numbered[]): {
     // Before the first bucket, no entry is below the start: the pieces start at the list's bottom.
     start &&
       `(c.lo_at, c.lo_id) >= (coalesce((SELECT bs.lo_at FROM bs), '-infinity'), coalesce((SELECT bs.lo_id FROM bs), ''))`,
-    end && `(c.lo_at, c.lo_id) <= ${bound('be')}`,
+    end && `(c.lo_at, c.lo_id) <= ${keyOf('be')}`,
     start && end && `${start} <= ${end}`,
   ].filter(Boolean)
   // The start's bucket is stepped from the start, the rest from their bounds.
