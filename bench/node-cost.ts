@@ -1,0 +1,130 @@
+/**
+ * Node's CPU a request, this build against another (`--against DIR`, a worktree of a commit, built),
+ * on the same pages of a seeded database's largest organization: each server in turn, identity and
+ * the shipped client's `Accept-Encoding`, in rounds that take turns (the order flips each round);
+ * req/s at saturation, Node's CPU a request (the server process, from /proc) and PostgreSQL's (the
+ * backends of its connections). A technique that moves Node's work into the database shows as both.
+ * `--profile DIR` writes a V8 CPU profile of each server run instead (one round).
+ *
+ *   npm run build && node --import tsx bench/node-cost.ts [DATABASE_URL] --against DIR
+ *     [--rounds 5] [--seconds 5] [--connections 16] [--pages customers-50,…]
+ */
+import { resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+import pg from 'pg'
+import { ACCEPT_ENCODING } from '../packages/client/src/transport.js'
+import { largestOrgWithKey } from './bench-org.js'
+import { httpLoad } from './load.js'
+import { backendPids, metered, quiesce } from './meter.js'
+import { runFromRoot } from './paths.js'
+import { startOpenbook } from './servers.js'
+
+runFromRoot()
+const { values, positionals } = parseArgs({
+  options: {
+    against: { type: 'string' },
+    rounds: { type: 'string', default: '5' },
+    seconds: { type: 'string', default: '5' },
+    connections: { type: 'string', default: '16' },
+    pages: { type: 'string' },
+    profile: { type: 'string' },
+  },
+  allowPositionals: true,
+})
+const url = positionals[0] ?? 'postgres://root@127.0.0.1:5432/openbook_bench_100k'
+
+/** The pages: a path and query of the public API, by name. */
+const PAGES: Record<string, string> = {
+  'customers-1': '/customers?limit=1',
+  'customers-50': '/customers?limit=50&offset=100',
+  'customers-100': '/customers?limit=100&offset=2000',
+  'appointments-50': '/appointments?limit=50&offset=100',
+  'appointments-status-50': '/appointments?limit=50&status=confirmed',
+}
+const pages = values.pages ? values.pages.split(',') : Object.keys(PAGES)
+for (const page of pages)
+  if (!PAGES[page]) throw new Error(`no page ${page}: ${Object.keys(PAGES).join(', ')}`)
+const builds = [
+  { name: 'this', dir: '.' },
+  ...(values.against ? [{ name: 'against', dir: values.against }] : []),
+]
+const encodings = ['identity', ACCEPT_ENCODING]
+const rounds = values.profile ? 1 : Number(values.rounds)
+
+const org = await largestOrgWithKey(url)
+const monitor = new pg.Client({ connectionString: url })
+await monitor.connect()
+type Figures = { rps: number; nodeUs: number; postgresUs: number }
+const results = new Map<string, Figures[]>()
+try {
+  for (let round = 1; round <= rounds; round++) {
+    const order = round % 2 === 1 ? builds : [...builds].reverse()
+    for (const build of order) {
+      const variant = values.profile
+        ? {
+            preload: resolve('bench/cpu-profile.mjs'),
+            env: { CPU_PROFILE_FILE: resolve(values.profile, `${build.name}.cpuprofile`) },
+          }
+        : {}
+      const target = await startOpenbook(`cost-${build.name}`, build.dir, url, variant)
+      const loads = pages.flatMap((page) =>
+        encodings.map((encoding) => ({
+          page,
+          encoding,
+          url: `${target.baseUrl}/api/public/v1${PAGES[page]}`,
+          headers: { authorization: `Bearer ${org.key}`, 'accept-encoding': encoding },
+          connections: Number(values.connections),
+        })),
+      )
+      try {
+        // Every page once before any is measured: V8's compiler threads count in the process's
+        // CPU, and a new server compiles its hot paths in its first seconds.
+        for (const load of loads) await httpLoad({ ...load, seconds: 1 })
+        for (const { page, encoding, ...load } of loads) {
+          await quiesce(monitor)
+          await httpLoad({ ...load, seconds: 1 })
+          const { result, usage } = await metered(
+            target.service.pid,
+            backendPids(monitor, `openbook-bench-cost-${build.name}`),
+            () => httpLoad({ ...load, seconds: Number(values.seconds) }),
+          )
+          if (result.failures > 0) throw new Error(`${build.name} ${page}: ${result.failures} failures`)
+          const perRequest = (percent: number) => (percent / 100 / result.rps) * 1e6
+          const figures = {
+            rps: result.rps,
+            nodeUs: perRequest(usage.serverCpu ?? 0),
+            postgresUs: perRequest(usage.postgresCpu),
+          }
+          const key = `${page}\t${encoding}\t${build.name}`
+          results.set(key, [...(results.get(key) ?? []), figures])
+          console.log(
+            `round ${round} ${build.name} ${page} ${encoding}: ${figures.rps.toFixed(0)} req/s, ` +
+              `Node ${figures.nodeUs.toFixed(0)} µs, PostgreSQL ${figures.postgresUs.toFixed(0)} µs a request`,
+          )
+        }
+      } finally {
+        await target.service.stop()
+      }
+    }
+  }
+} finally {
+  await monitor.end()
+  await org.revoke()
+}
+
+const median = (numbers: number[]) => {
+  const sorted = [...numbers].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN
+}
+console.log('\n| page | Accept-Encoding | build | req/s | Node µs/req | PostgreSQL µs/req |')
+console.log('| --- | --- | --- | ---: | ---: | ---: |')
+for (const [key, figures] of results) {
+  const [page, encoding, build] = key.split('\t')
+  const cell = (pick: (f: Figures) => number) => {
+    const all = figures.map(pick)
+    return `${median(all).toFixed(0)} (${Math.min(...all).toFixed(0)}-${Math.max(...all).toFixed(0)})`
+  }
+  console.log(
+    `| ${page} | ${encoding} | ${build} | ${cell((f) => f.rps)} | ${cell((f) => f.nodeUs)} | ${cell((f) => f.postgresUs)} |`,
+  )
+}
