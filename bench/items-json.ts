@@ -1,9 +1,12 @@
 /**
  * Node's cost of a page's rows in one process: pg making the rows of a real page (the largest
- * organization's, read once as PostgreSQL's text) and `itemsJson` writing them as items, against
- * the serializer it replaced (every row's NULLs set to undefined in place, then one
- * JSON.stringify of the rows). Interleaved batches, median and quartiles of each; both write the
- * same bytes (checked).
+ * organization's, read once as PostgreSQL's text), `itemsJson` writing them as items (the NULLs set
+ * to undefined in place, one JSON.stringify of the rows), and a writer that was weighed and not
+ * kept: member by member, each row's columns in the item's order, a string quoted as it is unless
+ * a character needs escaping. Each answer is made bytes (`Buffer.from`), as the server must before
+ * it hashes, compresses or sends it: a string built by appending is a rope, and its bytes cost
+ * what the appending saved. Interleaved batches, median and quartiles; both write the same bytes
+ * (checked).
  *
  *   node --import tsx bench/items-json.ts [DATABASE_URL] [--batches 40]
  */
@@ -12,7 +15,13 @@ import pg from 'pg'
 import { appointmentsPage } from '../src/queries/appointments.js'
 import { customersPage } from '../src/queries/customers.js'
 import { isoFromPostgres, itemsJson } from '../src/queries/page-rows.js'
-import { type PageStatement, pageParams } from '../src/queries/page-statement.js'
+import {
+  type ItemField,
+  itemFieldsOf,
+  type PageStatement,
+  pageParams,
+} from '../src/queries/page-statement.js'
+import { APPOINTMENT, CUSTOMER } from '../src/schemas/descriptions.js'
 import { READER_SETTINGS } from './sql.js'
 
 const { values, positionals } = parseArgs({
@@ -21,20 +30,55 @@ const { values, positionals } = parseArgs({
 })
 const url = positionals[0] ?? 'postgres://root@127.0.0.1:5432/openbook_bench_100k'
 
-/** The serializer `itemsJson` replaced: the rows changed in place, then one JSON.stringify. */
-function itemsByStringify(rows: Record<string, unknown>[], statement: PageStatement): string {
-  for (const row of rows) {
-    row.total = undefined
-    row.version = undefined
-    row.latest = undefined
-    row.org = undefined
-    for (const column of statement.itemColumns) {
+/** A column as the member-by-member writer writes it. */
+interface Column {
+  readonly key: string
+  readonly name: string
+  readonly member: string
+  readonly nullable: boolean
+  readonly timestamp: boolean
+}
+
+const columnsOf = (fields: readonly ItemField[]): readonly Column[] =>
+  fields.map(({ key, nullable, rows }) => ({
+    key,
+    name: `"${key}":`,
+    member: `,"${key}":`,
+    nullable: nullable === true,
+    timestamp: rows?.timestamp === true,
+  }))
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it finds
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/
+
+function jsonValue(value: unknown): string {
+  if (typeof value === 'string') return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : `"${value}"`
+  return typeof value === 'number' || typeof value === 'boolean' ? String(value) : JSON.stringify(value)
+}
+
+/** The writer weighed: the items member by member, appended to and never sliced. */
+function itemsByMembers(rows: readonly Record<string, unknown>[], columns: readonly Column[]): string {
+  let items = ''
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i] as Record<string, unknown>
+    let item = i === 0 ? '{' : ',{'
+    let first = true
+    for (const column of columns) {
       const value = row[column.key]
-      if (value === null && !column.nullable) row[column.key] = undefined
-      else if (column.timestamp && typeof value === 'string') row[column.key] = isoFromPostgres(value)
+      let json: string
+      if (value === null || value === undefined) {
+        if (!column.nullable) continue
+        json = 'null'
+      } else {
+        json =
+          column.timestamp && typeof value === 'string' ? `"${isoFromPostgres(value)}"` : jsonValue(value)
+      }
+      item += (first ? column.name : column.member) + json
+      first = false
     }
+    items += `${item}}`
   }
-  return JSON.stringify(rows).slice(1, -1)
+  return items
 }
 
 /** A result as PostgreSQL sent it: its fields and each row's text, for pg to parse again and again. */
@@ -45,17 +89,19 @@ interface Raw {
 
 const client = new pg.Client({ connectionString: url })
 await client.connect()
-const raw = new Map<string, { statement: PageStatement; raw: Raw }>()
+const raw = new Map<string, { statement: PageStatement; columns: readonly Column[]; raw: Raw }>()
 try {
   const [largest] = (
     await client.query<{ org_id: string }>('SELECT org_id FROM customer_counts ORDER BY n DESC LIMIT 1')
   ).rows
   if (!largest) throw new Error(`${url} holds no customers`)
   const asText = { getTypeParser: () => (text: string) => text }
-  for (const [name, statement, limit] of [
-    ['customers, 50', customersPage(largest.org_id), 50],
-    ['customers, 100', customersPage(largest.org_id), 100],
-    ['appointments, 50', appointmentsPage(largest.org_id, {}), 50],
+  const customers = columnsOf(itemFieldsOf(CUSTOMER))
+  const appointments = columnsOf(itemFieldsOf(APPOINTMENT))
+  for (const [name, statement, columns, limit] of [
+    ['customers, 50', customersPage(largest.org_id), customers, 50],
+    ['customers, 100', customersPage(largest.org_id), customers, 100],
+    ['appointments, 50', appointmentsPage(largest.org_id, {}), appointments, 50],
   ] as const) {
     await client.query(`BEGIN; ${READER_SETTINGS}`)
     await client.query("SELECT set_config('openbook.org_id', $1, true)", [largest.org_id])
@@ -66,7 +112,7 @@ try {
       types: asText,
     })
     await client.query('COMMIT')
-    raw.set(name, { statement, raw: { fields: result.fields, rows: result.rows } })
+    raw.set(name, { statement, columns, raw: { fields: result.fields, rows: result.rows } })
   }
 } finally {
   await client.end()
@@ -89,15 +135,19 @@ function pgRows({ fields, rows }: Raw): Record<string, unknown>[] {
 }
 
 const median = (sorted: number[], at = 0.5) => sorted[Math.floor((sorted.length - 1) * at)] ?? Number.NaN
-console.log('| page | rows | rows + JSON.stringify | rows + itemsJson | items alone: before → after |')
-console.log('| --- | ---: | ---: | ---: | ---: |')
-for (const [name, { statement, raw: page }] of raw) {
-  if (itemsJson(pgRows(page), statement) !== itemsByStringify(pgRows(page), statement))
-    throw new Error(`${name}: the two serializers differ`)
+console.log(
+  '| page | rows | rows + `itemsJson` | rows + member by member | the items alone, as bytes | as strings |',
+)
+console.log('| --- | ---: | ---: | ---: | ---: | ---: |')
+for (const [name, { statement, columns, raw: page }] of raw) {
+  if (itemsJson(pgRows(page), statement) !== itemsByMembers(pgRows(page), columns))
+    throw new Error(`${name}: the two writers differ`)
   const variants: [string, () => unknown][] = [
     ['rows', () => pgRows(page)],
-    ['stringify', () => itemsByStringify(pgRows(page), statement)],
-    ['itemsJson', () => itemsJson(pgRows(page), statement)],
+    ['itemsJson', () => Buffer.from(itemsJson(pgRows(page), statement))],
+    ['members', () => Buffer.from(itemsByMembers(pgRows(page), columns))],
+    ['itemsJson string', () => itemsJson(pgRows(page), statement)],
+    ['members string', () => itemsByMembers(pgRows(page), columns)],
   ]
   const times = new Map<string, number[]>(variants.map(([variant]) => [variant, []]))
   for (const [, run] of variants) for (let i = 0; i < 2000; i++) run()
@@ -113,8 +163,10 @@ for (const [name, { statement, raw: page }] of raw) {
     return `${median(all).toFixed(0)} (${median(all, 0.25).toFixed(0)}-${median(all, 0.75).toFixed(0)})`
   }
   const rows = median(sorted('rows'))
+  const alone = (a: string, b: string) =>
+    `${(median(sorted(a)) - rows).toFixed(0)} → ${(median(sorted(b)) - rows).toFixed(0)} µs`
   console.log(
-    `| ${name} | ${cell('rows')} | ${cell('stringify')} | ${cell('itemsJson')} | ` +
-      `${(median(sorted('stringify')) - rows).toFixed(0)} → ${(median(sorted('itemsJson')) - rows).toFixed(0)} µs |`,
+    `| ${name} | ${cell('rows')} | ${cell('itemsJson')} | ${cell('members')} | ` +
+      `${alone('itemsJson', 'members')} | ${alone('itemsJson string', 'members string')} |`,
   )
 }

@@ -4,10 +4,12 @@
  * the shipped client's `Accept-Encoding`, in rounds that take turns (the order flips each round);
  * req/s at saturation, Node's CPU a request (the server process, from /proc) and PostgreSQL's (the
  * backends of its connections). A technique that moves Node's work into the database shows as both.
+ * `--together` loads the builds at the same time, each through its own connections, so that the
+ * machine's other work falls on both alike (their ratio, round by round, is the figure to read).
  * `--profile DIR` writes a V8 CPU profile of each server run instead (one round).
  *
  *   npm run build && node --import tsx bench/node-cost.ts [DATABASE_URL] --against DIR
- *     [--rounds 5] [--seconds 5] [--connections 16] [--pages customers-50,…]
+ *     [--rounds 5] [--seconds 5] [--connections 16] [--pages customers-50,…] [--together]
  */
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -17,7 +19,7 @@ import { largestOrgWithKey } from './bench-org.js'
 import { httpLoad } from './load.js'
 import { backendPids, metered, quiesce } from './meter.js'
 import { runFromRoot } from './paths.js'
-import { startOpenbook } from './servers.js'
+import { startOpenbook, type Target } from './servers.js'
 
 runFromRoot()
 const { values, positionals } = parseArgs({
@@ -28,6 +30,7 @@ const { values, positionals } = parseArgs({
     connections: { type: 'string', default: '16' },
     pages: { type: 'string' },
     profile: { type: 'string' },
+    together: { type: 'boolean', default: false },
   },
   allowPositionals: true,
 })
@@ -55,55 +58,98 @@ const org = await largestOrgWithKey(url)
 const monitor = new pg.Client({ connectionString: url })
 await monitor.connect()
 type Figures = { rps: number; nodeUs: number; postgresUs: number }
+/** Each page's figures by build, a list of one entry a round. */
 const results = new Map<string, Figures[]>()
+const keyOf = (page: string, encoding: string, build: string) => `${page}\t${encoding}\t${build}`
+
+interface Running {
+  readonly build: (typeof builds)[number]
+  readonly target: Target
+}
+
+async function start(build: (typeof builds)[number]): Promise<Running> {
+  // OPS_PORT 0: each server's operations listener on a free port of its own.
+  const variant = values.profile
+    ? {
+        preload: resolve('bench/cpu-profile.mjs'),
+        env: { OPS_PORT: '0', CPU_PROFILE_FILE: resolve(values.profile, `${build.name}.cpuprofile`) },
+      }
+    : { env: { OPS_PORT: '0' } }
+  return { build, target: await startOpenbook(`cost-${build.name}`, build.dir, url, variant) }
+}
+
+const loadOf = ({ target }: Running, page: string, encoding: string) => ({
+  url: `${target.baseUrl}/api/public/v1${PAGES[page]}`,
+  headers: { authorization: `Bearer ${org.key}`, 'accept-encoding': encoding },
+  connections: Number(values.connections),
+})
+
+/**
+ * Every page once before any is measured: V8's compiler threads count in the process's CPU, and a
+ * new server compiles its hot paths in its first seconds.
+ */
+async function warm(running: Running): Promise<void> {
+  for (const page of pages)
+    for (const encoding of encodings) await httpLoad({ ...loadOf(running, page, encoding), seconds: 1 })
+}
+
+async function measure(running: Running, page: string, encoding: string, round: number): Promise<void> {
+  const { build, target } = running
+  const load = loadOf(running, page, encoding)
+  const { result, usage } = await metered(
+    target.service.pid,
+    backendPids(monitor, `openbook-bench-cost-${build.name}`),
+    () => httpLoad({ ...load, seconds: Number(values.seconds) }),
+  )
+  if (result.failures > 0) throw new Error(`${build.name} ${page}: ${result.failures} failures`)
+  const perRequest = (percent: number) => (percent / 100 / result.rps) * 1e6
+  const figures = {
+    rps: result.rps,
+    nodeUs: perRequest(usage.serverCpu ?? 0),
+    postgresUs: perRequest(usage.postgresCpu),
+  }
+  const key = keyOf(page, encoding, build.name)
+  results.set(key, [...(results.get(key) ?? []), figures])
+  console.log(
+    `round ${round} ${build.name} ${page} ${encoding}: ${figures.rps.toFixed(0)} req/s, ` +
+      `Node ${figures.nodeUs.toFixed(0)} µs, PostgreSQL ${figures.postgresUs.toFixed(0)} µs a request`,
+  )
+}
+
 try {
   for (let round = 1; round <= rounds; round++) {
     const order = round % 2 === 1 ? builds : [...builds].reverse()
-    for (const build of order) {
-      const variant = values.profile
-        ? {
-            preload: resolve('bench/cpu-profile.mjs'),
-            env: { CPU_PROFILE_FILE: resolve(values.profile, `${build.name}.cpuprofile`) },
-          }
-        : {}
-      const target = await startOpenbook(`cost-${build.name}`, build.dir, url, variant)
-      const loads = pages.flatMap((page) =>
-        encodings.map((encoding) => ({
-          page,
-          encoding,
-          url: `${target.baseUrl}/api/public/v1${PAGES[page]}`,
-          headers: { authorization: `Bearer ${org.key}`, 'accept-encoding': encoding },
-          connections: Number(values.connections),
-        })),
-      )
+    if (values.together) {
+      // All builds loaded at once, each through its own connections: a burst of other work on the
+      // machine falls on all of them in the same seconds, and their ratio stays.
+      const running = await Promise.all(order.map(start))
       try {
-        // Every page once before any is measured: V8's compiler threads count in the process's
-        // CPU, and a new server compiles its hot paths in its first seconds.
-        for (const load of loads) await httpLoad({ ...load, seconds: 1 })
-        for (const { page, encoding, ...load } of loads) {
-          await quiesce(monitor)
-          await httpLoad({ ...load, seconds: 1 })
-          const { result, usage } = await metered(
-            target.service.pid,
-            backendPids(monitor, `openbook-bench-cost-${build.name}`),
-            () => httpLoad({ ...load, seconds: Number(values.seconds) }),
-          )
-          if (result.failures > 0) throw new Error(`${build.name} ${page}: ${result.failures} failures`)
-          const perRequest = (percent: number) => (percent / 100 / result.rps) * 1e6
-          const figures = {
-            rps: result.rps,
-            nodeUs: perRequest(usage.serverCpu ?? 0),
-            postgresUs: perRequest(usage.postgresCpu),
+        for (const each of running) await warm(each)
+        for (const page of pages)
+          for (const encoding of encodings) {
+            await quiesce(monitor)
+            await Promise.all(
+              running.map((each) => httpLoad({ ...loadOf(each, page, encoding), seconds: 1 })),
+            )
+            await Promise.all(running.map((each) => measure(each, page, encoding, round)))
           }
-          const key = `${page}\t${encoding}\t${build.name}`
-          results.set(key, [...(results.get(key) ?? []), figures])
-          console.log(
-            `round ${round} ${build.name} ${page} ${encoding}: ${figures.rps.toFixed(0)} req/s, ` +
-              `Node ${figures.nodeUs.toFixed(0)} µs, PostgreSQL ${figures.postgresUs.toFixed(0)} µs a request`,
-          )
-        }
       } finally {
-        await target.service.stop()
+        await Promise.all(running.map(({ target }) => target.service.stop()))
+      }
+      continue
+    }
+    for (const build of order) {
+      const running = await start(build)
+      try {
+        await warm(running)
+        for (const page of pages)
+          for (const encoding of encodings) {
+            await quiesce(monitor)
+            await httpLoad({ ...loadOf(running, page, encoding), seconds: 1 })
+            await measure(running, page, encoding, round)
+          }
+      } finally {
+        await running.target.service.stop()
       }
     }
   }
@@ -127,4 +173,23 @@ for (const [key, figures] of results) {
   console.log(
     `| ${page} | ${encoding} | ${build} | ${cell((f) => f.rps)} | ${cell((f) => f.nodeUs)} | ${cell((f) => f.postgresUs)} |`,
   )
+}
+
+if (builds.length === 2) {
+  console.log(
+    '\n| page | Accept-Encoding | this ÷ against, Node µs/req: median of the rounds (range) | PostgreSQL µs/req |',
+  )
+  console.log('| --- | --- | ---: | ---: |')
+  for (const page of pages)
+    for (const encoding of encodings) {
+      const mine = results.get(keyOf(page, encoding, 'this')) ?? []
+      const theirs = results.get(keyOf(page, encoding, 'against')) ?? []
+      const ratios = (pick: (f: Figures) => number) =>
+        mine.map((figures, round) => pick(figures) / pick(theirs[round] ?? figures))
+      const cell = (all: number[]) =>
+        `${median(all).toFixed(2)} (${Math.min(...all).toFixed(2)}-${Math.max(...all).toFixed(2)})`
+      console.log(
+        `| ${page} | ${encoding} | ${cell(ratios((f) => f.nodeUs))} | ${cell(ratios((f) => f.postgresUs))} |`,
+      )
+    }
 }

@@ -1,6 +1,5 @@
 import { itemFields, nullInItem, type ResourceDescription } from '../schemas/descriptions.js'
 import { techniques } from '../techniques.js'
-import { type ItemColumn, itemColumns } from './page-rows.js'
 import { indexCount, iso, tenantCondition } from './sql.js'
 
 // The page statement's compiler: a list's parts (table, conditions, order, pieces) made into the
@@ -156,8 +155,10 @@ export interface PageSql {
   readonly jsonText: string
   /** The total alone. */
   readonly countText: string
-  /** The rows form's columns as the items write them (`itemsJson`). */
-  readonly itemColumns: readonly ItemColumn[]
+  /** The fields left out of an item when NULL (every field but those written as null). */
+  readonly omittedWhenNull: readonly string[]
+  /** The timestamps among the rows' columns, which Node writes as ISO. */
+  readonly timestamps: readonly string[]
 }
 
 /** A page's SQL with the values of its conditions' parameters. */
@@ -221,7 +222,9 @@ export function pageSql(parts: PageStatementParts): PageSql {
       SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${order}), '')
       ${rows}) AS items
     FROM v LEFT JOIN t ON true`
-  return { rowsText, jsonText, countText, itemColumns: itemColumns(parts.fields) }
+  const omittedWhenNull = parts.fields.filter((field) => !field.nullable).map((field) => field.key)
+  const timestamps = parts.fields.filter((field) => field.rows?.timestamp).map((field) => field.key)
+  return { rowsText, jsonText, countText, omittedWhenNull, timestamps }
 }
 
 /** A page's rows (each a whole row of the table), and the CTEs they need after the total's `t`. */
