@@ -76,24 +76,36 @@ export class RoundTripTimeout extends Error {
   }
 }
 
-/** `work`, or a timeout error after `ms`; what `work` yields after that goes to `abandon`. */
+/**
+ * `work`, or a timeout error after `ms`; what `work` yields after that goes to `abandon`. The
+ * deadline is judged after the input that came before it: an event loop held up past the deadline
+ * (a crowd of requests on a busy machine) runs its timers before it reads its sockets, and would
+ * otherwise call an answer that arrived in time a database that did not answer. So the timer only
+ * asks, and the check after the loop's next read of its sockets (`setImmediate`) decides.
+ */
 export function within<T>(work: Promise<T>, ms: number, abandon: (value: T) => void): Promise<T> {
   let timer: NodeJS.Timeout | undefined
   let late = false
+  let settled = false
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => {
-        late = true
-        reject(new RoundTripTimeout())
-      },
+      () =>
+        setImmediate(() => {
+          if (settled) return
+          late = true
+          reject(new RoundTripTimeout())
+        }),
       Math.max(1, ms),
     )
   })
   work.then(
     (value) => {
+      settled = true
       if (late) abandon(value)
     },
-    () => undefined,
+    () => {
+      settled = true
+    },
   )
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer))
 }
