@@ -554,63 +554,68 @@ describe.skipIf(!postgresAvailable())('the salon software writing beside openboo
     expect(await bucketFaults(store)).toEqual([])
   })
 
-  it('folds a bulk write of one transaction at most twice a list, at its commit, leaving nothing pending', async () => {
-    const client = new pg.Client({ connectionString: url() })
-    await client.connect()
-    // The calls of the fold's functions by one statement's transaction: its deferred folds run at
-    // SET CONSTRAINTS ALL IMMEDIATE, as they would at its commit, and are counted before it ends.
-    const foldCalls = async (statement: string): Promise<Record<string, number>> => {
-      const read = async () => {
-        const { rows } = await client.query<{ funcname: string; calls: number }>(
-          `SELECT funcname, calls::int FROM pg_stat_xact_user_functions
+  it(
+    'folds a bulk write of one transaction at most twice a list, at its commit, leaving nothing pending',
+    async () => {
+      const client = new pg.Client({ connectionString: url() })
+      await client.connect()
+      // The calls of the fold's functions by one statement's transaction: its deferred folds run at
+      // SET CONSTRAINTS ALL IMMEDIATE, as they would at its commit, and are counted before it ends.
+      const foldCalls = async (statement: string): Promise<Record<string, number>> => {
+        const read = async () => {
+          const { rows } = await client.query<{ funcname: string; calls: number }>(
+            `SELECT funcname, calls::int FROM pg_stat_xact_user_functions
            WHERE funcname IN ('list_fold', 'list_build', 'list_apply')`,
+          )
+          return new Map(rows.map((row) => [row.funcname, row.calls]))
+        }
+        await client.query('BEGIN')
+        const before = await read()
+        await client.query(statement)
+        await client.query('SET CONSTRAINTS ALL IMMEDIATE')
+        const after = await read()
+        await client.query('COMMIT')
+        return Object.fromEntries(
+          [...after].map(([name, n]) => [name, n - (before.get(name) ?? 0)]).filter(([, n]) => n !== 0),
         )
-        return new Map(rows.map((row) => [row.funcname, row.calls]))
       }
-      await client.query('BEGIN')
-      const before = await read()
-      await client.query(statement)
-      await client.query('SET CONSTRAINTS ALL IMMEDIATE')
-      const after = await read()
-      await client.query('COMMIT')
-      return Object.fromEntries(
-        [...after].map(([name, n]) => [name, n - (before.get(name) ?? 0)]).filter(([, n]) => n !== 0),
-      )
-    }
-    const flipStatus = (where: string) =>
-      `UPDATE appointments SET status = CASE status WHEN 'confirmed' THEN 'completed' ELSE 'confirmed' END
+      const flipStatus = (where: string) =>
+        `UPDATE appointments SET status = CASE status WHEN 'confirmed' THEN 'completed' ELSE 'confirmed' END
        WHERE org_id = 'org_bulk' AND ${where}`
-    try {
-      await client.query(`SET track_functions = 'pl'`)
-      await client.query(`INSERT INTO organizations (id, name, plan) VALUES ('org_bulk', 'Bulk', 'free')`)
-      await client.query(
-        `INSERT INTO staff (org_id, id) SELECT 'org_bulk', 'stf_' || g FROM generate_series(0, 2) g`,
-      )
-      // A new organization's first 30,000 appointments, in one statement and one transaction:
-      // about 58 of its changes ask for a fold. The first finds no buckets and builds the list
-      // from its rows; the second takes what is left; the others are skipped.
-      expect(
-        await foldCalls(
-          `INSERT INTO appointments (org_id, id, staff_id, start_at, end_at, status, is_active, created_at, updated_at)
+      try {
+        await client.query(`SET track_functions = 'pl'`)
+        await client.query(`INSERT INTO organizations (id, name, plan) VALUES ('org_bulk', 'Bulk', 'free')`)
+        await client.query(
+          `INSERT INTO staff (org_id, id) SELECT 'org_bulk', 'stf_' || g FROM generate_series(0, 2) g`,
+        )
+        // A new organization's first 30,000 appointments, in one statement and one transaction:
+        // about 58 of its changes ask for a fold. The first finds no buckets and builds the list
+        // from its rows; the second takes what is left; the others are skipped.
+        expect(
+          await foldCalls(
+            `INSERT INTO appointments (org_id, id, staff_id, start_at, end_at, status, is_active, created_at, updated_at)
            SELECT 'org_bulk', 'apt_' || g, 'stf_' || (g % 3), t, t + interval '1 hour',
                   (ARRAY['scheduled', 'confirmed', 'completed'])[1 + g % 3], true, now(), now()
            FROM generate_series(1, 30000) g, LATERAL (SELECT timestamptz '2026-01-01' + g * interval '7 minutes' AS t) x`,
-        ),
-      ).toEqual({ list_fold: 2, list_build: 1 })
-      // A third of their statuses at once, 20,000 changes: the first fold places 5,000, the
-      // second, with fewer changes left than half the list's entries, the rest.
-      expect(await foldCalls(flipStatus(`status = 'confirmed'`))).toEqual({ list_fold: 2, list_apply: 2 })
-      // All of them, 60,000 changes: after the first 5,000, the list is counted again from its rows.
-      expect(await foldCalls(flipStatus('true'))).toEqual({ list_fold: 2, list_apply: 1, list_build: 1 })
-      const { rows } = await client.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM list_changes WHERE org_id = 'org_bulk'`,
-      )
-      expect(rows[0]?.n).toBe(0)
-    } finally {
-      await client.end()
-    }
-    expect(await bucketFaults(store)).toEqual([])
-  })
+          ),
+        ).toEqual({ list_fold: 2, list_build: 1 })
+        // A third of their statuses at once, 20,000 changes: the first fold places 5,000, the
+        // second, with fewer changes left than half the list's entries, the rest.
+        expect(await foldCalls(flipStatus(`status = 'confirmed'`))).toEqual({ list_fold: 2, list_apply: 2 })
+        // All of them, 60,000 changes: after the first 5,000, the list is counted again from its rows.
+        expect(await foldCalls(flipStatus('true'))).toEqual({ list_fold: 2, list_apply: 1, list_build: 1 })
+        const { rows } = await client.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM list_changes WHERE org_id = 'org_bulk'`,
+        )
+        expect(rows[0]?.n).toBe(0)
+      } finally {
+        await client.end()
+      }
+      expect(await bucketFaults(store)).toEqual([])
+      // 110,000 rows written: 11 s alone on 2 cores, over 30 s beside two other test files.
+    },
+    patience(120_000),
+  )
 
   it("lets a member of openbook_writer write customers and appointments of any organization, with the lists kept, and read none of openbook's keys or lists", async () => {
     const writer = new pg.Client({ connectionString: url().replace('root@', `${writerRole.name}@`) })
