@@ -126,6 +126,12 @@ export async function leavePending(client: pg.Client, org: string, changes: numb
 }
 
 /**
+ * Which rows the pending changes are of: `random` ones, spread over the whole list, or the
+ * `newest` in the list's order, as new bookings and the day's status changes are.
+ */
+export type PendingRows = 'random' | 'newest'
+
+/**
  * `org`'s `list` folded, then `changes` changes left pending beside it: rows moved by `interval`
  * (each move two changes: the entry out and in again), written where no fold runs (REPEATABLE
  * READ). By a microsecond, a row stays on its page, in its date ranges and in its status.
@@ -136,16 +142,19 @@ export async function leaveMovesPending(
   list: 'customers' | 'appointments',
   changes: number,
   interval: string,
+  rows: PendingRows = 'random',
 ): Promise<void> {
+  const at = list === 'customers' ? 'created_at' : 'start_at'
   const set =
     list === 'customers'
       ? 'created_at = created_at + $3::interval'
       : 'start_at = start_at + $3::interval, end_at = end_at + $3::interval'
+  const order = rows === 'random' ? 'random()' : `${at} DESC, id DESC`
   await client.query(`SELECT list_fold($1, $2, true, NULL)`, [org, list])
   await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ')
   await client.query(
     `UPDATE ${list} SET ${set}
-     WHERE org_id = $1 AND id IN (SELECT id FROM ${list} WHERE org_id = $1 AND is_active ORDER BY random() LIMIT $2)`,
+     WHERE org_id = $1 AND id IN (SELECT id FROM ${list} WHERE org_id = $1 AND is_active ORDER BY ${order} LIMIT $2)`,
     [org, Math.floor(changes / 2), interval],
   )
   await client.query('COMMIT')

@@ -10,7 +10,8 @@
  *
  * PAGE_TIMINGS_PENDING=n first folds the organization's appointments and customers, then leaves n
  * changes pending beside each list, as many as readers meet between two folds. It writes to the
- * database.
+ * database. PAGE_TIMINGS_ROWS=newest leaves them on the newest rows of each list (moved by a
+ * microsecond), as new bookings and the day's status changes are, instead of random rows.
  *
  * PAGE_TIMINGS_AGAINST=dir times another checkout's statements too (a worktree of another commit,
  * with its node_modules), each run in turn with this tree's: `this ms (that ms)` at each offset.
@@ -32,10 +33,14 @@ try {
   if (!largest) throw new Error(`${database} holds no customers`)
   const org = largest.org_id
   const pending = Number(process.env.PAGE_TIMINGS_PENDING ?? 0)
-  if (pending > 0) {
+  const rows = process.env.PAGE_TIMINGS_ROWS ?? 'random'
+  if (rows !== 'random' && rows !== 'newest') throw new Error('PAGE_TIMINGS_ROWS: random or newest')
+  if (pending > 0 && rows === 'random') {
     await leavePending(client, org, pending)
     await leaveMovesPending(client, org, 'customers', pending, '1 day')
-  }
+  } else if (pending > 0)
+    for (const list of ['customers', 'appointments'] as const)
+      await leaveMovesPending(client, org, list, pending, '1 microsecond', rows)
   const daysAgo = (days: number) => new Date(Date.now() - days * DAY).toISOString()
   const [start, end] = process.env.PAGE_TIMINGS_DATES?.split(',') ?? []
   const range = (from: number, to: number): [string, string] => [start ?? daysAgo(from), end ?? daysAgo(to)]

@@ -12,9 +12,12 @@
  * lists (both folded first, then rows moved by a microsecond in `REPEATABLE READ`,
  * bench/page-times.ts), as many as readers meet between two folds; while they
  * are measured, the bench holds the lock of the server's background fold, so that they stay.
+ * `--pending-rows newest`: the changes of the newest rows in each list's order (new bookings, the
+ * day's status changes) instead of random rows spread over it.
  *
  *   npm run build && npm run bench:shapes -- [--shapes spread,instant,ninety,sparse] [--duration 3]
- *     [--connections 16] [--shape-size 300000,600000] [--only cus-l,apt-l] [--pending 0,1000,5000] [--write]
+ *     [--connections 16] [--shape-size 300000,600000] [--only cus-l,apt-l] [--pending 0,1000,5000]
+ *     [--pending-rows random|newest] [--write]
  *
  * `--write` puts the table into bench/RESULTS.md between the postgres-shapes markers.
  */
@@ -24,7 +27,7 @@ import pg from 'pg'
 import { type DataSet, databaseUrl } from './data.js'
 import { halfLoad, type LoadSettings, saturate, warmServer } from './measure.js'
 import { assertLoopbackUrl, parseCrowd, SCALES, SHAPE_OPTIONS, shapeLoadSettings } from './options.js'
-import { leaveMovesPending, pendingOf } from './page-times.js'
+import { leaveMovesPending, type PendingRows, pendingOf } from './page-times.js'
 import { runFromRoot } from './paths.js'
 import { prepareMixes } from './prepared-mixes.js'
 import { killAll, loadAverageText } from './proc.js'
@@ -38,6 +41,7 @@ const { values } = parseArgs({
     ...SHAPE_OPTIONS,
     only: { type: 'string', default: 'cus-l,apt-l' },
     pending: { type: 'string', default: '0,1000,5000' },
+    'pending-rows': { type: 'string', default: 'random' },
     pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://root@127.0.0.1:5432' },
   },
 })
@@ -50,6 +54,10 @@ const TARGET_P50_MS = 5
 const pendingLevels = values.pending.split(',').map(Number)
 if (pendingLevels.some((n) => !Number.isInteger(n) || n < 0))
   throw new Error('--pending: whole numbers of changes, comma-separated')
+const pendingRows: PendingRows = ((rows) => {
+  if (rows === 'random' || rows === 'newest') return rows
+  throw new Error('--pending-rows: random (spread over the list) or newest')
+})(values['pending-rows'])
 /** The advisory lock `list_fold_pending()` takes: held, the server's background fold skips its turn. */
 const FOLD_LOCK = "hashtext('openbook.list_fold_pending'), 0"
 
@@ -62,7 +70,7 @@ async function leaveChanges(admin: pg.Client, org: string, changes: number): Pro
   // Moves by a microsecond: every page, total and date range the mixes ask for stays as it was.
   if (changes > 0)
     for (const list of ['customers', 'appointments'] as const)
-      await leaveMovesPending(admin, org, list, changes, '1 microsecond')
+      await leaveMovesPending(admin, org, list, changes, '1 microsecond', pendingRows)
   return `${await pendingOf(admin, org, 'customers')} / ${await pendingOf(admin, org)}`
 }
 
@@ -136,11 +144,11 @@ killAll()
 const loadAfter = loadAverageText()
 
 const table = [
-  `\`npm run bench:shapes -- --shapes ${values.shapes} --duration ${values.duration} --pending ${values.pending}\`: openbook (the built ` +
+  `\`npm run bench:shapes -- --shapes ${values.shapes} --duration ${values.duration} --pending ${values.pending} --pending-rows ${pendingRows}\`: openbook (the built ` +
     `server) on PostgreSQL, the 100k scale with a crowd of ${values['shape-size'].replace(',', ' customers and ')} ` +
     `appointments at each shape as its largest organization; each of the crowd's pages at saturation ` +
     `(${settings.connections} connections, ${settings.duration} s after 1 s of warm-up), then at half that rate, ` +
-    `evenly paced; with ${values.pending.replaceAll(',', ', ')} changes pending in each of its lists (folds held off); ` +
+    `evenly paced; with ${values.pending.replaceAll(',', ', ')} changes pending in each of its lists (folds held off), of ${pendingRows === 'random' ? 'random rows' : 'its newest rows'}; ` +
     `${cpus().length} cores, load average (1, 5, 15 min) ${loadBefore} before, ${loadAfter} after. ` +
     `Target: p50 at half load ≤ ${TARGET_P50_MS} ms; ${missed === 0 ? 'every page is within it' : `${missed} of ${rows.length} pages are not`}.`,
   '',

@@ -351,12 +351,29 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
   // page steps over at most that piece's entries.
   const inserted = '(SELECT v.inserted FROM v)'
   const pendingWhere = `${changesOf(parts)} AND (${countedOf(parts)})`
-  const pendingFrom = (bound: string, side: '>=' | '<') =>
-    `(SELECT coalesce(sum(p.delta), 0) FROM ${pendingWhere} AND (p.at, p.id) ${side} ${bound})`
-  // Inside a piece: from its bound up to the next piece's (`candidates`), both ends in the
-  // index's condition (bare values: an expression there is kept out of it by row-level security).
-  const inside = `(SELECT coalesce(sum(p.delta), 0) FROM ${pendingWhere}
-        AND (p.at, p.id) >= (w.lo_at, w.lo_id) AND (p.at, p.id) < (w.hi_at, w.hi_id))`
+  /**
+   * The sum of the pending changes from the key `lo` up to `hi` (`[at, id]`, bare values in the
+   * index's condition: an expression there is kept out of it by row-level security; no key: open
+   * on that side). A range whose times leave out all the list's changes, or take them all, is not
+   * read again (`e`: the earliest and latest change's time, the first and last entry of their
+   * index, read only by a sought page): new bookings and the day's status changes lie above every
+   * deep page's pieces.
+   */
+  const pendingIn = (lo?: readonly [string, string], hi?: readonly [string, string]) => {
+    const within = [lo && `(p.at, p.id) >= (${lo.join(', ')})`, hi && `(p.at, p.id) < (${hi.join(', ')})`]
+    const none = ['e.lowest IS NULL', lo && `${lo[0]} > e.highest`, hi && `${hi[0]} < e.lowest`]
+    const all = [lo && `${lo[0]} < e.lowest`, hi && `${hi[0]} > e.highest`]
+    const join = (conditions: (string | undefined)[], by: string) => conditions.filter(Boolean).join(by)
+    return `(SELECT CASE WHEN ${join(none, ' OR ')} THEN 0 WHEN ${join(all, ' AND ')} THEN v.pending
+             ELSE (SELECT coalesce(sum(p.delta), 0) FROM ${pendingWhere} AND ${join(within, ' AND ')}) END
+             FROM v, e)`
+  }
+  const end = (direction: 'ASC' | 'DESC') =>
+    `(SELECT p.at FROM ${changesOf(parts)} ORDER BY p.at ${direction}, p.id ${direction} LIMIT 1)`
+  const ends = `e AS MATERIALIZED (SELECT ${end('ASC')} AS lowest, ${end('DESC')} AS highest)`
+  const bound = ['w.lo_at', 'w.lo_id'] as const
+  // Inside a piece: from its bound up to the next piece's (`candidates`).
+  const inside = pendingIn(bound, ['w.hi_at', 'w.hi_id'])
   const bottom = parts.bottom ?? `'-infinity'::timestamptz, ''`
   /**
    * The pieces summed as folded in `direction`, `through` each one, from the first that may hold
@@ -381,7 +398,7 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
   // enough, the list's bottom, `total - 1 - offset` entries below it.
   const newestFirst = `(SELECT w.from_at, w.from_id, w.exact - 1 - ${offset} AS skip
       FROM (SELECT w.lo_at, w.lo_id, w.from_at, w.from_id,
-                   w.through + sum(CASE WHEN w.first THEN ${pendingFrom('(w.lo_at, w.lo_id)', '>=')} ELSE ${inside} END)
+                   w.through + sum(CASE WHEN w.first THEN ${pendingIn(bound)} ELSE ${inside} END)
                      OVER (ORDER BY w.lo_at DESC, w.lo_id DESC) AS exact
             FROM (${candidates('DESC', topHalf(total), offset)}) w) w
       WHERE w.exact > ${offset}
@@ -400,14 +417,14 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
       FROM (SELECT w.*, w.through + sum(w.added + w.inside) OVER (ORDER BY w.lo_at, w.lo_id) AS exact
             FROM (SELECT w.*, ${inside} AS inside,
                          CASE WHEN row_number() OVER (ORDER BY w.lo_at, w.lo_id) = 1
-                              THEN ${pendingFrom('(w.lo_at, w.lo_id)', '<')} ELSE 0 END AS added
+                              THEN ${pendingIn(undefined, bound)} ELSE 0 END AS added
                   FROM (${candidates('ASC', `NOT ${topHalf(total)}`, fromBottom)}) w) w) w
       WHERE w.exact > ${fromBottom}
       ORDER BY w.lo_at, w.lo_id LIMIT 1)
       UNION ALL
       (SELECT ${bottom}, ${fromBottom} WHERE NOT ${topHalf(total)} AND ${seeks})
       LIMIT 1`
-  const ctes = `, s AS MATERIALIZED ((${newestFirst}) UNION ALL (${oldestFirst}))`
+  const ctes = `, ${ends}, s AS MATERIALIZED ((${newestFirst}) UNION ALL (${oldestFirst}))`
   const up = parts.seekWhere ? { ...parts, where: parts.seekWhere.up } : parts
   const down = parts.seekWhere ? { ...parts, where: parts.seekWhere.down } : parts
   const sought = `SELECT k.* FROM s CROSS JOIN LATERAL (

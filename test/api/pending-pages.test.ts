@@ -14,6 +14,8 @@ import { describeEachStore } from '../helpers/stores.js'
 // list in the contract's order. Then the changes are folded and the same holds.
 
 const ORG = 'org_pending'
+/** An organization whose changes are all of its newest rows, or all of its oldest. */
+const ENDS = 'org_pending_ends'
 /** A date range from before the list's first entry to after its last. */
 const WHOLE_LIST = { startDate: '2025-04-01T00:00:00Z', endDate: '2025-07-01T00:00:00Z' }
 const STATUSES = ['scheduled', 'confirmed', 'completed'] as const
@@ -39,6 +41,24 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
                 timestamptz '2025-06-01', ($3::text[])[1 + g % 3], g % 19 <> 5, now(), now()
          FROM generate_series(1, 7000) g`,
         [ORG, STAFF, STATUSES],
+      )
+    })
+    // 5,000 customers and 5,000 appointments, a minute apart: no two entries share a time.
+    await testStore.store.admin(async (sql) => {
+      await sql.query(`INSERT INTO organizations (id, name, plan) VALUES ($1, $1, 'professional')`, [ENDS])
+      await sql.query(`INSERT INTO staff (org_id, id) SELECT $1, unnest($2::text[])`, [ENDS, STAFF])
+      await sql.query(
+        `INSERT INTO customers (org_id, id, is_active, created_at, updated_at)
+         SELECT $1, 'cus_' || lpad(g::text, 5, '0'), true, timestamptz '2025-05-01' + g * interval '1 minute', now()
+         FROM generate_series(1, 5000) g`,
+        [ENDS],
+      )
+      await sql.query(
+        `INSERT INTO appointments (org_id, id, staff_id, start_at, end_at, status, is_active, created_at, updated_at)
+         SELECT $1, 'apt_' || lpad(g::text, 5, '0'), ($2::text[])[1 + g % 2],
+                timestamptz '2025-05-01' + g * interval '1 minute', timestamptz '2025-06-01', 'scheduled', true, now(), now()
+         FROM generate_series(1, 5000) g`,
+        [ENDS, STAFF],
       )
     })
     await testStore.store.admin((sql) => sql.query('SELECT list_fold_all()'))
@@ -101,9 +121,13 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
   })
 
   /** The list as the contract orders it, from the rows. */
-  async function truth(list: 'customers' | 'appointments', filters: AppointmentFilters): Promise<string[]> {
+  async function truth(
+    list: 'customers' | 'appointments',
+    filters: AppointmentFilters,
+    org = ORG,
+  ): Promise<string[]> {
     const where: string[] = ['org_id = $1', 'is_active']
-    const params: unknown[] = [ORG]
+    const params: unknown[] = [org]
     const add = (condition: string, value: unknown) => {
       params.push(value)
       where.push(condition.replace('?', `$${params.length}`))
@@ -122,10 +146,14 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
     return rows.map((row) => row.id)
   }
 
-  async function check(list: 'customers' | 'appointments', filters: AppointmentFilters): Promise<void> {
-    const expected = await truth(list, filters)
+  async function check(
+    list: 'customers' | 'appointments',
+    filters: AppointmentFilters,
+    org = ORG,
+  ): Promise<void> {
+    const expected = await truth(list, filters, org)
     const statement: PageStatement =
-      list === 'customers' ? customersPage(ORG) : appointmentsPage(ORG, filters)
+      list === 'customers' ? customersPage(org) : appointmentsPage(org, filters)
     const total = expected.length
     const offsets = [
       0,
@@ -143,7 +171,7 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
     ].filter((offset) => offset >= 0)
     for (const offset of offsets) {
       const page = await testStore.store.read(async (sql) => {
-        await sql.query("SELECT set_config('openbook.org_id', $1, true)", [ORG])
+        await sql.query("SELECT set_config('openbook.org_id', $1, true)", [org])
         return fetchPage(testStore.store.adapter, sql, statement, { limit: 30, offset })
       })
       const what = `${list} ${JSON.stringify(filters)} at ${offset}`
@@ -185,6 +213,7 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
   async function changesRead(
     statement: PageStatement,
     offset: number,
+    org = ORG,
   ): Promise<{ read: number; rounding: number; sorts: number }> {
     type Node = { 'Node Type': string; 'Relation Name'?: string; 'Actual Rows'?: number } & {
       'Actual Loops'?: number
@@ -192,7 +221,7 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
       Plans?: Node[]
     }
     const [row] = await testStore.store.read(async (sql) => {
-      await sql.query("SELECT set_config('openbook.org_id', $1, true)", [ORG])
+      await sql.query("SELECT set_config('openbook.org_id', $1, true)", [org])
       return sql.query<{ 'QUERY PLAN': { Plan: Node }[] }>(
         `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.rowsText}`,
         pageParams(statement, { limit: 30, offset }),
@@ -298,5 +327,83 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
     await testStore.store.admin((sql) => sql.query('SELECT list_fold_all()'))
     expect(await bucketFaults(testStore.store)).toEqual([])
     for (const [list, filters] of cases) await check(list, filters)
+  })
+
+  it("reads the changes once where all lie on one side of a sought page's pieces: a list's newest rows, or its oldest", async () => {
+    const lists: ['customers' | 'appointments', AppointmentFilters][] = [
+      ['customers', {}],
+      ['appointments', {}],
+      ['appointments', { staffId: 'stf_b' }],
+    ]
+    for (const end of ['newest', 'oldest'] as const) {
+      // 150 rows of each list at that end moved by a microsecond, 20 of them removed, 40 of the
+      // appointments given the other staff member, and 30 rows added beyond that end.
+      const order = end === 'newest' ? 'DESC' : 'ASC'
+      const beyond =
+        end === 'newest'
+          ? `'2025-06-01'::timestamptz + g * interval '1 minute'`
+          : `'2025-04-01'::timestamptz + g * interval '1 minute'`
+      await testStore.store.admin(async (sql) => {
+        for (const list of ['customers', 'appointments'])
+          await sql.query(`SELECT list_fold($1, $2, true, NULL)`, [ENDS, list])
+        const ends = (list: string, at: string, n: number) =>
+          `SELECT id FROM ${list} WHERE org_id = $1 AND is_active ORDER BY ${at} ${order}, id ${order} LIMIT ${n}`
+        await sql.query(
+          `UPDATE customers SET created_at = created_at + interval '1 microsecond' WHERE org_id = $1 AND id IN (${ends('customers', 'created_at', 150)})`,
+          [ENDS],
+        )
+        await sql.query(
+          `UPDATE appointments SET start_at = start_at + interval '1 microsecond' WHERE org_id = $1 AND id IN (${ends('appointments', 'start_at', 150)})`,
+          [ENDS],
+        )
+        await sql.query(
+          `UPDATE appointments SET staff_id = CASE staff_id WHEN 'stf_a' THEN 'stf_b' ELSE 'stf_a' END
+           WHERE org_id = $1 AND id IN (${ends('appointments', 'start_at', 40)})`,
+          [ENDS],
+        )
+        await sql.query(
+          `DELETE FROM customers WHERE org_id = $1 AND id IN (${ends('customers', 'created_at', 20)})`,
+          [ENDS],
+        )
+        await sql.query(
+          `DELETE FROM appointments WHERE org_id = $1 AND id IN (${ends('appointments', 'start_at', 20)})`,
+          [ENDS],
+        )
+        await sql.query(
+          `INSERT INTO customers (org_id, id, is_active, created_at, updated_at)
+           SELECT $1, 'cus_${end}_' || g, true, ${beyond}, now() FROM generate_series(1, 30) g`,
+          [ENDS],
+        )
+        await sql.query(
+          `INSERT INTO appointments (org_id, id, staff_id, start_at, end_at, status, is_active, created_at, updated_at)
+           SELECT $1, 'apt_${end}_' || g, 'stf_b', ${beyond}, timestamptz '2025-07-01', 'scheduled', true, now(), now()
+           FROM generate_series(1, 30) g`,
+          [ENDS],
+        )
+      })
+      for (const [list, filters] of lists) {
+        const what = `${end}: ${list} ${JSON.stringify(filters)}`
+        await check(list, filters, ENDS)
+        const statement = list === 'customers' ? customersPage(ENDS) : appointmentsPage(ENDS, filters)
+        const [changes] = await testStore.store.admin((sql) =>
+          sql.query<{ n: number }>(
+            'SELECT count(*)::int AS n FROM list_changes WHERE org_id = $1 AND list = $2',
+            [ENDS, list],
+          ),
+        )
+        const pending = changes?.n ?? 0
+        expect(pending, what).toBeGreaterThan(300)
+        const total = (await truth(list, filters, ENDS)).length
+        expect(total, what).toBeGreaterThanOrEqual(2 * SEEK_FROM + 60)
+        // Sought pages in both halves: their pieces' sums take the changes as the pass counted
+        // them, and the pieces after the first hold none; the seek reads the first and last
+        // change once more, for their times.
+        for (const offset of [Math.floor(total / 2) - 3, Math.floor(total / 2) + 2]) {
+          const { read, rounding } = await changesRead(statement, offset, ENDS)
+          expect(read, `${what} at ${offset}`).toBeGreaterThanOrEqual(pending + 2)
+          expect(read, `${what} at ${offset}`).toBeLessThanOrEqual(pending + 2 + rounding)
+        }
+      }
+    }
   })
 })
