@@ -19,6 +19,9 @@ export async function seedDemoIfEmpty(store: Store, brand: string): Promise<stri
       const rows = batch.rows.map((row) => renameDemo(batch.type, row))
       await upsertRows(sql, batch.type, rows)
     }
+    // Its lists folded, as a load's are: a list of fewer entries than a writer's fold waits for
+    // would keep every change pending, and every page read them all again.
+    await sql.exec('SELECT list_fold_all()')
     const key = await createApiKey(sql, {
       orgId: DEMO_ORG_ID,
       actorEmail: DEMO_OWNER,
