@@ -143,8 +143,8 @@ function bucketPieces(given: readonly Numbered[]): {
   }
   const pendingWhere = [
     'p.delta <> 0',
-    // Each value read from the change's values by its column, as text: 0.12-0.2 µs a change
-    // against 0.3-0.38 for a jsonb containment (lists.md). With no values, every change is the list's.
+    // Each value read from the change's values by its column, as text: cheaper than a jsonb
+    // containment (docs/design/lists.md). With no values, every change is the list's.
     ...values.map(({ filter, n }) => `p.attrs ->> '${filterColumn(APPOINTMENT_LIST, filter)}' = $${n}::text`),
     start &&
       `(p.at, p.id) >= (coalesce((SELECT bs.cut_at FROM bs), ${start}), coalesce((SELECT bs.cut_id FROM bs), ''))`,
