@@ -5,15 +5,19 @@
  * kept: member by member, each row's columns in the item's order, a string quoted as it is unless
  * a character needs escaping. Each answer is made bytes (`Buffer.from`), as the server must before
  * it hashes, compresses or sends it: a string built by appending is a rope, and its bytes cost
- * what the appending saved. Interleaved batches, median and quartiles; both write the same bytes
- * (checked).
+ * what the appending saved. Then from the DataRow messages themselves, as the connection reads
+ * them: pg-protocol's parser, pg's rows and `itemsJson`, against the items written from the
+ * messages' bytes (`PageBytesWriter`, which the server uses). Interleaved batches, median and
+ * quartiles; all write the same bytes (checked).
  *
  *   node --import tsx bench/items-json.ts [DATABASE_URL] [--batches 40]
  */
 import { parseArgs } from 'node:util'
 import pg from 'pg'
+import { Parser } from 'pg-protocol/dist/parser.js'
 import { appointmentsPage } from '../src/queries/appointments.js'
 import { customersPage } from '../src/queries/customers.js'
+import { PageBytesWriter } from '../src/queries/page-bytes.js'
 import { isoFromPostgres, itemsJson } from '../src/queries/page-rows.js'
 import {
   type ItemField,
@@ -134,20 +138,74 @@ function pgRows({ fields, rows }: Raw): Record<string, unknown>[] {
   )
 }
 
+/** The result's rows as the DataRow messages PostgreSQL sent. */
+function dataRows({ rows }: Raw): Buffer {
+  return Buffer.concat(
+    rows.map((values) => {
+      const fields = values.map((value) => {
+        const bytes = value === null ? Buffer.alloc(0) : Buffer.from(value)
+        const length = Buffer.alloc(4)
+        length.writeInt32BE(value === null ? -1 : bytes.length)
+        return Buffer.concat([length, bytes])
+      })
+      const head = Buffer.alloc(7)
+      head[0] = 0x44
+      head.writeInt32BE(6 + fields.reduce((sum, field) => sum + field.length, 0), 1)
+      head.writeInt16BE(values.length, 5)
+      return Buffer.concat([head, ...fields])
+    }),
+  )
+}
+
+/** pg-protocol's parser with each DataRow message handed to `row` (as store/postgres/row-tap.ts does). */
+function parseRows(wire: Buffer, row: (bytes: Buffer, offset: number, length: number) => void) {
+  const parser = new Parser() as unknown as {
+    parse(buffer: Buffer, callback: () => void): void
+    handlePacket(offset: number, code: number, length: number, bytes: Buffer): unknown
+  }
+  parser.handlePacket = (offset, _code, length, bytes) => row(bytes, offset, length)
+  parser.parse(wire, () => undefined)
+}
+
+/** From the messages: pg-protocol's strings, pg's rows, `itemsJson`, then bytes. */
+function throughPg({ fields }: Raw, wire: Buffer, statement: PageStatement): Buffer {
+  const result = new ResultBuilder()
+  result.addFields(fields)
+  const rows: Record<string, unknown>[] = []
+  new Parser().parse(wire, (message) => {
+    rows.push(result.parseRow((message as unknown as { fields: (string | null)[] }).fields))
+  })
+  return Buffer.from(itemsJson(rows, statement))
+}
+
+/** From the messages: the items written from their bytes. */
+function fromBytes({ fields }: Raw, wire: Buffer, statement: PageStatement): Buffer {
+  const writer = new PageBytesWriter(statement)
+  writer.accepts(fields)
+  parseRows(wire, (bytes, offset, length) => writer.row(bytes, offset, length))
+  return writer.finish().items
+}
+
 const median = (sorted: number[], at = 0.5) => sorted[Math.floor((sorted.length - 1) * at)] ?? Number.NaN
 console.log(
-  '| page | rows | rows + `itemsJson` | rows + member by member | the items alone, as bytes | as strings |',
+  '| page | rows | rows + `itemsJson` | rows + member by member | the items alone, as bytes | as strings | ' +
+    "from the messages: pg's rows + `itemsJson` | from the messages' bytes |",
 )
-console.log('| --- | ---: | ---: | ---: | ---: | ---: |')
+console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
 for (const [name, { statement, columns, raw: page }] of raw) {
   if (itemsJson(pgRows(page), statement) !== itemsByMembers(pgRows(page), columns))
     throw new Error(`${name}: the two writers differ`)
+  const wire = dataRows(page)
+  if (!throughPg(page, wire, statement).equals(fromBytes(page, wire, statement)))
+    throw new Error(`${name}: the items from the bytes differ`)
   const variants: [string, () => unknown][] = [
     ['rows', () => pgRows(page)],
     ['itemsJson', () => Buffer.from(itemsJson(pgRows(page), statement))],
     ['members', () => Buffer.from(itemsByMembers(pgRows(page), columns))],
     ['itemsJson string', () => itemsJson(pgRows(page), statement)],
     ['members string', () => itemsByMembers(pgRows(page), columns)],
+    ['wire pg', () => throughPg(page, wire, statement)],
+    ['wire bytes', () => fromBytes(page, wire, statement)],
   ]
   const times = new Map<string, number[]>(variants.map(([variant]) => [variant, []]))
   for (const [, run] of variants) for (let i = 0; i < 2000; i++) run()
@@ -167,6 +225,7 @@ for (const [name, { statement, columns, raw: page }] of raw) {
     `${(median(sorted(a)) - rows).toFixed(0)} → ${(median(sorted(b)) - rows).toFixed(0)} µs`
   console.log(
     `| ${name} | ${cell('rows')} | ${cell('itemsJson')} | ${cell('members')} | ` +
-      `${alone('itemsJson', 'members')} | ${alone('itemsJson string', 'members string')} |`,
+      `${alone('itemsJson', 'members')} | ${alone('itemsJson string', 'members string')} | ` +
+      `${cell('wire pg')} | ${cell('wire bytes')} |`,
   )
 }

@@ -101,7 +101,14 @@ for (const target of ladder) {
 if (hasLadder) out.push('')
 
 // The A/A control first: the same build in a second server, its "share" is the run's noise.
-const techniques = ['openbook-again', 'no-one-trip', 'no-sql-prepare', 'pooler', 'no-text-timestamps']
+const techniques = [
+  'openbook-again',
+  'no-one-trip',
+  'no-sql-prepare',
+  'pooler',
+  'no-text-timestamps',
+  'no-row-bytes',
+]
 /** Per round, `value` of `target` over that of `base` in the same round: sorted. */
 const pairedRatios = (mix: MixReport, target: string, base: string, value: (s: Summary) => number = cpu) => {
   const bases = mix.rounds.filter((r) => r.target === base)

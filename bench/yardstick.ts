@@ -99,6 +99,11 @@ const SERVERS: readonly { name: string; technique?: string; env?: NodeJS.Process
     technique: 'text-timestamps',
     what: 'timestamps and dates written by to_char in the database, not as text rewritten by Node',
   },
+  {
+    name: 'no-row-bytes',
+    technique: 'row-bytes',
+    what: "the items written from the rows pg makes, not from the rows' bytes as they arrive",
+  },
 ]
 
 interface Round {

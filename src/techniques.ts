@@ -4,7 +4,12 @@
  * switch one off before the server starts (bench/technique-off.mjs) and measure its share alone
  * (docs/design/techniques.md). Nothing in src/ writes them.
  */
-export const techniques: { oneTrip: boolean; sqlExecute: boolean; textTimestamps: boolean } = {
+export const techniques: {
+  oneTrip: boolean
+  sqlExecute: boolean
+  textTimestamps: boolean
+  rowBytes: boolean
+} = {
   /** The page travels in the key lookup's message, before the key is known (plugins/auth.ts). */
   oneTrip: true,
   /**
@@ -17,4 +22,10 @@ export const techniques: { oneTrip: boolean; sqlExecute: boolean; textTimestamps
    * (queries/page-statement.ts); off, the SQL writes them with to_char.
    */
   textTimestamps: true,
+  /**
+   * On PostgreSQL, the page's items are written from the bytes of its rows as they arrive
+   * (store/postgres/row-tap.ts, queries/page-bytes.ts); off, from the rows pg makes
+   * (queries/page-rows.ts).
+   */
+  rowBytes: true,
 }

@@ -1,6 +1,7 @@
 import type { AdminSql, Sql, Store } from '../store/types.js'
 
 function guarded<S extends Sql>(sql: S, signal: AbortSignal): S {
+  const into = sql.queryInto
   const wrapped: Sql = {
     ...sql,
     query: (text, params) => {
@@ -11,6 +12,14 @@ function guarded<S extends Sql>(sql: S, signal: AbortSignal): S {
       signal.throwIfAborted()
       return sql.exec(text)
     },
+    ...(into
+      ? {
+          queryInto: (sink, text, params) => {
+            signal.throwIfAborted()
+            return into(sink, text, params)
+          },
+        }
+      : {}),
   }
   if ('copyIn' in sql) {
     const admin = sql as unknown as AdminSql

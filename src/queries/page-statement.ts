@@ -155,6 +155,8 @@ export interface PageSql {
   readonly jsonText: string
   /** The total alone. */
   readonly countText: string
+  /** The rows form's item columns, in order (the item's fields; `id` first). */
+  readonly columns: readonly string[]
   /** The fields left out of an item when NULL (every field but those written as null). */
   readonly omittedWhenNull: readonly string[]
   /** The timestamps among the rows' columns, which Node writes as ISO. */
@@ -224,7 +226,8 @@ export function pageSql(parts: PageStatementParts): PageSql {
     FROM v LEFT JOIN t ON true`
   const omittedWhenNull = parts.fields.filter((field) => !field.nullable).map((field) => field.key)
   const timestamps = parts.fields.filter((field) => field.rows?.timestamp).map((field) => field.key)
-  return { rowsText, jsonText, countText, omittedWhenNull, timestamps }
+  const keys = parts.fields.map((field) => field.key)
+  return { rowsText, jsonText, countText, columns: keys, omittedWhenNull, timestamps }
 }
 
 /** A page's rows (each a whole row of the table), and the CTEs they need after the total's `t`. */

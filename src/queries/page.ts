@@ -1,4 +1,6 @@
 import type { Sql, StoreAdapter } from '../store/types.js'
+import { techniques } from '../techniques.js'
+import { PageBytesWriter } from './page-bytes.js'
 import { itemsJson } from './page-rows.js'
 import { type KnownVersions, type PageRequest, type PageStatement, pageParams } from './page-statement.js'
 
@@ -14,16 +16,23 @@ export interface Pagination {
 
 /**
  * One page: `items` holds the page's items as JSON objects, comma-separated and in order
- * ('' for an empty page), ready to go between `[` and `]`.
+ * (empty for an empty page), ready to go between `[` and `]`.
  */
 export interface Page {
-  readonly items: string
+  readonly items: Buffer
   readonly pagination: Pagination
 }
 
+const DATA_OPEN = Buffer.from('{"data":[')
+
 /** The response body: the list envelope (schemas/envelope.ts) around the page's items. */
-export function pageBody(page: Page): string {
-  return `{"data":[${page.items}],"pagination":${JSON.stringify(page.pagination)}}`
+export function pageBody(page: Page): Buffer {
+  const close = `],"pagination":${JSON.stringify(page.pagination)}}`
+  const body = Buffer.allocUnsafe(DATA_OPEN.length + page.items.length + close.length)
+  DATA_OPEN.copy(body)
+  page.items.copy(body, DATA_OPEN.length)
+  body.write(close, DATA_OPEN.length + page.items.length, 'latin1')
+  return body
 }
 
 /**
@@ -52,19 +61,26 @@ export async function fetchVersionedPage(
   const params = pageParams(statement, page, known)
   type Versioned = { total: number | null; version: string; latest: string | null; org: string }
   let answer: Versioned
-  let items: string
+  let items: Buffer
   if (store.pageForm === 'json') {
     const [row] = await sql.query<Versioned & { items: string }>(statement.jsonText, params)
     if (!row) throw new Error('a page statement returned no row')
     answer = row
-    items = row.items
+    items = Buffer.from(row.items)
+  } else if (techniques.rowBytes && sql.queryInto) {
+    // The items written from the rows' bytes as they arrive (page-bytes.ts).
+    const writer = new PageBytesWriter(statement)
+    await sql.queryInto(writer, statement.rowsText, params)
+    const written = writer.finish()
+    answer = written.scalars
+    items = written.items
   } else {
     const rows = await sql.query<Record<string, unknown> & Versioned>(statement.rowsText, params)
     const [first] = rows
     if (!first) throw new Error('a page statement returned no row')
     answer = { total: first.total, version: first.version, latest: first.latest, org: first.org }
     // An empty page is one row without an item (every item has an id).
-    items = first.id === null ? '' : itemsJson(rows, statement)
+    items = Buffer.from(first.id === null ? '' : itemsJson(rows, statement))
   }
   const { total, version, latest, org } = answer
   if (total === null) return { version, latest, orgId: org, page: undefined }

@@ -21,6 +21,23 @@ export interface Sql {
   readonly sendWithNext?: <Row extends object>(text: string, params?: readonly unknown[]) => Promise<Row[]>
   /** Sends what `sendWithNext` holds, if anything, on its own. */
   readonly flush?: () => Promise<void>
+  /**
+   * Where the connection can hand a result's rows on as the bytes PostgreSQL sent (the PostgreSQL
+   * store): `query`, with the rows of the result `sink` accepts given to it instead of returned.
+   */
+  readonly queryInto?: (sink: RowSink, text: string, params?: readonly unknown[]) => Promise<void>
+}
+
+/** Takes one result's rows as the DataRow messages PostgreSQL sent (`Sql.queryInto`). */
+export interface RowSink {
+  /** Whether the result of these columns is the one to take; its rows then go to `row`. */
+  accepts(fields: readonly { readonly name: string; readonly dataTypeID: number }[]): boolean
+  /**
+   * One DataRow message of `length` bytes, its field count at `offset` of `bytes`, valid only
+   * during the call (the connection's buffer). It must not throw: it runs inside the connection's
+   * parser, so it keeps what went wrong for its caller.
+   */
+  row(bytes: Buffer, offset: number, length: number): void
 }
 
 /** The operator's connection: a `Sql` that can also bulk-load. */

@@ -177,7 +177,7 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
       const what = `${list} ${JSON.stringify(filters)} at ${offset}`
       expect(page.pagination.total, what).toBe(total)
       const ids =
-        page.items === '' ? [] : (JSON.parse(`[${page.items}]`) as { id: string }[]).map((i) => i.id)
+        page.items.length === 0 ? [] : (JSON.parse(`[${page.items}]`) as { id: string }[]).map((i) => i.id)
       expect(ids, what).toEqual(expected.slice(offset, offset + 30))
     }
   }

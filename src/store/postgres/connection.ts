@@ -13,6 +13,7 @@ import {
   prepareText,
 } from '../one-trip.js'
 import type { AdminSql } from '../types.js'
+import { rowTap } from './row-tap.js'
 
 /**
  * One transaction on one pooled PostgreSQL connection, and the `Sql` it hands the work: on the
@@ -170,6 +171,13 @@ export class TransactionConnection {
         if (this.owed !== undefined) await query('SELECT 1')
         await pipeline([text], client.query(copyFrom(copyStatement(table, columns, 'STDIN'))))
       },
+      ...(rowTap?.tapped(client)
+        ? {
+            queryInto: async (sink, text, params) => {
+              await rowTap?.into(client, sink, () => query(text, params))
+            },
+          }
+        : {}),
       ...(oneTrip
         ? {
             sendWithNext: <Row extends object>(text: string, params: readonly unknown[] = []) =>

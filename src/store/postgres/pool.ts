@@ -13,6 +13,7 @@ import {
   within,
 } from './connection.js'
 import { reconnector } from './reconnect.js'
+import { rowTap } from './row-tap.js'
 
 /**
  * A pool of connections to one PostgreSQL server and its transactions: connections tried again
@@ -106,6 +107,7 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
   // `on` becomes `pooler` for good at the first sign of a pooler in transaction mode.
   let prepare = options.preparedStatements ?? 'on'
   const pool = new pg.Pool({
+    ...(rowTap ? { Client: rowTap.Client } : {}),
     connectionString,
     max: maxConnections,
     connectionTimeoutMillis: 5_000,
