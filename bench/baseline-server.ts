@@ -1,9 +1,9 @@
 /**
  * The ceiling for any Node service over this schema: plain node:http and pg, the
  * same transaction, key lookup and SQL as openbook (its own query functions), in the same round
- * trips with the same prepared statements,
- * the envelope written around the items the database serialised. No framework, validation beyond the essentials,
- * logging or response schema.
+ * trips with the same prepared statements, the items written as openbook writes them (from the
+ * rows' bytes, through the same pg client: store/postgres/row-tap.ts) with the envelope around
+ * them. No framework, validation beyond the essentials, logging or response schema.
  *
  * DATABASE_URL=… PORT=… [POOL_SIZE=10] [API_KEY_BRAND=svc] node --import tsx bench/baseline-server.ts
  */
@@ -15,6 +15,7 @@ import { tuneGarbageCollector } from '../src/gc-tuning.js'
 import { authenticateKey } from '../src/queries/api-keys.js'
 import { pageBody } from '../src/queries/page.js'
 import { executeText, prepareText } from '../src/store/one-trip.js'
+import { rowTap } from '../src/store/postgres/row-tap.js'
 import { KEY_ORGANIZATION, type Sql } from '../src/store/types.js'
 import { type ListRequest, listPage, parseListRequest, READER_SETTINGS } from './sql.js'
 
@@ -22,6 +23,7 @@ import { type ListRequest, listPage, parseListRequest, READER_SETTINGS } from '.
 tuneGarbageCollector()
 
 const pool = new pg.Pool({
+  ...(rowTap ? { Client: rowTap.Client } : {}),
   connectionString: process.env.DATABASE_URL,
   max: Number(process.env.POOL_SIZE ?? 10),
 })
@@ -29,7 +31,7 @@ const keyFormat = secretPattern(process.env.API_KEY_BRAND ?? 'svc')
 
 /** Sends `body`, written as JSON unless it is JSON text already. */
 function send(response: ServerResponse, status: number, body: unknown): void {
-  const text = typeof body === 'string' ? body : JSON.stringify(body)
+  const text = typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body)
   response.writeHead(status, {
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(text),
@@ -109,6 +111,13 @@ async function handle(secret: string, request: ListRequest): Promise<{ status: n
     async exec(text: string) {
       await message([text])
     },
+    ...(rowTap?.tapped(client)
+      ? {
+          queryInto: async (sink, text, params) => {
+            await rowTap?.into(client, sink, () => sql.query(text, params))
+          },
+        }
+      : {}),
     sendWithNext: <Row extends object>(text: string, params: readonly unknown[] = []) =>
       new Promise<Row[]>((resolve, reject) => {
         const statement = params.length === 0 ? { name: undefined, texts: [text] } : executeOnce(text, params)
