@@ -52,10 +52,11 @@ export interface AdminSql extends Sql {
 export type StoreKind = 'postgres' | 'embedded'
 
 /**
- * How a page's result is read best. `rows`: one row per item, written as JSON by Node.
- * `json`: one row whose items the database wrote as JSON text, where reading a result's fields
- * costs more than the database's JSON functions (PGlite parses results in JavaScript, field by
- * field; on PostgreSQL the database is the busier side).
+ * How a page's result is read best. `rows`: one row per item, written as JSON by Node (from the
+ * rows' bytes where the connection hands them on: `Sql.queryInto`). `json`: one row whose items
+ * the database wrote as JSON text, for a store whose rows cost more to read than the database's
+ * JSON functions; both stores read rows (docs/design/techniques.md, Items as JSON), and the tests
+ * hold the two forms to the same bytes.
  */
 export type PageForm = 'rows' | 'json'
 

@@ -29,6 +29,8 @@ export type DatabaseRequest =
       readonly readOnly: boolean
     }
   | { readonly op: 'query'; readonly text: string; readonly params: readonly unknown[] }
+  /** As `query`, each result answered as its columns and its rows' bytes (`ResultBytes`). */
+  | { readonly op: 'queryBytes'; readonly text: string; readonly params: readonly unknown[] }
   | { readonly op: 'exec'; readonly text: string }
   | {
       readonly op: 'copy'
@@ -40,6 +42,12 @@ export type DatabaseRequest =
   /** A statement that cannot run in a transaction (VACUUM, CHECKPOINT), between transactions. */
   | { readonly op: 'maintain'; readonly text: string }
   | { readonly op: 'close' }
+
+/** A result's columns and its DataRow messages, each whole (code, length, fields), one after another. */
+export interface ResultBytes {
+  readonly fields: readonly { readonly name: string; readonly dataTypeID: number }[]
+  readonly rows: Uint8Array
+}
 
 export type DatabaseResponse =
   | { readonly id: number; readonly ok: true; readonly value: unknown }

@@ -23,10 +23,12 @@ import {
   type Results,
 } from '@electric-sql/pglite'
 import { copyStatement } from '../copy.js'
+import { rowParser } from '../row-parser.js'
 import {
   type DatabaseRequest,
   type DatabaseResponse,
   type DataDirOrigin,
+  type ResultBytes,
   serializeError,
   type WorkerData,
 } from './embedded-protocol.js'
@@ -176,9 +178,24 @@ const isTextParam = (value: unknown): value is TextParam =>
  * bench/RESULTS.md, Findings). Parameters go as text, their types inferred by PostgreSQL.
  */
 async function preparedQuery(text: string, params: readonly TextParam[]): Promise<unknown[]> {
+  const { parts, named } = preparedParts(text, params)
+  const messages = await send(parts)
+  // Parsed, even if binding or running failed after: the name is taken from now on.
+  named(messages.some((message) => message.name === 'parseComplete'))
+  throwFirstError(messages)
+  return parse.parseResults(messages, database().parsers).at(-1)?.rows ?? []
+}
+
+/**
+ * The messages of `preparedQuery` (unnamed outside the request path), and `named` to call once
+ * the answer tells whether PostgreSQL parsed the statement.
+ */
+function preparedParts(text: string, params: readonly TextParam[]) {
   const { serialize } = protocol
   const known = statements.get(text)
-  const name = known ?? (statements.size < MAX_STATEMENTS ? `openbook_${statements.size}` : '')
+  const name =
+    known ??
+    (inTransaction().prepared && statements.size < MAX_STATEMENTS ? `openbook_${statements.size}` : '')
   const parts: Uint8Array[] = []
   const ahead = takeOwed()
   if (ahead) parts.push(ahead)
@@ -192,13 +209,48 @@ async function preparedQuery(text: string, params: readonly TextParam[]): Promis
     serialize.execute({}),
     serialize.sync(),
   )
-  const messages = await send(parts)
-  // Parsed, even if binding or running failed after: the name is taken from now on.
-  if (known === undefined && name && messages.some((message) => message.name === 'parseComplete')) {
-    statements.set(text, name)
+  const named = (parsed: boolean) => {
+    if (known === undefined && name && parsed) statements.set(text, name)
   }
-  throwFirstError(messages)
-  return parse.parseResults(messages, database().parsers).at(-1)?.rows ?? []
+  return { parts, named }
+}
+
+/**
+ * A statement sent as `preparedQuery` sends it, its answer read as bytes: each result's columns
+ * and its DataRow messages as PostgreSQL wrote them, for the page's writer on the other side of
+ * the thread (embedded.ts). Neither PGlite nor this thread makes a string of a field or an object
+ * of a row: the page's items cost the database no JSON functions, and this thread only splits the
+ * answer into its messages (store/row-parser.ts).
+ */
+async function queryBytes(text: string, params: readonly unknown[]): Promise<ResultBytes[]> {
+  if (!params.every(isTextParam)) throw new Error('a statement parameter that is not text, a number or NULL')
+  const { parts, named } = preparedParts(text, params)
+  const chunks: Buffer[] = []
+  // The chunks are views of PostgreSQL's memory, copied as they come.
+  await database().execProtocolRawStream(concat(parts), {
+    syncToFs: false,
+    onRawData: (chunk) => chunks.push(Buffer.from(chunk)),
+  })
+  const results: { fields: ResultBytes['fields']; rows: Buffer[] }[] = []
+  let parsed = false
+  let error: unknown
+  const parser = rowParser(() => ({
+    accepts: (fields) => {
+      results.push({ fields: fields.map(({ name, dataTypeID }) => ({ name, dataTypeID })), rows: [] })
+      return true
+    },
+    // The whole message: its code and length are the 5 bytes before its field count.
+    row: (bytes, offset, length) =>
+      results.at(-1)?.rows.push(bytes.subarray(offset - 5, offset - 4 + length)),
+  }))
+  // One call with the whole answer: the messages are views of it.
+  parser.parse(Buffer.concat(chunks), (message) => {
+    if (message.name === 'parseComplete') parsed = true
+    else if (message.name === 'error') error ??= message
+  })
+  named(parsed)
+  if (error) throw error
+  return results.map(({ fields, rows }) => ({ fields, rows: Buffer.concat(rows) }))
 }
 
 async function query(text: string, params: readonly unknown[]): Promise<unknown[]> {
@@ -271,6 +323,8 @@ async function handle(request: DatabaseRequest): Promise<unknown> {
       return begin(request.preamble, request.prepared, request.readOnly)
     case 'query':
       return query(request.text, request.params)
+    case 'queryBytes':
+      return queryBytes(request.text, request.params)
     case 'exec':
       inTransaction()
       await simple(request.text)

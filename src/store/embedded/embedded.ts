@@ -5,6 +5,7 @@ import { StoreBusyError } from '../busy.js'
 import { type DataDirLock, lockDataDir } from '../data-dir-lock.js'
 import { explainOpenFailure, freeBytes } from '../open-failure.js'
 import { readerPreamble } from '../reader-settings.js'
+import { rowParserWorks } from '../row-parser.js'
 import type { AdminSql, Store, StoreAdapter } from '../types.js'
 import { type AutovacuumOptions, startAutovacuum } from './embedded-autovacuum-schedule.js'
 import {
@@ -12,6 +13,7 @@ import {
   type DatabaseResponse,
   type DataDirOrigin,
   deserializeError,
+  type ResultBytes,
   type WorkerData,
 } from './embedded-protocol.js'
 
@@ -83,11 +85,23 @@ function sqlOf(thread: DatabaseThread, isOpen: () => boolean): AdminSql {
       call<Row[]>({ op: 'query', text, params }),
     exec: (text) => call<void>({ op: 'exec', text }),
     copyIn: (table, columns, text) => call<void>({ op: 'copy', table, columns, text }),
+    ...(rowParserWorks
+      ? {
+          queryInto: async (sink, text, params = []) => {
+            for (const { fields, rows } of await call<ResultBytes[]>({ op: 'queryBytes', text, params })) {
+              if (!sink.accepts(fields)) continue
+              const bytes = Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)
+              for (let at = 0; at < bytes.length; at += 1 + bytes.readInt32BE(at + 1))
+                sink.row(bytes, at + 5, bytes.readInt32BE(at + 1))
+            }
+          },
+        }
+      : {}),
   }
 }
 
-/** PGlite parses results in JavaScript, field by field: the database writes a page's JSON. */
-const EMBEDDED_ADAPTER: StoreAdapter = { pageForm: 'json' }
+/** A page's rows come as bytes from the database thread, written as items here (page-bytes.ts). */
+const EMBEDDED_ADAPTER: StoreAdapter = { pageForm: 'rows' }
 
 /** An operator transaction running longer than this is an import or a seed, not a quick command. */
 const LONG_OPERATOR_MS = 1_000
