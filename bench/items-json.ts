@@ -24,6 +24,7 @@ import {
   itemFieldsOf,
   type PageStatement,
   pageParams,
+  rowsTextFor,
 } from '../src/queries/page-statement.js'
 import { APPOINTMENT, CUSTOMER } from '../src/schemas/descriptions.js'
 import { READER_SETTINGS } from './sql.js'
@@ -110,7 +111,7 @@ try {
     await client.query(`BEGIN; ${READER_SETTINGS}`)
     await client.query("SELECT set_config('openbook.org_id', $1, true)", [largest.org_id])
     const result = await client.query({
-      text: statement.rowsText,
+      text: rowsTextFor(statement, { offset: 100 }),
       values: pageParams(statement, { limit, offset: 100 }, []) as unknown[],
       rowMode: 'array',
       types: asText,

@@ -7,7 +7,7 @@ import {
 } from '../src/queries/appointments.js'
 import { customersPage } from '../src/queries/customers.js'
 import { fetchVersionedPage, type Page } from '../src/queries/page.js'
-import { type PageRequest, pageParams } from '../src/queries/page-statement.js'
+import { type PageRequest, pageParams, rowsTextFor } from '../src/queries/page-statement.js'
 import { readerPreamble } from '../src/store/reader-settings.js'
 import type { Sql, StoreAdapter, Tenant } from '../src/store/types.js'
 
@@ -104,7 +104,7 @@ export async function captureStatements(
     authenticate,
     // PostgreSQL's form of the page (rows, not JSON): see StoreAdapter.pageForm.
     page: {
-      text: statement.rowsText,
+      text: rowsTextFor(statement, request.page),
       params: pageParams(statement, request.page),
     },
     count: { text: statement.countText, params: statement.params },

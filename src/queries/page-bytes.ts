@@ -149,6 +149,60 @@ function isoTimestamp(out: Buffer, at: number, bytes: Buffer, from: number, end:
 }
 
 /**
+ * What a statement's result is written with, kept per statement text: the names of its result's
+ * columns, and its columns as written for the types its result came with last. A page's
+ * statements are the queries' own (a few per list and filter), so the map stays as small.
+ */
+interface Layout {
+  readonly names: readonly string[]
+  written?: Written
+}
+interface Written {
+  readonly types: readonly number[]
+  readonly columns: readonly Column[]
+  readonly namesLength: number
+}
+const layouts = new Map<string, Layout>()
+
+function layoutOf(statement: PageSql): Layout {
+  let layout = layouts.get(statement.rowsText)
+  if (!layout) {
+    layout = { names: [...statement.columns, ...SCALARS] }
+    layouts.set(statement.rowsText, layout)
+  }
+  return layout
+}
+
+/** The statement's columns as written for `fields`' types: the layout's, unless the types differ. */
+function writtenAs(layout: Layout, statement: PageSql, fields: readonly ResultField[]): Written {
+  const kept = layout.written
+  if (kept?.types.every((type, i) => (fields[i] as ResultField).dataTypeID === type)) return kept
+  if (statement.columns[0] !== 'id') throw new Error("a page's first column is not its items' id")
+  const columns = statement.columns.map((key, i) => columnOf(statement, key, fields[i] as ResultField))
+  const written = {
+    types: fields.map((field) => field.dataTypeID),
+    columns,
+    namesLength: columns.reduce((sum, column) => sum + column.next.length + NULL.length, 2),
+  }
+  layout.written = written
+  return written
+}
+
+function columnOf(statement: PageSql, key: string, field: ResultField): Column {
+  const nullable = !statement.omittedWhenNull.includes(key)
+  const name = (comma: string) => Buffer.from(`${comma}${JSON.stringify(key)}:`)
+  let kind: Kind
+  if (statement.timestamps.includes(key)) {
+    if (!asIs(field.dataTypeID)) throw new Error(`the page's timestamp ${key} does not come as text`)
+    kind = Kind.Timestamp
+  } else if (field.dataTypeID === BOOL) kind = Kind.Boolean
+  else if (field.dataTypeID === INT2 || field.dataTypeID === INT4) kind = Kind.Integer
+  else if (asIs(field.dataTypeID)) kind = Kind.String
+  else throw new Error(`the page's column ${key} is of type ${field.dataTypeID}, not written as bytes`)
+  return { kind, first: name(''), next: name(','), nullable }
+}
+
+/**
  * Writes one page's items from the DataRow messages of its result, as they arrive. `accepts`
  * tells whether a result is the page's (its columns are exactly the statement's); `row` takes each
  * of its messages; `finish` gives the items and the scalars of the first row. Nothing it meets
@@ -172,31 +226,19 @@ export class PageBytesWriter {
 
   /** Whether `fields` are the page's columns; if so, the rows that follow are the page's. */
   accepts(fields: readonly ResultField[]): boolean {
-    const names = [...this.statement.columns, ...SCALARS]
-    if (fields.length !== names.length || fields.some((field, i) => field.name !== names[i])) return false
+    const layout = layoutOf(this.statement)
+    const names = layout.names
+    if (fields.length !== names.length) return false
+    for (let i = 0; i < names.length; i++) if ((fields[i] as ResultField).name !== names[i]) return false
+    this.accepted = true
     try {
-      if (names[0] !== 'id') throw new Error("a page's first column is not its items' id")
-      this.columns = this.statement.columns.map((key, i) => this.columnOf(key, fields[i] as ResultField))
-      this.namesLength = this.columns.reduce((sum, column) => sum + column.next.length + NULL.length, 2)
+      const written = writtenAs(layout, this.statement, fields)
+      this.columns = written.columns
+      this.namesLength = written.namesLength
     } catch (error) {
       this.error ??= error
     }
-    this.accepted = true
     return true
-  }
-
-  private columnOf(key: string, field: ResultField): Column {
-    const nullable = !this.statement.omittedWhenNull.includes(key)
-    const name = (comma: string) => Buffer.from(`${comma}${JSON.stringify(key)}:`)
-    let kind: Kind
-    if (this.statement.timestamps.includes(key)) {
-      if (!asIs(field.dataTypeID)) throw new Error(`the page's timestamp ${key} does not come as text`)
-      kind = Kind.Timestamp
-    } else if (field.dataTypeID === BOOL) kind = Kind.Boolean
-    else if (field.dataTypeID === INT2 || field.dataTypeID === INT4) kind = Kind.Integer
-    else if (asIs(field.dataTypeID)) kind = Kind.String
-    else throw new Error(`the page's column ${key} is of type ${field.dataTypeID}, not written as bytes`)
-    return { kind, first: name(''), next: name(','), nullable }
   }
 
   /** One DataRow message of the page, of `length` bytes: its field count at `offset` of `bytes`. */

@@ -149,6 +149,13 @@ export interface PageSql {
    */
   readonly rowsText: string
   /**
+   * `rowsText` for an offset under `SEEK_FROM`, where no page is sought: without the seek's
+   * branches, whose plan nodes every execution would start and end unrun (a third of a first
+   * page's CPU in PostgreSQL, bench/RESULTS.md). `rowsText` itself for a list without pieces.
+   * `rowsTextFor` picks one.
+   */
+  readonly nearRowsText: string
+  /**
    * The same page as one row: `version`, `latest`, `org`, the exact `total`, and `items` written as
    * JSON by the database.
    */
@@ -179,8 +186,6 @@ export interface PageStatement extends PageSql {
 export function pageSql(parts: PageStatementParts): PageSql {
   const count =
     parts.countText ?? `SELECT ${indexCount(parts.table, parts.where, parts.orderBy)}::int AS total`
-  const { ctes, page } = parts.pieces ? seekPage(parts, parts.pieces) : twoEndedPage(parts)
-  const rows = `FROM (${page}) r`
   const columns = parts.fields.map(({ key, sql, rows }) => `${rows?.sql ?? sql} AS "${key}"`).join(', ')
   // The list's version and the organization, then the total unless the client holds that
   // version: every branch of the page runs only on a total (`when`), so an absent one reads no row.
@@ -208,7 +213,7 @@ export function pageSql(parts: PageStatementParts): PageSql {
                  WHERE ${tenantCondition('f')} AND f.list = '${parts.table}' LIMIT 1) f ON true)`
   const opening = `${parts.ctes ? `${parts.ctes}, ` : ''}${version}`
   const countText = `WITH ${opening} ${count}`
-  const total = `WITH ${opening}, t AS MATERIALIZED (
+  const total = (ctes: string) => `WITH ${opening}, t AS MATERIALIZED (
       SELECT (${count}) AS total FROM v WHERE v.version <> ALL (${paramsOf(parts).known}))${ctes}`
   const scalars = { total: 't.total', version: 'v.version::text', latest: 'v.latest', org: 'v.org' }
   // In the rows form, the page's scalars go on its first row only: the rest would carry the same
@@ -217,18 +222,39 @@ export function pageSql(parts: PageStatementParts): PageSql {
   const onFirstRow = Object.entries(scalars)
     .map(([name, sql]) => `CASE WHEN row_number() OVER (ORDER BY ${order}) = 1 THEN ${sql} END AS ${name}`)
     .join(', ')
-  const rowsText = `${total} SELECT ${columns}, ${onFirstRow}
-    FROM v LEFT JOIN t ON true LEFT JOIN LATERAL (SELECT r.* ${rows}) r ON true ORDER BY ${order}`
+  const rowsOf = ({ ctes, page }: PageRows) => `${total(ctes)} SELECT ${columns}, ${onFirstRow}
+    FROM v LEFT JOIN t ON true LEFT JOIN LATERAL (SELECT r.* FROM (${page}) r) r ON true ORDER BY ${order}`
+  const sought = parts.pieces ? seekPage(parts, parts.pieces) : undefined
+  const near = twoEndedPage(parts)
+  const rowsText = rowsOf(sought ?? near)
   const versioned = Object.entries(scalars).map(([name, sql]) => `${sql} AS ${name}`)
-  const jsonText = `${total} SELECT ${versioned.join(', ')}, (
+  const { ctes, page } = sought ?? near
+  const jsonText = `${total(ctes)} SELECT ${versioned.join(', ')}, (
       SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${order}), '')
-      ${rows}) AS items
+      FROM (${page}) r) AS items
     FROM v LEFT JOIN t ON true`
   const omittedWhenNull = parts.fields.filter((field) => !field.nullable).map((field) => field.key)
   const timestamps = parts.fields.filter((field) => field.rows?.timestamp).map((field) => field.key)
   const keys = parts.fields.map((field) => field.key)
-  return { rowsText, jsonText, countText, columns: keys, omittedWhenNull, timestamps }
+  return {
+    rowsText,
+    nearRowsText: sought ? rowsOf(near) : rowsText,
+    jsonText,
+    countText,
+    columns: keys,
+    omittedWhenNull,
+    timestamps,
+  }
 }
+
+/**
+ * The rows statement of `statement` for `page`: without the seek for an offset under `SEEK_FROM`.
+ * There the page is read from the nearer end in both: from the top when in the first half of the
+ * list, and otherwise the list holds under twice the offset, so that fewer than `SEEK_FROM`
+ * entries follow the page.
+ */
+export const rowsTextFor = (statement: PageSql, page: Pick<PageRequest, 'offset'>) =>
+  page.offset < SEEK_FROM ? statement.nearRowsText : statement.rowsText
 
 /** A page's rows (each a whole row of the table), and the CTEs they need after the total's `t`. */
 interface PageRows {

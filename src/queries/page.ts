@@ -2,7 +2,13 @@ import type { Sql, StoreAdapter } from '../store/types.js'
 import { techniques } from '../techniques.js'
 import { PageBytesWriter } from './page-bytes.js'
 import { itemsJson } from './page-rows.js'
-import { type KnownVersions, type PageRequest, type PageStatement, pageParams } from './page-statement.js'
+import {
+  type KnownVersions,
+  type PageRequest,
+  type PageStatement,
+  pageParams,
+  rowsTextFor,
+} from './page-statement.js'
 
 // The page statement's runner: the statement (page-statement.ts) run in the form the store reads
 // best, its rows decoded (page-rows.ts), and the answer made a page with its pagination.
@@ -70,12 +76,12 @@ export async function fetchVersionedPage(
   } else if (techniques.rowBytes && sql.queryInto) {
     // The items written from the rows' bytes as they arrive (page-bytes.ts).
     const writer = new PageBytesWriter(statement)
-    await sql.queryInto(writer, statement.rowsText, params)
+    await sql.queryInto(writer, rowsTextFor(statement, page), params)
     const written = writer.finish()
     answer = written.scalars
     items = written.items
   } else {
-    const rows = await sql.query<Record<string, unknown> & Versioned>(statement.rowsText, params)
+    const rows = await sql.query<Record<string, unknown> & Versioned>(rowsTextFor(statement, page), params)
     const [first] = rows
     if (!first) throw new Error('a page statement returned no row')
     answer = { total: first.total, version: first.version, latest: first.latest, org: first.org }

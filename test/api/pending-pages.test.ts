@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { patience } from '../../packages/client/test/helpers/patience.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
-import { type PageStatement, pageParams, SEEK_FROM } from '../../src/queries/page-statement.js'
+import { type PageStatement, pageParams, rowsTextFor, SEEK_FROM } from '../../src/queries/page-statement.js'
 import { bucketFaults } from '../helpers/buckets.js'
 import { fetchPage } from '../helpers/pages.js'
 import { describeEachStore } from '../helpers/stores.js'
@@ -169,16 +169,21 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
       total,
       total + 10,
     ].filter((offset) => offset >= 0)
+    // Under SEEK_FROM the page runs its statement without the seek; the whole one, which the
+    // seek's conditions leave to the same branches there, must read the same slice.
+    const whole: PageStatement = { ...statement, nearRowsText: statement.rowsText }
     for (const offset of offsets) {
-      const page = await testStore.store.read(async (sql) => {
-        await sql.query("SELECT set_config('openbook.org_id', $1, true)", [org])
-        return fetchPage(testStore.store.adapter, sql, statement, { limit: 30, offset })
-      })
-      const what = `${list} ${JSON.stringify(filters)} at ${offset}`
-      expect(page.pagination.total, what).toBe(total)
-      const ids =
-        page.items.length === 0 ? [] : (JSON.parse(`[${page.items}]`) as { id: string }[]).map((i) => i.id)
-      expect(ids, what).toEqual(expected.slice(offset, offset + 30))
+      for (const read of offset < SEEK_FROM ? [statement, whole] : [statement]) {
+        const page = await testStore.store.read(async (sql) => {
+          await sql.query("SELECT set_config('openbook.org_id', $1, true)", [org])
+          return fetchPage(testStore.store.adapter, sql, read, { limit: 30, offset })
+        })
+        const what = `${list} ${JSON.stringify(filters)} at ${offset}${read === whole ? ', whole statement' : ''}`
+        expect(page.pagination.total, what).toBe(total)
+        const ids =
+          page.items.length === 0 ? [] : (JSON.parse(`[${page.items}]`) as { id: string }[]).map((i) => i.id)
+        expect(ids, what).toEqual(expected.slice(offset, offset + 30))
+      }
     }
   }
 
@@ -223,7 +228,7 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
     const [row] = await testStore.store.read(async (sql) => {
       await sql.query("SELECT set_config('openbook.org_id', $1, true)", [org])
       return sql.query<{ 'QUERY PLAN': { Plan: Node }[] }>(
-        `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.rowsText}`,
+        `EXPLAIN (ANALYZE, FORMAT JSON) ${rowsTextFor(statement, { offset })}`,
         pageParams(statement, { limit: 30, offset }),
       )
     })
@@ -308,7 +313,7 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
       const rows = await testStore.store.read(async (sql) => {
         await sql.query("SELECT set_config('openbook.org_id', $1, true)", [ORG])
         return sql.query<{ id: string; total: number | null; version: string | null; org: string | null }>(
-          statement.rowsText,
+          rowsTextFor(statement, { offset: 60 }),
           pageParams(statement, { limit: 30, offset: 60 }),
         )
       })

@@ -5,7 +5,7 @@ import { hashSecret } from '../../src/domain/api-key-secret.js'
 import { authenticateKey } from '../../src/queries/api-keys.js'
 import { type AppointmentFilters, appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
-import { type PageStatement, pageParams, SEEK_FROM } from '../../src/queries/page-statement.js'
+import { type PageStatement, pageParams, rowsTextFor, SEEK_FROM } from '../../src/queries/page-statement.js'
 import {
   APPOINTMENT_LIST,
   FEW_ROWS,
@@ -783,9 +783,11 @@ async function planFaults(
     const nearer = offset * 2 < total ? offset : Math.max(0, total - offset - LIMIT)
     const stepped = seeks(shape) && nearer >= SEEK_FROM ? BUCKET_MAX : nearer
     const allowance = allowanceFor(stage, shape, pageRows, stepped, counted, true)
+    // The rows statement the page runs at this offset (without the seek under SEEK_FROM).
+    const rows = rowsTextFor(statement, { offset })
     for (const [form, text, generic] of [
-      ['rows', statement.rowsText, false],
-      ['rows, generic', statement.rowsText, true],
+      ['rows', rows, false],
+      ['rows, generic', rows, true],
       ['json', statement.jsonText, false],
     ] as const) {
       const explained = await explain(

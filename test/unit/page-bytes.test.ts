@@ -207,6 +207,32 @@ describe("a page's items written from its rows' bytes", () => {
     expect(() => writer.finish()).toThrow(/returned no row/)
   })
 
+  it("writes each result by its own columns' types, whatever the same statement's results came with before", () => {
+    const columns = columnsOf(CUSTOMER, customers)
+    const cityAs = (dataTypeID: number) =>
+      columns.map((column) =>
+        column.field.name === 'city' ? { ...column, field: { name: 'city', dataTypeID } } : column,
+      )
+    const wire = dataRow(
+      columns.map(({ field }) =>
+        field.name === 'id'
+          ? Buffer.from('cus_1')
+          : field.name === 'city'
+            ? Buffer.from('42')
+            : field.name === 'version' || field.name === 'org'
+              ? Buffer.from('1')
+              : null,
+      ),
+    )
+    const city = (dataTypeID: number) =>
+      /"city":("42"|42)/.exec(throughWriter(customers, cityAs(dataTypeID), wire).items.toString())?.[1]
+    expect(city(TEXT)).toBe('"42"')
+    expect(city(INT4)).toBe('42')
+    expect(() => city(701)).toThrow(/city is of type 701/)
+    expect(city(TEXT)).toBe('"42"')
+    expect(city(INT4)).toBe('42')
+  })
+
   it('refuses a column pg would not hand on as text, and a timestamp it cannot read, when it finishes', () => {
     const columns = columnsOf(CUSTOMER, customers)
     const numeric = columns.map((column) =>
