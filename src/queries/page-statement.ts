@@ -150,9 +150,9 @@ export interface PageSql {
   readonly rowsText: string
   /**
    * `rowsText` for an offset under `SEEK_FROM`, where no page is sought: without the seek's
-   * branches, whose plan nodes every execution would start and end unrun (a third of a first
-   * page's CPU in PostgreSQL, bench/RESULTS.md). `rowsText` itself for a list without pieces.
-   * `rowsTextFor` picks one.
+   * branches, whose plan nodes every execution would start and end unrun
+   * (docs/design/techniques.md). `rowsText` itself for a list without pieces. `rowsTextFor`
+   * picks one.
    */
   readonly nearRowsText: string
   /**
