@@ -387,14 +387,28 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
    * read again (`e`: the earliest and latest change's time, the first and last entry of their
    * index, read only by a sought page): new bookings and the day's status changes lie above every
    * deep page's pieces.
+   *
+   * Each scan is bounded on both sides by its keys. A row comparison ends a scan only where its
+   * first column decides, so that `(at, id) < hi` would let a scan run on through every change at
+   * `hi`'s instant and past it (a crowded instant's, or all of them). Up to `hi`, the changes
+   * before its instant and those of its instant below its id are read apart; with both ends at one
+   * instant, its changes between the two ids.
    */
   const pendingIn = (lo?: readonly [string, string], hi?: readonly [string, string]) => {
-    const within = [lo && `(p.at, p.id) >= (${lo.join(', ')})`, hi && `(p.at, p.id) < (${hi.join(', ')})`]
     const none = ['e.lowest IS NULL', lo && `${lo[0]} > e.highest`, hi && `${hi[0]} < e.lowest`]
     const all = [lo && `${lo[0]} < e.lowest`, hi && `${hi[0]} > e.highest`]
     const join = (conditions: (string | undefined)[], by: string) => conditions.filter(Boolean).join(by)
+    const sum = (...conditions: (string | undefined)[]) =>
+      `(SELECT coalesce(sum(p.delta), 0) FROM ${pendingWhere} AND ${join(conditions, ' AND ')})`
+    const from = lo && `(p.at, p.id) >= (${lo.join(', ')})`
+    // From `lo`'s id where both ends are at one instant: a CASE of the bare values, which stays
+    // in the index's condition (test/api/pending-pages.test.ts).
+    const fromId = lo && `p.id >= CASE WHEN ${lo[0]} = ${hi?.[0]} THEN ${lo[1]} ELSE '' END`
+    const read = hi
+      ? `${sum(from, `p.at < ${hi[0]}`)} + ${sum(`p.at = ${hi[0]}`, fromId, `p.id < ${hi[1]}`)}`
+      : sum(from)
     return `(SELECT CASE WHEN ${join(none, ' OR ')} THEN 0 WHEN ${join(all, ' AND ')} THEN v.pending
-             ELSE (SELECT coalesce(sum(p.delta), 0) FROM ${pendingWhere} AND ${join(within, ' AND ')}) END
+             ELSE ${read} END
              FROM v, e)`
   }
   const end = (direction: 'ASC' | 'DESC') =>

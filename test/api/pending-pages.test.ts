@@ -16,6 +16,8 @@ import { describeEachStore } from '../helpers/stores.js'
 const ORG = 'org_pending'
 /** An organization whose changes are all of its newest rows, or all of its oldest. */
 const ENDS = 'org_pending_ends'
+/** An organization whose customers were all created at one instant. */
+const INSTANT = 'org_pending_instant'
 /** A date range from before the list's first entry to after its last. */
 const WHOLE_LIST = { startDate: '2025-04-01T00:00:00Z', endDate: '2025-07-01T00:00:00Z' }
 const STATUSES = ['scheduled', 'confirmed', 'completed'] as const
@@ -59,6 +61,16 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
                 timestamptz '2025-05-01' + g * interval '1 minute', timestamptz '2025-06-01', 'scheduled', true, now(), now()
          FROM generate_series(1, 5000) g`,
         [ENDS, STAFF],
+      )
+    })
+    // 6,000 customers at one instant: every bucket's bound and every change share its time.
+    await testStore.store.admin(async (sql) => {
+      await sql.query(`INSERT INTO organizations (id, name, plan) VALUES ($1, $1, 'professional')`, [INSTANT])
+      await sql.query(
+        `INSERT INTO customers (org_id, id, is_active, created_at, updated_at)
+         SELECT $1, 'cus_' || lpad(g::text, 5, '0'), true, timestamptz '2025-05-01 09:00', now()
+         FROM generate_series(1, 6000) g`,
+        [INSTANT],
       )
     })
     await testStore.store.admin((sql) => sql.query('SELECT list_fold_all()'))
@@ -219,10 +231,11 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
     statement: PageStatement,
     offset: number,
     org = ORG,
-  ): Promise<{ read: number; rounding: number; sorts: number }> {
+  ): Promise<{ read: number; rounding: number; sorts: number; conditions: string[] }> {
     type Node = { 'Node Type': string; 'Relation Name'?: string; 'Actual Rows'?: number } & {
       'Actual Loops'?: number
       'Rows Removed by Filter'?: number
+      'Index Cond'?: string
       Plans?: Node[]
     }
     const [row] = await testStore.store.read(async (sql) => {
@@ -235,7 +248,10 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
     let read = 0
     let rounding = 0
     let sorts = 0
+    const conditions: string[] = []
     const walk = (node: Node) => {
+      if (node['Relation Name'] === 'list_changes' && (node['Actual Loops'] ?? 0) > 0)
+        conditions.push(node['Index Cond'] ?? '')
       if (node['Node Type'] === 'Sort' && (node['Actual Rows'] ?? 0) > 0) sorts++
       if (node['Relation Name'] === 'list_changes' && (node['Actual Loops'] ?? 1) > 1)
         rounding += node['Actual Loops'] ?? 1
@@ -247,7 +263,7 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
     const plan = row?.['QUERY PLAN'][0]?.Plan
     if (!plan) throw new Error('EXPLAIN returned no plan')
     walk(plan)
-    return { read, rounding, sorts }
+    return { read, rounding, sorts, conditions }
   }
 
   it("reads the list's pending changes in one pass, and a sought page those beyond its piece once more", async () => {
@@ -410,5 +426,40 @@ describeEachStore('pages with changes pending on %s', (testStore) => {
         }
       }
     }
+  })
+  it("reads a range of one instant's changes between its ids, not on through the instant", async () => {
+    // 300 of the instant's customers deactivated, one at a time: changes spread over its ids.
+    for (let g = 7; g <= 6000; g += 20)
+      await testStore.store.admin((sql) =>
+        sql.query(`UPDATE customers SET is_active = false WHERE org_id = $1 AND id = $2`, [
+          INSTANT,
+          `cus_${String(g).padStart(5, '0')}`,
+        ]),
+      )
+    await check('customers', {}, INSTANT)
+    const [changes] = await testStore.store.admin((sql) =>
+      sql.query<{ n: number }>('SELECT count(*)::int AS n FROM list_changes WHERE org_id = $1', [INSTANT]),
+    )
+    const pending = changes?.n ?? 0
+    expect(pending).toBe(300)
+    const total = (await truth('customers', {}, INSTANT)).length
+    // Sought pages a quarter from either end: the pass reads every change once; the seek reads
+    // those on the near side of its first candidate's bound (about a quarter) and those inside the
+    // pieces after it, each piece's own. Each scan that stops before the list's last change stops
+    // on a column's bound: a row comparison ends a scan only where its first column decides, and
+    // here the time never does, so that a scan bounded above by `(at, id) < …` alone steps over
+    // every index entry of the instant past its bound (entries the index rejects, which EXPLAIN
+    // does not count as read).
+    const seen: string[] = []
+    for (const offset of [Math.floor(total / 4), Math.floor((total * 3) / 4)]) {
+      const { read, rounding, conditions } = await changesRead(customersPage(INSTANT), offset, INSTANT)
+      expect(read, `at ${offset}`).toBeGreaterThan(pending)
+      expect(read, `at ${offset}`).toBeLessThanOrEqual(pending + pending / 2 + rounding)
+      expect(conditions.length, `at ${offset}`).toBeGreaterThan(3)
+      for (const condition of conditions) expect(condition, `at ${offset}`).not.toMatch(/ROW\(at, id\) < /)
+      seen.push(...conditions)
+    }
+    // A piece inside the instant is read from its own bound's id, in the index's condition.
+    expect(seen.some((condition) => /\(id >= CASE WHEN/.test(condition))).toBe(true)
   })
 })
