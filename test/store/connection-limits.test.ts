@@ -203,13 +203,19 @@ describe.skipIf(!postgresAvailable())('connection limits (PostgreSQL)', () => {
     const readiness = storeReadiness(store, 0)
     expect((await served.inject({ url: PAGE, headers: bearer(key) })).statusCode).toBe(200)
     // A crowd of three deadlines' worth of requests at the pace this machine serves them now: a
-    // deadline stretched by the load is not outlasted by a fixed number of requests.
+    // deadline stretched by the load is not outlasted by a fixed number of requests. The pace is
+    // taken ten at a time, a queue far shorter than the deadline even on a loaded machine, so the
+    // measurement itself is never turned away.
     const paced = performance.now()
-    const warm = await Promise.all(
-      Array.from({ length: 100 }, () => served.inject({ url: PAGE, headers: bearer(key) })),
-    )
-    expect(warm.map((r) => r.statusCode)).toEqual(warm.map(() => 200))
-    const perRequestMs = (performance.now() - paced) / 100
+    const warm: number[] = []
+    for (let batch = 0; batch < 10; batch++) {
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, () => served.inject({ url: PAGE, headers: bearer(key) })),
+      )
+      warm.push(...answers.map((r) => r.statusCode))
+    }
+    expect(warm).toEqual(warm.map(() => 200))
+    const perRequestMs = (performance.now() - paced) / warm.length
     const crowd = Math.max(600, Math.ceil((3 * deadlineMs) / perRequestMs))
     const started = performance.now()
     const responses = await Promise.all(
