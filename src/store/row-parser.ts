@@ -39,6 +39,13 @@ const RESULT_ENDS = new Set([0x43, 0x45, 0x5a, 0x49, 0x73])
 const TAKEN: BackendMessage = { name: 'dataRow taken' }
 
 /**
+ * What the driver is told of a result a sink takes: a RowDescription without columns. It makes
+ * no row of it, and preparing one per column (its type parsers, a template object of every
+ * column's name) cost 8 % of Node's CPU a request (docs/design/techniques.md).
+ */
+const TAKEN_DESCRIPTION = Object.freeze({ name: 'rowDescription', length: 6, fieldCount: 0, fields: [] })
+
+/**
  * A parser of one connection's messages whose DataRow messages go to the sink `sink()` names
  * (when a result begins) while a result it accepted is read; every other message to `parse`'s
  * callback.
@@ -56,6 +63,7 @@ export function rowParser(sink: () => RowSink | undefined): Pick<ProtocolParser,
     if (code === ROW_DESCRIPTION) {
       const current = sink()
       taking = current?.accepts(message.fields ?? []) ? current : undefined
+      if (taking) return TAKEN_DESCRIPTION
     } else if (RESULT_ENDS.has(code)) taking = undefined
     return message
   }

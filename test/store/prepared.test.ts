@@ -142,7 +142,7 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
 
   /** The settings every request-path transaction opens with, in this order first. */
   const SETTINGS =
-    "SELECT set_config\\('transaction_read_only', 'on', true\\), set_config\\('role', 'openbook_reader', true\\)[^;]*"
+    "SELECT concat\\(set_config\\('transaction_read_only', 'on', true\\), set_config\\('role', 'openbook_reader', true\\)[^;]*"
   const LOOKUP =
     "SELECT set_config\\('openbook\\.org_id', CASE a\\.state WHEN 'active' THEN a\\.org_id ELSE '' END, true\\)[^;]*FROM openbook_key_lookup"
   const PAGE_EXECUTE = "\\(current_setting\\('openbook\\.org_id', true\\)[^;]*\\)"
@@ -272,7 +272,7 @@ describe.skipIf(!postgresAvailable())('prepared statements on the request path (
         const messages = await page()
         expect(messages.filter((m) => m.includes('openbook_prepare('))).toHaveLength(2)
         const rechecked =
-          /^SELECT set_config[\s\S]*SELECT openbook_prepare\('openbook_e_[0-9a-f]+', '[\s\S]*', true\); SELECT set_config\('openbook\.org_id'/
+          /^SELECT concat\(set_config[\s\S]*SELECT openbook_prepare\('openbook_e_[0-9a-f]+', '[\s\S]*', true\); SELECT set_config\('openbook\.org_id'/
         expect(messages.filter((m) => rechecked.test(m))).toHaveLength(1)
         expect(await statements()).toHaveLength(1)
       } finally {
