@@ -43,7 +43,7 @@ describe("openbook's messages in pgbench", () => {
     expect(lines[1]).toMatch(/^PREPARE bench_page_[0-9a-f]{16} AS SELECT \$1::text, \$2::bigint;$/)
     expect(lines.slice(2)).toEqual(['\\set prepared 1', ''])
     expect(message).toMatch(
-      /^BEGIN \\; SELECT set_config\('transaction_read_only', 'on', true\), [^;]* \\; SELECT set_config\('openbook.org_id', .* \\; EXECUTE bench_page_[0-9a-f]{16}\(current_setting\('openbook.org_id', true\), 50\);\nCOMMIT;\n$/s,
+      /^BEGIN \\; SELECT concat\(set_config\('transaction_read_only', 'on', true\), [^;]* \\; SELECT set_config\('openbook.org_id', .* \\; EXECUTE bench_page_[0-9a-f]{16}\(current_setting\('openbook.org_id', true\), 50\);\nCOMMIT;\n$/s,
     )
   })
 
