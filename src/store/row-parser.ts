@@ -40,8 +40,8 @@ const TAKEN: BackendMessage = { name: 'dataRow taken' }
 
 /**
  * What the driver is told of a result a sink takes: a RowDescription without columns. It makes
- * no row of it, and preparing one per column (its type parsers, a template object of every
- * column's name) cost 8 % of Node's CPU a request (docs/design/techniques.md).
+ * no row of it, so it need not prepare one per column (a type parser each and a template object
+ * of every column's name; docs/design/techniques.md).
  */
 const TAKEN_DESCRIPTION = Object.freeze({ name: 'rowDescription', length: 6, fieldCount: 0, fields: [] })
 
