@@ -7,6 +7,7 @@ import Fastify, {
   type FastifyRequest,
   LogController,
 } from 'fastify'
+import type { pino } from 'pino'
 import type { Config } from './config.js'
 import type { LastUsedOptions } from './domain/last-used.js'
 import { ApiError, BODY_LIMIT, PAYLOAD_TOO_LARGE_MESSAGE } from './errors.js'
@@ -26,8 +27,8 @@ export interface AppOptions {
   readonly store: Store
   readonly config: Pick<Config, 'apiKeyBrand' | 'logLevel'>
   readonly lastUsed?: LastUsedOptions
-  /** A pino destination stream (tests capture log lines with it). */
-  readonly logStream?: NodeJS.WritableStream
+  /** Where the log lines go (the server's stream, src/log-destination.ts; a test's capture); else stdout. */
+  readonly logStream?: pino.DestinationStream
   /** Request counts, latencies and store failures, served on the ops port (src/ops/). */
   readonly metrics?: Metrics
 }

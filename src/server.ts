@@ -7,6 +7,7 @@ import { pino } from 'pino'
 import { type Config, ConfigError, loadConfig } from './config.js'
 import { ListFolder } from './domain/list-folder.js'
 import { tuneGarbageCollector } from './gc-tuning.js'
+import { type LogDestination, logDestination, warnOfDroppedLines } from './log-destination.js'
 import { LOG_SERIALIZERS } from './loggable-error.js'
 import { CONTRACT_VERSION } from './openapi/document.js'
 import { errorLine } from './operator-error.js'
@@ -172,14 +173,15 @@ async function openStoreOrFail(config: Config, log: pino.Logger, metrics: Metric
 }
 
 /** The embedded store at start: the demo organization on an empty store, fresh statistics. */
-async function prepareEmbedded(store: Store, config: Config): Promise<void> {
+async function prepareEmbedded(store: Store, config: Config, out: LogDestination): Promise<void> {
   const demoKey = await seedDemoIfEmpty(store, config.apiKeyBrand)
   // PGlite runs no autovacuum: statistics are refreshed at each start, and the store vacuums in
   // its idle time (embedded-autovacuum.ts).
   await refreshStatistics(store)
   if (demoKey) {
     const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`
-    process.stdout.write(
+    // Through the log's stream, so that it comes after the lines logged before it.
+    out.write(
       `\nSeeded a demo organization into ${config.dataDir}. Its test key (shown once):\n  ${demoKey}\n` +
         `Try:\n  curl -H "Authorization: Bearer ${demoKey}" "${base}/api/public/v1/customers?limit=2"\n\n`,
     )
@@ -231,7 +233,9 @@ async function listen(
 async function main(): Promise<void> {
   tuneGarbageCollector()
   const config = readConfig()
-  const log = pino({ level: config.logLevel, serializers: LOG_SERIALIZERS })
+  const logOut = logDestination()
+  const log = pino({ level: config.logLevel, serializers: LOG_SERIALIZERS }, logOut)
+  warnOfDroppedLines(logOut, log)
   // Before any set-up: a server that cannot listen stops at once, not after seeding its store.
   const ports = await planPortsOrFail(config)
 
@@ -269,13 +273,14 @@ async function main(): Promise<void> {
       config,
       metrics,
       lastUsed: { ...DEFAULT_LAST_USED, observer: metrics },
+      logStream: logOut,
     }),
     buildOpsApp({ metrics, readiness }),
   ])
   built.catch(() => undefined)
   if (store.kind === 'embedded') {
     setUp.phase('preparing the store (the demo organization on an empty store, statistics)', firstStart)
-    await prepareEmbedded(store, config)
+    await prepareEmbedded(store, config, logOut)
   }
   const [app, ops] = await built
   const operatorSocket =
