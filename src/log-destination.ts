@@ -1,4 +1,10 @@
-import { pino } from 'pino'
+import { constants, fstatSync, openSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { pino } from 'pino'
+import sonicBoom, { type SonicBoom as SonicBoomStream } from 'sonic-boom'
+
+// A CommonJS module: its class is a member of its export, not a named export Node can see.
+const { SonicBoom } = sonicBoom
 
 /**
  * Past this many bytes of lines not yet written, new lines are dropped: the server's memory stays
@@ -6,26 +12,82 @@ import { pino } from 'pino'
  */
 export const LOG_BUFFER_LIMIT_BYTES = 16 * 1024 * 1024
 
-/** pino's destination: sonic-boom's stream. */
-export type LogDestination = ReturnType<typeof pino.destination>
+/** How long the exit waits for a log reader that does not read: its retries, 100 ms apart. */
+const EXIT_WRITE_RETRIES = 20
+
+export type LogDestination = SonicBoomStream
+
+/** Destinations whose output failed, or whose reader a shutdown stopped waiting for. */
+const abandoned = new WeakSet<LogDestination>()
 
 /**
- * Standard output (or `fd`), written in the background as pino's default destination is, with a
- * bound: the server's own lines and the request log through one buffer, in the order written.
- * pino's default buffers without limit, one buffer per logger: beside a reader that stopped
+ * `fd`, or where it is a pipe, the same pipe opened again without blocking: a write to a full
+ * pipe then fails with EAGAIN (and is tried again later) instead of holding a thread until the
+ * reader reads, which held the process's exit too. Opened anew, the flag is this process's own:
+ * the pipe's other users keep theirs.
+ */
+function nonBlocking(fd: number): number {
+  try {
+    if (!fstatSync(fd).isFIFO()) return fd
+    return openSync(`/proc/self/fd/${fd}`, constants.O_WRONLY | constants.O_NONBLOCK)
+  } catch {
+    return fd
+  }
+}
+
+/**
+ * Standard output (or `fd`), written in the background with a bound: the server's own lines and
+ * the request log through one buffer, in the order written. pino's default destination (the same
+ * stream, sonic-boom 4) buffers without limit, one buffer per logger: beside a reader that stopped
  * reading (a container's log driver that blocks, a full pipe), every request added its line of
  * about 200 bytes to the server's memory for as long as the reader stayed stopped (700 MB an hour
- * at 1,000 requests a second). pino writes out what is left when the process exits, an exit on a
- * fatal error included.
+ * at 1,000 requests a second). And its flush at exit retried a write that failed forever: once
+ * the reader had gone (a broken pipe), a server told to stop never exited.
+ *
+ * What is left is written when the process exits, an exit on a fatal error included, for at most
+ * two seconds; a reader that has gone ends the log, not the server.
  */
 export function logDestination(
   options: { readonly fd?: number; readonly maxLength?: number } = {},
 ): LogDestination {
-  return pino.destination({
-    dest: options.fd ?? 1,
+  const stream = new SonicBoom({
+    fd: nonBlocking(options.fd ?? 1),
     sync: false,
     maxLength: options.maxLength ?? LOG_BUFFER_LIMIT_BYTES,
   })
+  // A write that failed for good (the reader has gone: EPIPE): no more lines, and one word of it
+  // on stderr. Without a listener, the error would end the process.
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (abandoned.has(stream)) return
+    abandoned.add(stream)
+    stream.write = () => true
+    process.stderr.write(
+      `openbook: the log's output failed (${error.code ?? error.message}); no more lines are written\n`,
+    )
+  })
+  process.once('exit', () => {
+    const state = stream as unknown as { destroyed: boolean; maxWriteRetries: number }
+    if (abandoned.has(stream) || state.destroyed) return
+    state.maxWriteRetries = EXIT_WRITE_RETRIES
+    try {
+      stream.flushSync()
+    } catch {
+      // The reader has gone, or did not read within the retries: the rest of the log is lost.
+    }
+  })
+  return stream
+}
+
+/**
+ * Waits until `destination` has written what it holds, at most `ms`: the last step of a shutdown.
+ * A reader that did not read by then is not waited for again at exit.
+ */
+export async function flushLog(destination: LogDestination, ms: number): Promise<void> {
+  const flushed = await Promise.race([
+    new Promise<boolean>((resolve) => destination.flush(() => resolve(true))),
+    sleep(ms).then(() => false),
+  ])
+  if (!flushed) abandoned.add(destination)
 }
 
 /**

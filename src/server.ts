@@ -7,7 +7,7 @@ import { pino } from 'pino'
 import { type Config, ConfigError, loadConfig } from './config.js'
 import { ListFolder } from './domain/list-folder.js'
 import { tuneGarbageCollector } from './gc-tuning.js'
-import { type LogDestination, logDestination, warnOfDroppedLines } from './log-destination.js'
+import { flushLog, type LogDestination, logDestination, warnOfDroppedLines } from './log-destination.js'
 import { LOG_SERIALIZERS } from './loggable-error.js'
 import { CONTRACT_VERSION } from './openapi/document.js'
 import { errorLine } from './operator-error.js'
@@ -46,6 +46,9 @@ function fail(message: string): never {
 }
 
 class StartError extends Error {}
+
+/** How long a shutdown waits for its last log lines to be read. */
+const LOG_FLUSH_AT_EXIT_MS = 2_000
 
 function packageVersion(): string {
   const file = new URL('../package.json', import.meta.url)
@@ -309,6 +312,7 @@ async function main(): Promise<void> {
     await ops.close()
     await folder?.stop()
     await opened.close()
+    await flushLog(logOut, LOG_FLUSH_AT_EXIT_MS)
   })
 
   // The store was checked at start (prepareStore); from here on, in the background.

@@ -26,23 +26,32 @@ function drain(fd: number): string {
 
 describe('the log destination', () => {
   let dir: string | undefined
-  let fd: number | undefined
+  let fds: number[] = []
   afterEach(() => {
-    if (fd !== undefined) closeSync(fd)
+    for (const fd of fds) {
+      try {
+        closeSync(fd)
+      } catch {
+        // Closed already: the destination closes the end it writes when it ends.
+      }
+    }
     if (dir) rmSync(dir, { recursive: true, force: true })
-    fd = dir = undefined
+    fds = []
+    dir = undefined
   })
 
   /**
    * A pipe that nobody reads until the test does (a FIFO, neither end blocking): the end the test
-   * reads, and the end the destination writes and closes.
+   * reads, and the end the destination is given (it opens the pipe again for itself).
    */
   function stalledPipe(): { readonly reader: number; readonly writer: number } {
     dir = mkdtempSync(join(tmpdir(), 'openbook-log-'))
     const path = join(dir, 'stdout')
     execFileSync('mkfifo', [path])
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)
-    return { reader: fd, writer: openSync(path, constants.O_WRONLY | constants.O_NONBLOCK) }
+    const reader = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)
+    const writer = openSync(path, constants.O_WRONLY | constants.O_NONBLOCK)
+    fds = [reader, writer]
+    return { reader, writer }
   }
 
   const closed = (destination: LogDestination) =>
