@@ -12,8 +12,14 @@ const { SonicBoom } = sonicBoom
  */
 export const LOG_BUFFER_LIMIT_BYTES = 16 * 1024 * 1024
 
-/** How long the exit waits for a log reader that does not read: its retries, 100 ms apart. */
-const EXIT_WRITE_RETRIES = 20
+/**
+ * How long a process's last lines wait for a log reader that does not read: a shutdown's flush,
+ * and again the exit after a fatal error.
+ */
+export const LOG_FLUSH_AT_EXIT_MS = 2_000
+
+/** sonic-boom tries a write that found the pipe full again this often, 100 ms apart. */
+const EXIT_WRITE_RETRIES = LOG_FLUSH_AT_EXIT_MS / 100
 
 export type LogDestination = SonicBoomStream
 
@@ -38,14 +44,13 @@ function nonBlocking(fd: number): number {
 /**
  * Standard output (or `fd`), written in the background with a bound: the server's own lines and
  * the request log through one buffer, in the order written. pino's default destination (the same
- * stream, sonic-boom 4) buffers without limit, one buffer per logger: beside a reader that stopped
- * reading (a container's log driver that blocks, a full pipe), every request added its line of
- * about 200 bytes to the server's memory for as long as the reader stayed stopped (700 MB an hour
- * at 1,000 requests a second). And its flush at exit retried a write that failed forever: once
- * the reader had gone (a broken pipe), a server told to stop never exited.
+ * stream, sonic-boom 4) buffers without limit, one buffer per logger, so a reader that stopped
+ * reading grew the server's memory by every request's line; and its flush at exit retried a
+ * write that failed forever, so a server whose reader had gone never exited.
  *
  * What is left is written when the process exits, an exit on a fatal error included, for at most
- * two seconds; a reader that has gone ends the log, not the server.
+ * `LOG_FLUSH_AT_EXIT_MS`; a reader that has gone ends the log, not the server. Lines still held
+ * when the process is killed (SIGKILL) are lost.
  */
 export function logDestination(
   options: { readonly fd?: number; readonly maxLength?: number } = {},
@@ -82,11 +87,13 @@ export function logDestination(
  * Waits until `destination` has written what it holds, at most `ms`: the last step of a shutdown.
  * A reader that did not read by then is not waited for again at exit.
  */
-export async function flushLog(destination: LogDestination, ms: number): Promise<void> {
+export async function flushLog(destination: LogDestination, ms = LOG_FLUSH_AT_EXIT_MS): Promise<void> {
+  const timeout = new AbortController()
   const flushed = await Promise.race([
     new Promise<boolean>((resolve) => destination.flush(() => resolve(true))),
-    sleep(ms).then(() => false),
+    sleep(ms, false, { signal: timeout.signal }).catch(() => false),
   ])
+  timeout.abort()
   if (!flushed) abandoned.add(destination)
 }
 

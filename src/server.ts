@@ -47,9 +47,6 @@ function fail(message: string): never {
 
 class StartError extends Error {}
 
-/** How long a shutdown waits for its last log lines to be read. */
-const LOG_FLUSH_AT_EXIT_MS = 2_000
-
 function packageVersion(): string {
   const file = new URL('../package.json', import.meta.url)
   return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version
@@ -312,7 +309,7 @@ async function main(): Promise<void> {
     await ops.close()
     await folder?.stop()
     await opened.close()
-    await flushLog(logOut, LOG_FLUSH_AT_EXIT_MS)
+    await flushLog(logOut)
   })
 
   // The store was checked at start (prepareStore); from here on, in the background.
