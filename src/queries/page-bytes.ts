@@ -71,6 +71,9 @@ for (const [byte, letter] of [
   ESCAPE[byte] = 1
   SHORT[byte] = letter.charCodeAt(0)
 }
+/** The list envelope (schemas/envelope.ts) up to its first item. */
+export const DATA_OPEN = Buffer.from('{"data":[')
+
 const HEX = Buffer.from('0123456789abcdef')
 const TRUE = Buffer.from('true')
 const FALSE = Buffer.from('false')
@@ -220,8 +223,10 @@ export class PageBytesWriter {
   private accepted = false
 
   constructor(private readonly statement: PageSql) {
-    // About a page of 50 customers; it grows for more.
+    // About a page of 50 customers; it grows for more. The items start after room for the
+    // envelope's opening (`Page.written`).
     this.out = Buffer.allocUnsafe(32 * 1024)
+    this.at = DATA_OPEN.copy(this.out)
   }
 
   /** Whether `fields` are the page's columns; if so, the rows that follow are the page's. */
@@ -251,11 +256,14 @@ export class PageBytesWriter {
     }
   }
 
-  /** The items, comma-separated (empty for an empty page), and the first row's scalars. */
-  finish(): { readonly items: Buffer; readonly scalars: PageScalars } {
+  /**
+   * The items, comma-separated (empty for an empty page), and the first row's scalars; `written`:
+   * the buffer they are in, after the envelope's opening (`Page.written`).
+   */
+  finish(): { readonly items: Buffer; readonly written: Buffer; readonly scalars: PageScalars } {
     if (this.error !== undefined) throw this.error
     if (!this.accepted || this.scalars === undefined) throw new Error('a page statement returned no row')
-    return { items: this.out.subarray(0, this.at), scalars: this.scalars }
+    return { items: this.out.subarray(DATA_OPEN.length, this.at), written: this.out, scalars: this.scalars }
   }
 
   private writeRow(bytes: Buffer, offset: number, length: number): void {

@@ -1,6 +1,6 @@
 import type { Sql, StoreAdapter } from '../store/types.js'
 import { techniques } from '../techniques.js'
-import { PageBytesWriter } from './page-bytes.js'
+import { DATA_OPEN, PageBytesWriter } from './page-bytes.js'
 import { itemsJson } from './page-rows.js'
 import {
   type KnownVersions,
@@ -27,17 +27,29 @@ export interface Pagination {
 export interface Page {
   readonly items: Buffer
   readonly pagination: Pagination
+  /**
+   * Where the items were written with the envelope's opening before them (`DATA_OPEN`) and room
+   * after them: the body is made there, without a copy of the items.
+   */
+  readonly written?: Buffer
 }
 
-const DATA_OPEN = Buffer.from('{"data":[')
-
-/** The response body: the list envelope (schemas/envelope.ts) around the page's items. */
+/**
+ * The response body: the list envelope around the page's items; in the buffer they were written
+ * in where it has room for the rest, which saves a copy of the page and a buffer of its size.
+ */
 export function pageBody(page: Page): Buffer {
   const close = `],"pagination":${JSON.stringify(page.pagination)}}`
-  const body = Buffer.allocUnsafe(DATA_OPEN.length + page.items.length + close.length)
+  const end = DATA_OPEN.length + page.items.length
+  const written = page.written
+  if (written && written.length >= end + close.length) {
+    written.write(close, end, 'latin1')
+    return written.subarray(0, end + close.length)
+  }
+  const body = Buffer.allocUnsafe(end + close.length)
   DATA_OPEN.copy(body)
   page.items.copy(body, DATA_OPEN.length)
-  body.write(close, DATA_OPEN.length + page.items.length, 'latin1')
+  body.write(close, end, 'latin1')
   return body
 }
 
@@ -68,6 +80,7 @@ export async function fetchVersionedPage(
   type Versioned = { total: number | null; version: string; latest: string | null; org: string }
   let answer: Versioned
   let items: Buffer
+  let written: Buffer | undefined
   if (store.pageForm === 'json') {
     const [row] = await sql.query<Versioned & { items: string }>(statement.jsonText, params)
     if (!row) throw new Error('a page statement returned no row')
@@ -77,9 +90,10 @@ export async function fetchVersionedPage(
     // The items written from the rows' bytes as they arrive (page-bytes.ts).
     const writer = new PageBytesWriter(statement)
     await sql.queryInto(writer, rowsTextFor(statement, page), params)
-    const written = writer.finish()
-    answer = written.scalars
-    items = written.items
+    const result = writer.finish()
+    answer = result.scalars
+    items = result.items
+    written = result.written
   } else {
     const rows = await sql.query<Record<string, unknown> & Versioned>(rowsTextFor(statement, page), params)
     const [first] = rows
@@ -96,6 +110,10 @@ export async function fetchVersionedPage(
     version,
     latest,
     orgId: org,
-    page: { items, pagination: { limit: page.limit, offset: page.offset, total, hasMore } },
+    page: {
+      items,
+      pagination: { limit: page.limit, offset: page.offset, total, hasMore },
+      ...(written ? { written } : {}),
+    },
   }
 }

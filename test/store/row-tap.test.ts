@@ -3,6 +3,7 @@ import { PageBytesWriter } from '../../src/queries/page-bytes.js'
 import { createPostgresStore } from '../../src/store/postgres/postgres.js'
 import type { RowSink, Store } from '../../src/store/types.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
+import { dataRowValues } from '../helpers/data-rows.js'
 import { addCustomers, createKey, createOrg } from '../helpers/fixtures.js'
 import { createTestDatabase, postgresAvailable, type TestDatabase } from '../helpers/stores.js'
 
@@ -30,15 +31,7 @@ describe.skipIf(!postgresAvailable())("a result's rows handed on as bytes (Postg
     const sink: RowSink = {
       accepts: (fields) => fields.map((field) => field.name).join() === columns.join(),
       row(bytes, offset) {
-        const values: (string | null)[] = []
-        let at = offset + 2
-        for (let i = 0; i < bytes.readInt16BE(offset); i++) {
-          const length = bytes.readInt32BE(at)
-          at += 4
-          values.push(length === -1 ? null : bytes.toString('utf8', at, at + length))
-          at += Math.max(length, 0)
-        }
-        rows.push(values)
+        rows.push(dataRowValues(bytes, offset))
       },
     }
     return { sink, rows }

@@ -4,6 +4,7 @@ import { Parser } from 'pg-protocol/dist/parser.js'
 import { describe, expect, it } from 'vitest'
 import { appointmentsPage } from '../../src/queries/appointments.js'
 import { customersPage } from '../../src/queries/customers.js'
+import { pageBody } from '../../src/queries/page.js'
 import { PageBytesWriter, type ResultField } from '../../src/queries/page-bytes.js'
 import { itemsJson } from '../../src/queries/page-rows.js'
 import type { PageSql } from '../../src/queries/page-statement.js'
@@ -196,6 +197,38 @@ describe("a page's items written from its rows' bytes", () => {
     const { items } = throughWriter(customers, columns, wire)
     expect(items.length).toBeGreaterThan(100 * 400 * 2)
     expect(items.toString()).toBe(throughPg(customers, columns, wire))
+  })
+
+  it('makes the body around its items where they were written, and in a buffer of its own where the rest does not fit', () => {
+    const columns = columnsOf(CUSTOMER, customers)
+    const row = (i: number) =>
+      columns.map(({ field, kind }) =>
+        field.name === 'id'
+          ? Buffer.from(`cus_${i}`)
+          : kind === 'scalar'
+            ? i === 0
+              ? Buffer.from(field.name === 'total' ? '3' : `${field.name}_1`)
+              : null
+            : null,
+      )
+    const { items, written } = throughWriter(
+      customers,
+      columns,
+      Buffer.concat([0, 1, 2].map((i) => dataRow(row(i)))),
+    )
+    const pagination = { limit: 3, offset: 0, total: 3, hasMore: false }
+    const expected = { data: [{ id: 'cus_0' }, { id: 'cus_1' }, { id: 'cus_2' }], pagination }
+    const body = pageBody({ items, pagination, written })
+    expect(JSON.parse(body.toString())).toEqual(expected)
+    expect(body.buffer, 'the items are not copied').toBe(written.buffer)
+    // The items end where their buffer does: the rest goes with a copy.
+    const end = items.byteOffset - written.byteOffset + items.length
+    const full = Buffer.allocUnsafeSlow(end)
+    written.copy(full, 0, 0, end)
+    const last = full.subarray(full.length - items.length)
+    const copied = pageBody({ items: last, pagination, written: full })
+    expect(JSON.parse(copied.toString())).toEqual(expected)
+    expect(copied.buffer).not.toBe(full.buffer)
   })
 
   it('takes only the result of the page statement’s columns', () => {

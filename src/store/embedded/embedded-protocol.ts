@@ -19,6 +19,17 @@ export type DataDirOrigin =
   | { readonly made: 'template' }
   | { readonly made: 'initdb'; readonly templateUnused?: string }
 
+/**
+ * `KEY_ORGANIZATION` (store/types.ts) as a statement's parameter in a message: the database thread
+ * binds the organization that the transaction's key lookup named.
+ */
+export const KEY_ORGANIZATION_PARAM = { keyOrganization: true } as const
+
+export const isKeyOrganizationParam = (value: unknown): value is typeof KEY_ORGANIZATION_PARAM =>
+  typeof value === 'object' &&
+  value !== null &&
+  (value as { keyOrganization?: unknown }).keyOrganization === true
+
 export type DatabaseRequest =
   | { readonly op: 'open' }
   | {

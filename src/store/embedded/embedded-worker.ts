@@ -28,6 +28,7 @@ import {
   type DatabaseRequest,
   type DatabaseResponse,
   type DataDirOrigin,
+  isKeyOrganizationParam,
   type ResultBytes,
   serializeError,
   type WorkerData,
@@ -215,6 +216,10 @@ function preparedParts(text: string, params: readonly TextParam[]) {
   return { parts, named }
 }
 
+/** Where `queryBytes` puts an answer's chunks together: kept between answers up to this size. */
+const GATHERED_KEPT = 256 * 1024
+let gathered = Buffer.allocUnsafeSlow(64 * 1024)
+
 /**
  * A statement sent as `preparedQuery` sends it, its answer read as bytes: each result's columns
  * and its DataRow messages as PostgreSQL wrote them, for the page's writer on the other side of
@@ -225,32 +230,68 @@ function preparedParts(text: string, params: readonly TextParam[]) {
 async function queryBytes(text: string, params: readonly unknown[]): Promise<ResultBytes[]> {
   if (!params.every(isTextParam)) throw new Error('a statement parameter that is not text, a number or NULL')
   const { parts, named } = preparedParts(text, params)
-  const chunks: Buffer[] = []
-  // The chunks are views of PostgreSQL's memory, copied as they come.
+  // The chunks are views of PostgreSQL's memory (about 8 KB each), put together as they come in
+  // memory kept from one answer to the next; the answer is then copied once into memory of its
+  // own size (not Node's shared pool), which goes to the other thread whole, not copied again.
+  let size = 0
   await database().execProtocolRawStream(concat(parts), {
     syncToFs: false,
-    onRawData: (chunk) => chunks.push(Buffer.from(chunk)),
+    onRawData: (chunk) => {
+      if (size + chunk.byteLength > gathered.length) {
+        const larger = Buffer.allocUnsafeSlow(Math.max(2 * gathered.length, size + chunk.byteLength))
+        gathered.copy(larger, 0, 0, size)
+        gathered = larger
+      }
+      gathered.set(chunk, size)
+      size += chunk.byteLength
+    },
   })
-  const results: { fields: ResultBytes['fields']; rows: Buffer[] }[] = []
+  const answer = Buffer.allocUnsafeSlow(size)
+  gathered.copy(answer, 0, 0, size)
+  if (gathered.length > GATHERED_KEPT) gathered = Buffer.allocUnsafeSlow(GATHERED_KEPT)
+  const results: { fields: ResultBytes['fields']; start: number; end: number }[] = []
   let parsed = false
   let error: unknown
   const parser = rowParser(() => ({
     accepts: (fields) => {
-      results.push({ fields: fields.map(({ name, dataTypeID }) => ({ name, dataTypeID })), rows: [] })
+      const columns = fields.map(({ name, dataTypeID }) => ({ name, dataTypeID }))
+      results.push({ fields: columns, start: 0, end: 0 })
       return true
     },
-    // The whole message: its code and length are the 5 bytes before its field count.
-    row: (bytes, offset, length) =>
-      results.at(-1)?.rows.push(bytes.subarray(offset - 5, offset - 4 + length)),
+    // The whole message: its code and length are the 5 bytes before its field count. A result's
+    // DataRow messages come one after another: its rows are one view of the answer.
+    row: (bytes, offset, length) => {
+      const result = results.at(-1)
+      if (!result) return
+      const start = offset - 5
+      if (bytes.buffer !== answer.buffer || (result.end !== 0 && result.end !== start))
+        throw new Error('a result whose rows are not one view of the answer')
+      if (result.end === 0) result.start = start
+      result.end = offset - 4 + length
+    },
   }))
   // One call with the whole answer: the messages are views of it.
-  parser.parse(Buffer.concat(chunks), (message) => {
+  parser.parse(answer, (message) => {
     if (message.name === 'parseComplete') parsed = true
     else if (message.name === 'error') error ??= message
   })
   named(parsed)
   if (error) throw error
-  return results.map(({ fields, rows }) => ({ fields, rows: Buffer.concat(rows) }))
+  return results.map(({ fields, start, end }) => ({ fields, rows: answer.subarray(start, end) }))
+}
+
+/** The organization the transaction's key lookup named ('' for none, which no row matches). */
+const KEY_ORGANIZATION_TEXT = "SELECT coalesce(current_setting('openbook.org_id', true), '') AS org"
+
+/**
+ * `params` with `KEY_ORGANIZATION_PARAM` bound to the organization the transaction's key lookup
+ * named, read from the setting it made (as the PostgreSQL store's one trip reads it): the
+ * statement was sent with the lookup, before its answer was back.
+ */
+async function withKeyOrganization(params: readonly unknown[]): Promise<readonly unknown[]> {
+  if (!params.some(isKeyOrganizationParam)) return params
+  const [row] = (await preparedQuery(KEY_ORGANIZATION_TEXT, [])) as { org: string }[]
+  return params.map((param) => (isKeyOrganizationParam(param) ? (row?.org ?? '') : param))
 }
 
 async function query(text: string, params: readonly unknown[]): Promise<unknown[]> {
@@ -322,9 +363,9 @@ async function handle(request: DatabaseRequest): Promise<unknown> {
     case 'begin':
       return begin(request.preamble, request.prepared, request.readOnly)
     case 'query':
-      return query(request.text, request.params)
+      return query(request.text, await withKeyOrganization(request.params))
     case 'queryBytes':
-      return queryBytes(request.text, request.params)
+      return queryBytes(request.text, await withKeyOrganization(request.params))
     case 'exec':
       inTransaction()
       await simple(request.text)
@@ -365,6 +406,14 @@ port.on('message', ({ id, request }: { id: number; request: DatabaseRequest }) =
     } catch (error) {
       response = { id, ok: false, error: serializeError(error) }
     }
-    port.postMessage(response)
+    // A page's answer is handed over, not copied: the rows' memory is the other thread's now.
+    port.postMessage(response, request.op === 'queryBytes' && response.ok ? answerMemory(response.value) : [])
   })
 })
+
+/** The memory `queryBytes`'s results are views of (one ArrayBuffer, each of its own size). */
+function answerMemory(results: unknown): ArrayBuffer[] {
+  const memory = new Set<ArrayBuffer>()
+  for (const { rows } of results as ResultBytes[]) memory.add(rows.buffer as ArrayBuffer)
+  return [...memory]
+}

@@ -6,13 +6,14 @@ import { type DataDirLock, lockDataDir } from '../data-dir-lock.js'
 import { explainOpenFailure, freeBytes } from '../open-failure.js'
 import { readerPreamble } from '../reader-settings.js'
 import { rowParserWorks } from '../row-parser.js'
-import type { AdminSql, Store, StoreAdapter } from '../types.js'
+import { type AdminSql, KEY_ORGANIZATION, type Store, type StoreAdapter } from '../types.js'
 import { type AutovacuumOptions, startAutovacuum } from './embedded-autovacuum-schedule.js'
 import {
   type DatabaseRequest,
   type DatabaseResponse,
   type DataDirOrigin,
   deserializeError,
+  KEY_ORGANIZATION_PARAM,
   type ResultBytes,
   type WorkerData,
 } from './embedded-protocol.js'
@@ -76,19 +77,36 @@ class DatabaseThread {
   }
 }
 
-/** One transaction's connection: it refuses work once its transaction has ended. */
-function sqlOf(thread: DatabaseThread, isOpen: () => boolean): AdminSql {
+/** `KEY_ORGANIZATION` in `params` as the message carries it (`KEY_ORGANIZATION_PARAM`). */
+const paramsOf = (params: readonly unknown[]) =>
+  params.includes(KEY_ORGANIZATION)
+    ? params.map((param) => (param === KEY_ORGANIZATION ? KEY_ORGANIZATION_PARAM : param))
+    : params
+
+/**
+ * One transaction's connection: it refuses work once its transaction has ended. The thread runs
+ * messages in the order they come, so a statement sent without waiting for the one before goes in
+ * the same turn of the thread: `sendWithNext` sends at once, and the work's statements follow it
+ * before its answer is back (the key lookup and the page in one trip: plugins/auth.ts).
+ */
+function sqlOf(thread: DatabaseThread, isOpen: () => boolean, requestPath: boolean): AdminSql {
   const call = <T>(request: DatabaseRequest): Promise<T> =>
     isOpen() ? thread.call<T>(request) : Promise.reject(new Error('the transaction has ended'))
+  const query = <Row extends object>(text: string, params: readonly unknown[] = []) =>
+    call<Row[]>({ op: 'query', text, params: paramsOf(params) })
   return {
-    query: <Row extends object>(text: string, params: readonly unknown[] = []) =>
-      call<Row[]>({ op: 'query', text, params }),
+    query,
+    ...(requestPath ? { sendWithNext: query, flush: async () => undefined } : {}),
     exec: (text) => call<void>({ op: 'exec', text }),
     copyIn: (table, columns, text) => call<void>({ op: 'copy', table, columns, text }),
     ...(rowParserWorks
       ? {
           queryInto: async (sink, text, params = []) => {
-            for (const { fields, rows } of await call<ResultBytes[]>({ op: 'queryBytes', text, params })) {
+            for (const { fields, rows } of await call<ResultBytes[]>({
+              op: 'queryBytes',
+              text,
+              params: paramsOf(params),
+            })) {
               if (!sink.accepts(fields)) continue
               const bytes = Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)
               for (let at = 0; at < bytes.length; at += 1 + bytes.readInt32BE(at + 1))
@@ -187,7 +205,7 @@ async function runTransaction<T>(
   let open = true
   let result: T
   try {
-    result = await work(sqlOf(thread, () => open))
+    result = await work(sqlOf(thread, () => open, kind.prepared))
   } catch (error) {
     open = false
     await thread.call({ op: 'end', commit: false }).catch(() => undefined)
