@@ -411,7 +411,7 @@ port.on('message', ({ id, request }: { id: number; request: DatabaseRequest }) =
   })
 })
 
-/** The memory `queryBytes`'s results are views of (one ArrayBuffer, each of its own size). */
+/** The memory `queryBytes`'s results are views of: one ArrayBuffer of the answer's size, the thread's own. */
 function answerMemory(results: unknown): ArrayBuffer[] {
   const memory = new Set<ArrayBuffer>()
   for (const { rows } of results as ResultBytes[]) memory.add(rows.buffer as ArrayBuffer)
