@@ -202,18 +202,32 @@ export function pageSql(parts: PageStatementParts): PageSql {
   // PENDING_TOTAL) and how many of them add an entry (`inserted`, for the seek). OFFSET 0 keeps
   // the subquery whole, so that each change is tested once, not once for each sum.
   const counted = countedOf(parts)
-  const version = `v AS MATERIALIZED (SELECT (SELECT $1::text) AS org, coalesce(f.changes, 0) + p.n AS version,
+  // A statement that may seek also takes, from the same pass, the times of the changes the
+  // pieces leave out, those that add an entry and those that remove one, in the list's order (the
+  // index's: the subquery's ORDER BY is the scan's own, no sort), so that the seek counts the
+  // changes inside a range of the list without reading them again (`seekPage`). The aggregate
+  // takes the subquery's rows in their order: one input, no join, and no partial aggregation
+  // under its LIMIT (OFFSET 0). An ORDER BY inside each `array_agg` would sort its input again,
+  // whatever order it came in: 0.5 ms more over 5,000 changes on PostgreSQL 15.
+  const version = (keyed: boolean) => {
+    const keys = keyed
+      ? `, coalesce(array_agg(p.at) FILTER (WHERE p.counted AND p.delta > 0), '{}') AS added,
+                   coalesce(array_agg(p.at) FILTER (WHERE p.counted AND p.delta < 0), '{}') AS removed`
+      : ''
+    return `v AS MATERIALIZED (SELECT (SELECT $1::text) AS org, coalesce(f.changes, 0) + p.n AS version,
       (extract(epoch FROM greatest(f.latest_written_at, p.latest)) * 1000000)::bigint::text AS latest,
-      p.pending, p.inserted
+      p.pending, p.inserted${keyed ? ', p.added, p.removed' : ''}
       FROM (SELECT count(*) AS n, max(p.written_at) AS latest,
                    coalesce(sum(p.delta) FILTER (WHERE p.counted), 0) AS pending,
-                   count(*) FILTER (WHERE p.counted AND p.delta > 0) AS inserted
-            FROM (SELECT p.written_at, p.delta, (${counted}) AS counted FROM ${changesOf(parts)} OFFSET 0) p) p
+                   count(*) FILTER (WHERE p.counted AND p.delta > 0) AS inserted${keys}
+            FROM (SELECT p.written_at, p.delta${keyed ? ', p.at' : ''}, (${counted}) AS counted
+                  FROM ${changesOf(parts)}${keyed ? ' ORDER BY p.at, p.id' : ''} OFFSET 0) p) p
       LEFT JOIN (SELECT f.changes, f.latest_written_at FROM list_folds f
                  WHERE ${tenantCondition('f')} AND f.list = '${parts.table}' LIMIT 1) f ON true)`
-  const opening = `${parts.ctes ? `${parts.ctes}, ` : ''}${version}`
-  const countText = `WITH ${opening} ${count}`
-  const total = (ctes: string) => `WITH ${opening}, t AS MATERIALIZED (
+  }
+  const opening = (keyed: boolean) => `${parts.ctes ? `${parts.ctes}, ` : ''}${version(keyed)}`
+  const countText = `WITH ${opening(false)} ${count}`
+  const total = ({ ctes, keyed }: PageRows) => `WITH ${opening(keyed)}, t AS MATERIALIZED (
       SELECT (${count}) AS total FROM v WHERE v.version <> ALL (${paramsOf(parts).known}))${ctes}`
   const scalars = { total: 't.total', version: 'v.version::text', latest: 'v.latest', org: 'v.org' }
   // In the rows form, the page's scalars go on its first row only: the rest would carry the same
@@ -222,16 +236,15 @@ export function pageSql(parts: PageStatementParts): PageSql {
   const onFirstRow = Object.entries(scalars)
     .map(([name, sql]) => `CASE WHEN row_number() OVER (ORDER BY ${order}) = 1 THEN ${sql} END AS ${name}`)
     .join(', ')
-  const rowsOf = ({ ctes, page }: PageRows) => `${total(ctes)} SELECT ${columns}, ${onFirstRow}
-    FROM v LEFT JOIN t ON true LEFT JOIN LATERAL (SELECT r.* FROM (${page}) r) r ON true ORDER BY ${order}`
+  const rowsOf = (rows: PageRows) => `${total(rows)} SELECT ${columns}, ${onFirstRow}
+    FROM v LEFT JOIN t ON true LEFT JOIN LATERAL (SELECT r.* FROM (${rows.page}) r) r ON true ORDER BY ${order}`
   const sought = parts.pieces ? seekPage(parts, parts.pieces) : undefined
   const near = twoEndedPage(parts)
   const rowsText = rowsOf(sought ?? near)
   const versioned = Object.entries(scalars).map(([name, sql]) => `${sql} AS ${name}`)
-  const { ctes, page } = sought ?? near
-  const jsonText = `${total(ctes)} SELECT ${versioned.join(', ')}, (
+  const jsonText = `${total(sought ?? near)} SELECT ${versioned.join(', ')}, (
       SELECT coalesce(string_agg(${itemJsonSql(parts.fields)}, ',' ORDER BY ${order}), '')
-      FROM (${page}) r) AS items
+      FROM (${(sought ?? near).page}) r) AS items
     FROM v LEFT JOIN t ON true`
   const omittedWhenNull = parts.fields.filter((field) => !field.nullable).map((field) => field.key)
   const timestamps = parts.fields.filter((field) => field.rows?.timestamp).map((field) => field.key)
@@ -256,10 +269,14 @@ export function pageSql(parts: PageStatementParts): PageSql {
 export const rowsTextFor = (statement: PageSql, page: Pick<PageRequest, 'offset'>) =>
   page.offset < SEEK_FROM ? statement.nearRowsText : statement.rowsText
 
-/** A page's rows (each a whole row of the table), and the CTEs they need after the total's `t`. */
+/**
+ * A page's rows (each a whole row of the table), the CTEs they need after the total's `t`, and
+ * whether they read the pending changes' keys from the pass (`v`).
+ */
 interface PageRows {
   readonly ctes: string
   readonly page: string
+  readonly keyed: boolean
 }
 
 const paramsOf = (parts: PageStatementParts) => ({
@@ -351,7 +368,7 @@ function twoEndedPage(parts: PageStatementParts): PageRows {
   const page = `${fromTop(parts, `${offset} * 2 < t.total`)}
       UNION ALL
       ${fromFarEnd(parts, `${offset} * 2 >= t.total`)}`
-  return { ctes: '', page }
+  return { ctes: '', page, keyed: false }
 }
 
 /**
@@ -376,44 +393,51 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
   // offset may fall. At most `inserted` entries (the pending insertions) can be above a piece's
   // folded sum, so the pieces before the first whose folded sum passes the offset less them are
   // passed over unread; from there on, each piece's sum is made exact by the pending changes
-  // inside it (a range of the index, from the key), until the one the offset falls in: the
-  // page steps over at most that piece's entries.
+  // inside it (`pendingIn`), until the one the offset falls in: the page steps over at most that
+  // piece's entries.
   const inserted = '(SELECT v.inserted FROM v)'
   const pendingWhere = `${changesOf(parts)} AND (${countedOf(parts)})`
   /**
    * The sum of the pending changes from the key `lo` up to `hi` (`[at, id]`, bare values in the
    * index's condition: an expression there is kept out of it by row-level security; no key: open
-   * on that side). A range whose times leave out all the list's changes, or take them all, is not
-   * read again (`e`: the earliest and latest change's time, the first and last entry of their
-   * index, read only by a sought page): new bookings and the day's status changes lie above every
-   * deep page's pieces.
+   * on that side). The pass took the times of the changes the pieces leave out that add an entry
+   * and of those that remove one, each in the list's order (`v.added`, `v.removed`): those after
+   * `lo`'s instant and before `hi`'s are counted by a binary search of the times at each end
+   * (`width_bucket`: how many are up to a time). Those of an end's own instant, on the range's
+   * side of its id, are read from the index (both ends at one instant: between the two ids),
+   * and only where the pass saw a change at that instant: a change is read again only where it
+   * shares the instant of a piece's bound.
    *
-   * Each scan is bounded on both sides by its keys. A row comparison ends a scan only where its
-   * first column decides, so that `(at, id) < hi` would let a scan run on through every change at
-   * `hi`'s instant and past it (a crowded instant's, or all of them). Up to `hi`, the changes
-   * before its instant and those of its instant below its id are read apart; with both ends at one
-   * instant, its changes between the two ids.
+   * Each read is bounded on both sides. A row comparison ends a scan only where its first column
+   * decides, so that `(at, id) < hi` would run on through every change at `hi`'s instant and past
+   * it (a crowded instant's, or all of them).
    */
+  const upTo = (times: string, at: string) => `width_bucket(${at}, ${times})`
+  const before = (times: string, at: string) => `width_bucket(${at} - interval '1 microsecond', ${times})`
+  const none = (at: string) =>
+    ['v.added', 'v.removed'].map((times) => `${upTo(times, at)} = ${before(times, at)}`).join(' AND ')
+  const read = (...conditions: string[]) =>
+    `(SELECT coalesce(sum(p.delta), 0) FROM ${pendingWhere} AND ${conditions.join(' AND ')})`
   const pendingIn = (lo?: readonly [string, string], hi?: readonly [string, string]) => {
-    const none = ['e.lowest IS NULL', lo && `${lo[0]} > e.highest`, hi && `${hi[0]} < e.lowest`]
-    const all = [lo && `${lo[0]} < e.lowest`, hi && `${hi[0]} > e.highest`]
-    const join = (conditions: (string | undefined)[], by: string) => conditions.filter(Boolean).join(by)
-    const sum = (...conditions: (string | undefined)[]) =>
-      `(SELECT coalesce(sum(p.delta), 0) FROM ${pendingWhere} AND ${join(conditions, ' AND ')})`
-    const from = lo && `(p.at, p.id) >= (${lo.join(', ')})`
-    // From `lo`'s id where both ends are at one instant: a CASE of the bare values, which stays
-    // in the index's condition (test/api/pending-pages.test.ts).
-    const fromId = lo && `p.id >= CASE WHEN ${lo[0]} = ${hi?.[0]} THEN ${lo[1]} ELSE '' END`
-    const read = hi
-      ? `${sum(from, `p.at < ${hi[0]}`)} + ${sum(`p.at = ${hi[0]}`, fromId, `p.id < ${hi[1]}`)}`
-      : sum(from)
-    return `(SELECT CASE WHEN ${join(none, ' OR ')} THEN 0 WHEN ${join(all, ' AND ')} THEN v.pending
-             ELSE ${read} END
-             FROM v, e)`
+    // Between the two instants: none where they are one (`greatest`).
+    const between = (times: string) =>
+      `greatest(0, ${hi ? before(times, hi[0]) : `cardinality(${times})`} - ${lo ? upTo(times, lo[0]) : 0})`
+    const sameInstant = lo && hi && `${lo[0]} = ${hi[0]}`
+    const atLo =
+      lo &&
+      `CASE WHEN ${none(lo[0])} THEN 0
+            ${hi ? `WHEN ${sameInstant} THEN ${read(`p.at = ${lo[0]}`, `p.id >= ${lo[1]}`, `p.id < ${hi[1]}`)}` : ''}
+            ELSE ${read(`p.at = ${lo[0]}`, `p.id >= ${lo[1]}`)} END`
+    const atHi =
+      hi &&
+      `CASE WHEN ${none(hi[0])}${sameInstant ? ` OR ${sameInstant}` : ''} THEN 0
+            ELSE ${read(`p.at = ${hi[0]}`, `p.id < ${hi[1]}`)} END`
+    const ends = [atLo, atHi]
+      .filter(Boolean)
+      .map((end) => ` + ${end}`)
+      .join('')
+    return `(SELECT ${between('v.added')} - ${between('v.removed')}${ends} FROM v)`
   }
-  const end = (direction: 'ASC' | 'DESC') =>
-    `(SELECT p.at FROM ${changesOf(parts)} ORDER BY p.at ${direction}, p.id ${direction} LIMIT 1)`
-  const ends = `e AS MATERIALIZED (SELECT ${end('ASC')} AS lowest, ${end('DESC')} AS highest)`
   const bound = ['w.lo_at', 'w.lo_id'] as const
   // Inside a piece: from its bound up to the next piece's (`candidates`).
   const inside = pendingIn(bound, ['w.hi_at', 'w.hi_id'])
@@ -467,7 +491,7 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
       UNION ALL
       (SELECT ${bottom}, ${fromBottom} WHERE NOT ${topHalf(total)} AND ${seeks})
       LIMIT 1`
-  const ctes = `, ${ends}, s AS MATERIALIZED ((${newestFirst}) UNION ALL (${oldestFirst}))`
+  const ctes = `, s AS MATERIALIZED ((${newestFirst}) UNION ALL (${oldestFirst}))`
   const up = parts.seekWhere ? { ...parts, where: parts.seekWhere.up } : parts
   const down = parts.seekWhere ? { ...parts, where: parts.seekWhere.down } : parts
   const sought = `SELECT k.* FROM s CROSS JOIN LATERAL (
@@ -477,5 +501,5 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
       ${fromFarEnd(parts, `NOT ${topHalf('t.total')} AND t.total - ${offset} - ${limit} < ${SEEK_FROM}`)}
       UNION ALL
       ${rowsFrom(down, sought, 'DESC', limit)}`
-  return { ctes, page }
+  return { ctes, page, keyed: true }
 }
