@@ -199,8 +199,8 @@ export function pageSql(parts: PageStatementParts): PageSql {
   // The list's changes not folded yet are read in one pass (list_changes_pkey; recent changes
   // are not all-visible, so each is a heap fetch): the version counts them all, and the pending
   // changes the pieces leave out are summed with them: what they add to the total (`pending`,
-  // PENDING_TOTAL) and how many of them add an entry (`inserted`, for the seek). OFFSET 0 keeps
-  // the subquery whole, so that each change is tested once, not once for each sum.
+  // PENDING_TOTAL). OFFSET 0 keeps the subquery whole, so that each change is tested once, not
+  // once for each sum.
   const counted = countedOf(parts)
   // A statement that may seek also takes, from the same pass, the times of the changes the
   // pieces leave out, those that add an entry and those that remove one, in the list's order (the
@@ -216,10 +216,9 @@ export function pageSql(parts: PageStatementParts): PageSql {
       : ''
     return `v AS MATERIALIZED (SELECT (SELECT $1::text) AS org, coalesce(f.changes, 0) + p.n AS version,
       (extract(epoch FROM greatest(f.latest_written_at, p.latest)) * 1000000)::bigint::text AS latest,
-      p.pending, p.inserted${keyed ? ', p.added, p.removed' : ''}
+      p.pending${keyed ? ', p.added, p.removed' : ''}
       FROM (SELECT count(*) AS n, max(p.written_at) AS latest,
-                   coalesce(sum(p.delta) FILTER (WHERE p.counted), 0) AS pending,
-                   count(*) FILTER (WHERE p.counted AND p.delta > 0) AS inserted${keys}
+                   coalesce(sum(p.delta) FILTER (WHERE p.counted), 0) AS pending${keys}
             FROM (SELECT p.written_at, p.delta${keyed ? ', p.at' : ''}, (${counted}) AS counted
                   FROM ${changesOf(parts)}${keyed ? ' ORDER BY p.at, p.id' : ''} OFFSET 0) p) p
       LEFT JOIN (SELECT f.changes, f.latest_written_at FROM list_folds f
@@ -390,12 +389,12 @@ function seekPage(parts: PageStatementParts, pieces: string): PageRows {
   const nearerEndSkip = `(CASE WHEN ${topHalf(total)} THEN ${offset} ELSE ${total} - ${offset} - ${limit} END)`
   const seeks = `${nearerEndSkip} >= ${SEEK_FROM}`
   // The pieces are summed as folded; the pending changes then make the sums exact where the
-  // offset may fall. At most `inserted` entries (the pending insertions) can be above a piece's
-  // folded sum, so the pieces before the first whose folded sum passes the offset less them are
-  // passed over unread; from there on, each piece's sum is made exact by the pending changes
-  // inside it (`pendingIn`), until the one the offset falls in: the page steps over at most that
-  // piece's entries.
-  const inserted = '(SELECT v.inserted FROM v)'
+  // offset may fall. At most `inserted` entries (the pending insertions: the changes that add an
+  // entry, whose times the pass took) can be above a piece's folded sum, so the pieces before the
+  // first whose folded sum passes the offset less them are passed over unread; from there on,
+  // each piece's sum is made exact by the pending changes inside it (`pendingIn`), until the one
+  // the offset falls in: the page steps over at most that piece's entries.
+  const inserted = '(SELECT cardinality(v.added) FROM v)'
   const pendingWhere = `${changesOf(parts)} AND (${countedOf(parts)})`
   /**
    * The sum of the pending changes from the key `lo` up to `hi` (`[at, id]`, bare values in the
