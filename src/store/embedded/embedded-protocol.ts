@@ -38,10 +38,29 @@ export type DatabaseRequest =
       /** The request path: a fixed set of statements, kept prepared (see embedded-worker.ts). */
       readonly prepared: boolean
       readonly readOnly: boolean
+      /**
+       * A request's: when it must have begun (ms since the epoch). Past it, the thread runs none of
+       * its statements and answers each with `GIVEN_UP`: the client was answered busy meanwhile.
+       */
+      readonly startBy?: number
     }
-  | { readonly op: 'query'; readonly text: string; readonly params: readonly unknown[] }
+  | {
+      readonly op: 'query'
+      readonly text: string
+      readonly params: readonly unknown[]
+      /**
+       * The statement ends its read-only transaction: the thread owes its COMMIT once the statement
+       * has run or failed, and the next transaction's messages may follow it (embedded.ts).
+       */
+      readonly ends?: boolean
+    }
   /** As `query`, each result answered as its columns and its rows' bytes (`ResultBytes`). */
-  | { readonly op: 'queryBytes'; readonly text: string; readonly params: readonly unknown[] }
+  | {
+      readonly op: 'queryBytes'
+      readonly text: string
+      readonly params: readonly unknown[]
+      readonly ends?: boolean
+    }
   | { readonly op: 'exec'; readonly text: string }
   | {
       readonly op: 'copy'
@@ -53,6 +72,16 @@ export type DatabaseRequest =
   /** A statement that cannot run in a transaction (VACUUM, CHECKPOINT), between transactions. */
   | { readonly op: 'maintain'; readonly text: string }
   | { readonly op: 'close' }
+
+/** A request as it goes to the thread, with the memory of answers done with (`ResultBytes.rows`). */
+export interface DatabaseMessage {
+  readonly id: number
+  readonly request: DatabaseRequest
+  readonly spare?: readonly ArrayBuffer[]
+}
+
+/** The name of the error a statement of a transaction begun past its `startBy` is answered with. */
+export const GIVEN_UP = 'TransactionGivenUp'
 
 /** A result's columns and its DataRow messages, each whole (code, length, fields), one after another. */
 export interface ResultBytes {

@@ -57,3 +57,12 @@ export function embeddedInitdbParams(): string[] {
  * `--liftoff` 4.7 s and 339 MB, these flags 4.2 s and 277 MB.
  */
 export const EMBEDDED_V8_FLAGS = '--liftoff --wasm-num-compilation-tasks=1'
+
+/**
+ * The database thread's V8 young generation, in MB (`resourceLimits.maxYoungGenerationSizeMb`).
+ * V8's own limit lets it grow to about 50 MB under load, nearly all of it garbage between two
+ * collections; the thread's live objects are a few megabytes (an answer's rows go on as bytes).
+ * At 12 the server's peak RSS under load on the demo was 260-269 MB against 291-297, at the same
+ * requests a second (bench/RESULTS.md, "The embedded store's requests in a row").
+ */
+export const EMBEDDED_THREAD_YOUNG_MB = 12

@@ -1,7 +1,9 @@
 /**
  * The embedded store's database thread. PGlite runs here, so that its work (PostgreSQL compiled
  * to WebAssembly, and the parsing of results) never blocks the event loop that serves HTTP.
- * The main thread sends one transaction at a time (embedded.ts); requests run in arrival order.
+ * The main thread sends transactions one after another (embedded.ts), a request's as soon as the
+ * page of the one before it is on its way (the page ends its transaction here); they run in
+ * arrival order.
  *
  * Every call into PGlite has a fixed cost (the protocol travels through a file of its virtual
  * file system), so the request path makes two: BEGIN and its settings go with the key lookup,
@@ -25,9 +27,11 @@ import {
 import { copyStatement } from '../copy.js'
 import { rowParser } from '../row-parser.js'
 import {
+  type DatabaseMessage,
   type DatabaseRequest,
   type DatabaseResponse,
   type DataDirOrigin,
+  GIVEN_UP,
   isKeyOrganizationParam,
   type ResultBytes,
   serializeError,
@@ -74,6 +78,8 @@ interface OpenTransaction {
    * transaction's COMMIT), and a transaction that ends without a statement leaves them owed.
    */
   readonly owedBefore: number
+  /** Begun past its request's `startBy`: its statements are not run. */
+  readonly givenUp: boolean
 }
 
 let open: OpenTransaction | undefined
@@ -130,11 +136,21 @@ async function simple(text?: string): Promise<Results[]> {
   return parse.parseResults(messages, database().parsers)
 }
 
-function begin(preamble: string, prepared: boolean, readOnly: boolean): void {
+function begin({ preamble, prepared, readOnly, startBy }: DatabaseRequest & { op: 'begin' }): void {
   if (open) throw new Error('a transaction is open already')
-  open = { prepared, readOnly, begun: false, owedBefore: owed.length }
+  const givenUp = startBy !== undefined && Date.now() > startBy
+  open = { prepared, readOnly, begun: false, owedBefore: owed.length, givenUp }
+  if (givenUp) return
   owed.push('BEGIN')
   if (preamble) owed.push(preamble)
+}
+
+/** Refuses a statement of a transaction begun too late for its request (`startBy`). */
+function checkNotGivenUp(): void {
+  if (!inTransaction().givenUp) return
+  const error = new Error('the request gave up waiting for the database thread')
+  error.name = GIVEN_UP
+  throw error
 }
 
 async function end(commit: boolean): Promise<void> {
@@ -216,6 +232,27 @@ function preparedParts(text: string, params: readonly TextParam[]) {
   return { parts, named }
 }
 
+/**
+ * The memory of answers the main thread has written its items from, handed back with its next
+ * message (embedded.ts `DatabaseThread`), to hold another answer: an answer's memory is allocated
+ * on this thread and freed on the other, once its collector gets to it, and at a few hundred
+ * answers a second that left tens of megabytes waiting in this thread's malloc arena.
+ */
+const spares: ArrayBuffer[] = []
+/** Enough for every request of a few dozen connections; more are let go. */
+const SPARES_KEPT = 64
+
+/** `size` bytes for an answer: a spare that holds it, or new memory of the next power of two. */
+function answerMemory(size: number): Buffer {
+  const at = spares.findIndex((spare) => spare.byteLength >= size)
+  const memory = at >= 0 ? spares.splice(at, 1)[0] : undefined
+  return Buffer.from(
+    memory ?? Buffer.allocUnsafeSlow(2 ** Math.ceil(Math.log2(Math.max(size, 4096)))).buffer,
+    0,
+    size,
+  )
+}
+
 /** Where `queryBytes` puts an answer's chunks together: kept between answers up to this size. */
 const GATHERED_KEPT = 256 * 1024
 let gathered = Buffer.allocUnsafeSlow(64 * 1024)
@@ -246,7 +283,7 @@ async function queryBytes(text: string, params: readonly unknown[]): Promise<Res
       size += chunk.byteLength
     },
   })
-  const answer = Buffer.allocUnsafeSlow(size)
+  const answer = answerMemory(size)
   gathered.copy(answer, 0, 0, size)
   if (gathered.length > GATHERED_KEPT) gathered = Buffer.allocUnsafeSlow(GATHERED_KEPT)
   const results: { fields: ResultBytes['fields']; start: number; end: number }[] = []
@@ -352,6 +389,25 @@ async function makeDataDir(): Promise<DataDirOrigin> {
   return { made: 'initdb', ...(copy ? { templateUnused: copy.why } : {}) }
 }
 
+/**
+ * `run`, and then, if the statement `ends` its transaction, the transaction's end: a read-only
+ * transaction's COMMIT is owed to the next call, whether the statement ran or failed (COMMIT of a
+ * transaction an error aborted rolls it back, which for a read-only one is the same).
+ */
+async function ending<T>(ends: boolean | undefined, run: () => Promise<T>): Promise<T> {
+  if (!ends) {
+    checkNotGivenUp()
+    return run()
+  }
+  if (!inTransaction().readOnly) throw new Error('only a read-only transaction ends with a statement')
+  try {
+    checkNotGivenUp()
+    return await run()
+  } finally {
+    await end(true)
+  }
+}
+
 async function handle(request: DatabaseRequest): Promise<unknown> {
   switch (request.op) {
     case 'open': {
@@ -361,13 +417,15 @@ async function handle(request: DatabaseRequest): Promise<unknown> {
       return origin
     }
     case 'begin':
-      return begin(request.preamble, request.prepared, request.readOnly)
+      return begin(request)
     case 'query':
-      return query(request.text, await withKeyOrganization(request.params))
+      return ending(request.ends, async () => query(request.text, await withKeyOrganization(request.params)))
     case 'queryBytes':
-      return queryBytes(request.text, await withKeyOrganization(request.params))
+      return ending(request.ends, async () =>
+        queryBytes(request.text, await withKeyOrganization(request.params)),
+      )
     case 'exec':
-      inTransaction()
+      checkNotGivenUp()
       await simple(request.text)
       return undefined
     case 'copy':
@@ -398,7 +456,8 @@ async function handle(request: DatabaseRequest): Promise<unknown> {
 
 let queue: Promise<void> = Promise.resolve()
 
-port.on('message', ({ id, request }: { id: number; request: DatabaseRequest }) => {
+port.on('message', ({ id, request, spare }: DatabaseMessage) => {
+  for (const memory of spare ?? []) if (spares.length < SPARES_KEPT) spares.push(memory)
   queue = queue.then(async () => {
     let response: DatabaseResponse
     try {
@@ -407,12 +466,15 @@ port.on('message', ({ id, request }: { id: number; request: DatabaseRequest }) =
       response = { id, ok: false, error: serializeError(error) }
     }
     // A page's answer is handed over, not copied: the rows' memory is the other thread's now.
-    port.postMessage(response, request.op === 'queryBytes' && response.ok ? answerMemory(response.value) : [])
+    port.postMessage(
+      response,
+      request.op === 'queryBytes' && response.ok ? answersMemory(response.value) : [],
+    )
   })
 })
 
 /** The memory `queryBytes`'s results are views of: one ArrayBuffer of the answer's size, the thread's own. */
-function answerMemory(results: unknown): ArrayBuffer[] {
+function answersMemory(results: unknown): ArrayBuffer[] {
   const memory = new Set<ArrayBuffer>()
   for (const { rows } of results as ResultBytes[]) memory.add(rows.buffer as ArrayBuffer)
   return [...memory]

@@ -9,14 +9,20 @@ import { rowParserWorks } from '../row-parser.js'
 import { type AdminSql, KEY_ORGANIZATION, type Store, type StoreAdapter } from '../types.js'
 import { type AutovacuumOptions, startAutovacuum } from './embedded-autovacuum-schedule.js'
 import {
+  type DatabaseMessage,
   type DatabaseRequest,
   type DatabaseResponse,
   type DataDirOrigin,
   deserializeError,
+  GIVEN_UP,
   KEY_ORGANIZATION_PARAM,
   type ResultBytes,
   type WorkerData,
 } from './embedded-protocol.js'
+import { EMBEDDED_THREAD_YOUNG_MB } from './embedded-settings.js'
+
+/** Answers' memory held for the thread between two messages, at most. */
+const SPARE_HELD = 64
 
 /**
  * The database thread from the main thread's side: one request at a time, answered in order.
@@ -27,17 +33,19 @@ class DatabaseThread {
   readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>()
   #nextId = 0
   #stopped: Error | undefined
+  #spare: ArrayBuffer[] = []
 
   constructor(dataDir: string, shortLived: boolean, template: string | false | undefined) {
     const workerData: WorkerData = { dataDir, shortLived, ...(template === undefined ? {} : { template }) }
+    const resourceLimits = { maxYoungGenerationSizeMb: EMBEDDED_THREAD_YOUNG_MB }
     const here = import.meta.url
     if (here.endsWith('.ts')) {
       // Running from source (tests, tsx): the worker's TypeScript goes through tsx as well.
       const source = JSON.stringify(new URL('./embedded-worker.ts', here).href)
       const code = `import('tsx/esm/api').then(({ tsImport }) => tsImport(${source}, ${JSON.stringify(here)}))`
-      this.#worker = new Worker(code, { eval: true, workerData })
+      this.#worker = new Worker(code, { eval: true, workerData, resourceLimits })
     } else {
-      this.#worker = new Worker(new URL('./embedded-worker.js', here), { workerData })
+      this.#worker = new Worker(new URL('./embedded-worker.js', here), { workerData, resourceLimits })
     }
     this.#worker.unref()
     this.#worker.on('message', (response: DatabaseResponse) => this.#settle(response))
@@ -53,8 +61,19 @@ class DatabaseThread {
     if (this.#pending.size === 0) this.#worker.ref()
     return new Promise<T>((resolve, reject) => {
       this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject })
-      this.#worker.postMessage({ id, request })
+      const spare = this.#spare
+      if (spare.length === 0) return this.#worker.postMessage({ id, request } satisfies DatabaseMessage)
+      this.#spare = []
+      this.#worker.postMessage({ id, request, spare } satisfies DatabaseMessage, spare)
     })
+  }
+
+  /**
+   * An answer's memory (`ResultBytes.rows`) once nothing reads it: it goes back with the next
+   * message, and the thread puts another answer in it (embedded-worker.ts `answerMemory`).
+   */
+  giveBack(memory: ArrayBuffer): void {
+    if (this.#spare.length < SPARE_HELD && !this.#spare.includes(memory)) this.#spare.push(memory)
   }
 
   async terminate(): Promise<void> {
@@ -83,34 +102,77 @@ const paramsOf = (params: readonly unknown[]) =>
     ? params.map((param) => (param === KEY_ORGANIZATION ? KEY_ORGANIZATION_PARAM : param))
     : params
 
+/** How a transaction's statements reach the thread (`runTransaction`). */
+interface Statements {
+  /** Whether the transaction is still open on this side. */
+  readonly isOpen: () => boolean
+  /**
+   * A read-only request transaction ends with the statement that names the key's organization
+   * (`KEY_ORGANIZATION`: the page, sent with the key lookup), as on PostgreSQL, where that
+   * statement's message is the whole transaction: called as it is sent, to hand the turn on.
+   */
+  readonly ended?: () => void
+  /** A statement after the transaction ended: in a transaction of its own, in its turn. */
+  readonly again: <T>(run: (sql: AdminSql) => Promise<T>) => Promise<T>
+}
+
 /**
  * One transaction's connection: it refuses work once its transaction has ended. The thread runs
  * messages in the order they come, so a statement sent without waiting for the one before goes in
  * the same turn of the thread: `sendWithNext` sends at once, and the work's statements follow it
  * before its answer is back (the key lookup and the page in one trip: plugins/auth.ts).
+ *
+ * On the request path the page ends the transaction as it is sent (`Statements.ended`), as the
+ * PostgreSQL store's one message does: the next request's messages follow it to the thread before
+ * its answer is back, so the thread does not wait for this side between two requests. A statement
+ * after it opens a transaction again, with the same settings, as on PostgreSQL.
  */
-function sqlOf(thread: DatabaseThread, isOpen: () => boolean, requestPath: boolean): AdminSql {
+function sqlOf(thread: DatabaseThread, statements: Statements, requestPath: boolean): AdminSql {
+  let ended = false
   const call = <T>(request: DatabaseRequest): Promise<T> =>
-    isOpen() ? thread.call<T>(request) : Promise.reject(new Error('the transaction has ended'))
-  const query = <Row extends object>(text: string, params: readonly unknown[] = []) =>
-    call<Row[]>({ op: 'query', text, params: paramsOf(params) })
+    statements.isOpen() ? thread.call<T>(request) : Promise.reject(new Error('the transaction has ended'))
+  /** Sends a statement that may end the transaction; after the end, in a transaction of its own. */
+  const send = <T>(
+    request: DatabaseRequest & { op: 'query' | 'queryBytes' },
+    again: (sql: AdminSql) => Promise<T>,
+  ) => {
+    if (ended) return statements.again(again)
+    if (!statements.ended || !request.params.includes(KEY_ORGANIZATION_PARAM)) return call<T>(request)
+    const sent = call<T>({ ...request, ends: true })
+    ended = true
+    statements.ended()
+    return sent
+  }
+  const whileOpen = <T>(request: DatabaseRequest, again: (sql: AdminSql) => Promise<T>) =>
+    ended ? statements.again(again) : call<T>(request)
+  const query = <Row extends object>(text: string, params: readonly unknown[] = []): Promise<Row[]> =>
+    send({ op: 'query', text, params: paramsOf(params) }, (sql) => sql.query<Row>(text, params))
+  const sendWithNext = <Row extends object>(text: string, params: readonly unknown[] = []): Promise<Row[]> =>
+    whileOpen({ op: 'query', text, params: paramsOf(params) }, (sql) => sql.query<Row>(text, params))
   return {
     query,
-    ...(requestPath ? { sendWithNext: query, flush: async () => undefined } : {}),
-    exec: (text) => call<void>({ op: 'exec', text }),
-    copyIn: (table, columns, text) => call<void>({ op: 'copy', table, columns, text }),
+    ...(requestPath ? { sendWithNext, flush: async () => undefined } : {}),
+    exec: (text) => whileOpen<void>({ op: 'exec', text }, (sql) => sql.exec(text)),
+    copyIn: (table, columns, text) =>
+      whileOpen<void>({ op: 'copy', table, columns, text }, (sql) => sql.copyIn(table, columns, text)),
     ...(rowParserWorks
       ? {
           queryInto: async (sink, text, params = []) => {
-            for (const { fields, rows } of await call<ResultBytes[]>({
-              op: 'queryBytes',
-              text,
-              params: paramsOf(params),
-            })) {
-              if (!sink.accepts(fields)) continue
-              const bytes = Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)
-              for (let at = 0; at < bytes.length; at += 1 + bytes.readInt32BE(at + 1))
-                sink.row(bytes, at + 5, bytes.readInt32BE(at + 1))
+            const results = await send<ResultBytes[] | undefined>(
+              { op: 'queryBytes', text, params: paramsOf(params) },
+              async (sql) => {
+                await sql.queryInto?.(sink, text, params)
+                return undefined
+              },
+            )
+            for (const { fields, rows } of results ?? []) {
+              if (sink.accepts(fields)) {
+                const bytes = Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)
+                for (let at = 0; at < bytes.length; at += 1 + bytes.readInt32BE(at + 1))
+                  sink.row(bytes, at + 5, bytes.readInt32BE(at + 1))
+              }
+              // The sink keeps nothing of the bytes past its call.
+              thread.giveBack(rows.buffer as ArrayBuffer)
             }
           },
         }
@@ -128,21 +190,27 @@ const READ_WAIT_MS = 2_000
 
 /**
  * Transactions and statements between them, one at a time, in the order they were asked for:
- * PGlite runs one transaction at a time.
+ * PGlite runs one transaction at a time. A turn hands on to the next when it ends, or sooner when
+ * its last message is on its way to the thread (`release`): the thread runs messages in order.
  */
 class Turns {
   #queue: Promise<unknown> = Promise.resolve()
   /** Turns asked for and not yet ended: the one running, and those queued behind it. */
   pending = 0
 
-  take<T>(run: () => Promise<T>): Promise<T> {
+  take<T>(run: (release: () => void) => Promise<T>): Promise<T> {
     this.pending++
-    const done = this.#queue.then(run, run).finally(() => this.pending--)
-    this.#queue = done.catch(() => undefined)
+    let release: () => void = () => undefined
+    const released = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const start = () => run(release)
+    const done = this.#queue.then(start, start).finally(() => this.pending--)
+    this.#queue = Promise.race([released, done.catch(() => undefined)])
     return done
   }
 
-  /** Settles once every turn asked for so far has ended. */
+  /** Settles once every turn asked for so far has sent its last message to the thread. */
   drained(): Promise<unknown> {
     return this.#queue
   }
@@ -154,6 +222,8 @@ interface TransactionKind {
   readonly prepared: boolean
   /** READ ONLY: its COMMIT cannot change data, so the next transaction need not wait for it. */
   readonly readOnly: boolean
+  /** The request path's read: its page ends it (`Statements.ended`). */
+  readonly endsWithPage?: boolean
 }
 
 /**
@@ -193,29 +263,59 @@ function exitOnLockLost(error: Error): void {
 /**
  * Runs `work` in a transaction on the thread. Every step is a message to the database thread,
  * which idles between them: so BEGIN is not waited for, and a read-only transaction's COMMIT only
- * queued. The thread runs messages in order, so the next transaction still begins after it.
+ * queued. The thread runs messages in order, so the next transaction still begins after it: once
+ * this one's end is sent (`release`), or its page, which ends it on the thread (`sqlOf`).
  */
 async function runTransaction<T>(
   thread: DatabaseThread,
-  kind: TransactionKind,
+  { kind, startBy }: { kind: TransactionKind; startBy: number | undefined },
   work: (sql: AdminSql) => Promise<T>,
+  release: () => void,
+  again: <R>(run: (sql: AdminSql) => Promise<R>) => Promise<R>,
 ): Promise<T> {
-  const begun = thread.call<void>({ op: 'begin', ...kind })
+  const { preamble, prepared, readOnly } = kind
+  const begun = thread.call<void>({
+    op: 'begin',
+    preamble,
+    prepared,
+    readOnly,
+    ...(startBy === undefined ? {} : { startBy }),
+  })
   begun.catch(() => undefined)
   let open = true
+  /** The thread ended the transaction with a statement: no end is sent from here. */
+  let endedThere = false
+  const statements: Statements = {
+    isOpen: () => open,
+    again,
+    ...(kind.endsWithPage
+      ? {
+          ended: () => {
+            endedThere = true
+            release()
+          },
+        }
+      : {}),
+  }
   let result: T
   try {
-    result = await work(sqlOf(thread, () => open, kind.prepared))
+    result = await work(sqlOf(thread, statements, prepared))
   } catch (error) {
     open = false
-    await thread.call({ op: 'end', commit: false }).catch(() => undefined)
+    if (!endedThere) {
+      const ended = thread.call({ op: 'end', commit: false }).catch(() => undefined)
+      release()
+      await ended
+    }
     await begun
     throw error
   }
   open = false
   await begun
+  if (endedThere) return result
   const ended = thread.call<void>({ op: 'end', commit: true })
-  if (kind.readOnly) ended.catch(() => undefined)
+  release()
+  if (readOnly) ended.catch(() => undefined)
   else await ended
   return result
 }
@@ -261,8 +361,14 @@ export async function createEmbeddedStore(
   let operatorSince: number | undefined
 
   /** Runs `work` in a transaction once the ones before it have ended. */
-  const transaction = <T>(kind: TransactionKind, work: (sql: AdminSql) => Promise<T>): Promise<T> =>
-    turns.take(() => runTransaction(thread, kind, work))
+  const transaction = <T>(
+    kind: TransactionKind,
+    work: (sql: AdminSql) => Promise<T>,
+    startBy?: number,
+  ): Promise<T> =>
+    turns.take((release) =>
+      runTransaction(thread, { kind, startBy }, work, release, (again) => transaction(kind, again)),
+    )
 
   /**
    * An operator transaction. One that fails after running for a while (a cancelled import or seed)
@@ -309,17 +415,27 @@ export async function createEmbeddedStore(
     }
     let abandoned = false
     let timer: NodeJS.Timeout | undefined
-    const done = transaction(read, (sql) => {
-      clearTimeout(timer)
-      if (abandoned) return Promise.reject(new StoreBusyError('abandoned'))
-      return work(sql)
-    })
+    const busy = () => new StoreBusyError('The embedded store is busy; retry shortly', 1)
+    // Its turn here may come at once, its messages then queued on the thread behind those of the
+    // requests before it: the thread too gives it up past the same instant (`startBy`).
+    const startBy = Date.now() + READ_WAIT_MS
+    const done = transaction(
+      read,
+      (sql) => {
+        clearTimeout(timer)
+        if (abandoned) return Promise.reject(new StoreBusyError('abandoned'))
+        return work(sql)
+      },
+      startBy,
+    )
     return new Promise<T>((resolve, reject) => {
       timer = setTimeout(() => {
         abandoned = true
-        reject(new StoreBusyError('The embedded store is busy; retry shortly', 1))
+        reject(busy())
       }, READ_WAIT_MS)
-      done.then(resolve, reject)
+      done.then(resolve, (error) =>
+        reject(error instanceof Error && error.name === GIVEN_UP ? busy() : error),
+      )
     })
   }
 
@@ -327,6 +443,7 @@ export async function createEmbeddedStore(
     preamble: readerPreamble(true, statementTimeoutMs),
     prepared: true,
     readOnly: true,
+    endsWithPage: true,
   }
   const asReader: TransactionKind = {
     preamble: readerPreamble(false, statementTimeoutMs),
