@@ -106,6 +106,8 @@ const paramsOf = (params: readonly unknown[]) =>
 interface Statements {
   /** Whether the transaction is still open on this side. */
   readonly isOpen: () => boolean
+  /** Whether a statement has ended it on the thread (`ended`): later ones go `again`. */
+  readonly endedThere: () => boolean
   /**
    * A read-only request transaction ends with the statement that names the key's organization
    * (`KEY_ORGANIZATION`: the page, sent with the key lookup), as on PostgreSQL, where that
@@ -128,7 +130,6 @@ interface Statements {
  * after it opens a transaction again, with the same settings, as on PostgreSQL.
  */
 function sqlOf(thread: DatabaseThread, statements: Statements, requestPath: boolean): AdminSql {
-  let ended = false
   const call = <T>(request: DatabaseRequest): Promise<T> =>
     statements.isOpen() ? thread.call<T>(request) : Promise.reject(new Error('the transaction has ended'))
   /** Sends a statement that may end the transaction; after the end, in a transaction of its own. */
@@ -136,15 +137,14 @@ function sqlOf(thread: DatabaseThread, statements: Statements, requestPath: bool
     request: DatabaseRequest & { op: 'query' | 'queryBytes' },
     again: (sql: AdminSql) => Promise<T>,
   ) => {
-    if (ended) return statements.again(again)
+    if (statements.endedThere()) return statements.again(again)
     if (!statements.ended || !request.params.includes(KEY_ORGANIZATION_PARAM)) return call<T>(request)
     const sent = call<T>({ ...request, ends: true })
-    ended = true
     statements.ended()
     return sent
   }
   const whileOpen = <T>(request: DatabaseRequest, again: (sql: AdminSql) => Promise<T>) =>
-    ended ? statements.again(again) : call<T>(request)
+    statements.endedThere() ? statements.again(again) : call<T>(request)
   const query = <Row extends object>(text: string, params: readonly unknown[] = []): Promise<Row[]> =>
     send({ op: 'query', text, params: paramsOf(params) }, (sql) => sql.query<Row>(text, params))
   const sendWithNext = <Row extends object>(text: string, params: readonly unknown[] = []): Promise<Row[]> =>
@@ -287,6 +287,7 @@ async function runTransaction<T>(
   let endedThere = false
   const statements: Statements = {
     isOpen: () => open,
+    endedThere: () => endedThere,
     again,
     ...(kind.endsWithPage
       ? {
