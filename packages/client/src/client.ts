@@ -18,7 +18,7 @@ import {
   type RetryOptions,
   Transport,
 } from './transport.js'
-import { appointmentsIssues, customersIssues, parameterNames, refuse, type Wire } from './validate.js'
+import { type Operation, parameterNames, queryIssues, refuse, type Wire } from './validate.js'
 
 export const CLIENT_VERSION = '1.2.0-dev'
 
@@ -81,6 +81,73 @@ function toWire(params: object, allowed: readonly string[]): Wire {
   return query
 }
 
+/** One list of the API: the operation that names its parameters and their checks, its path, its order's key. */
+interface ListOf<T> {
+  readonly operation: Operation
+  readonly path: string
+  readonly sortKey: (item: T) => string
+}
+
+const CUSTOMERS: ListOf<Customer> = {
+  operation: 'listCustomers',
+  path: 'customers',
+  sortKey: (customer) => customer.createdAt,
+}
+const APPOINTMENTS: ListOf<Appointment> = {
+  operation: 'listAppointments',
+  path: 'appointments',
+  sortKey: (appointment) => appointment.start,
+}
+
+type ReadOptions = PerRequestOptions & { ifNoneMatch?: string }
+
+/** One page of `list`, its parameters refused before any request where the server would refuse them. */
+async function readPage<T>(
+  transport: Transport,
+  list: ListOf<T>,
+  params: object,
+  options: ReadOptions,
+): Promise<Page<T> | NotModified> {
+  const query = toWire(params, parameterNames(list.operation))
+  refuse(queryIssues(list.operation, query))
+  const url = transport.url(`${PREFIX.slice(1)}${list.path}`, query)
+  return pageOrNotModified<T>(await transport.getJson(url, options))
+}
+
+/**
+ * Every row of `list` that `filters` select, without a miss: see `AutoPaginator`. The filters
+ * are refused now, before any request, rather than at the first page.
+ */
+function everyRow<T extends { id: string }>(
+  transport: Transport,
+  list: ListOf<T>,
+  filters: object,
+  options: AllOptions,
+): AutoPaginator<T> {
+  const pageSize = checkPageSize(options.pageSize)
+  const filterNames = parameterNames(list.operation).filter((name) => name !== 'limit' && name !== 'offset')
+  refuse(queryIssues(list.operation, toWire(filters, filterNames)))
+  const read = (offset: number, limit: number, request: ReadOptions) =>
+    readPage<T>(transport, list, { ...filters, offset, limit }, request)
+  return new AutoPaginator(
+    (stats, paginator) =>
+      paginate<T>(
+        {
+          fetchPage: conditionalFetch(read, options, paginator),
+          sortKey: list.sortKey,
+          id: (item) => item.id,
+          pageSize,
+          resumeFrom: options.resumeFrom,
+          seen: options.seen,
+        },
+        stats,
+      ),
+    async (etag) =>
+      (await read(0, Math.min(100, pageSize + 1), { ifNoneMatch: etag, signal: options.signal }))
+        .notModified === true,
+  )
+}
+
 class Customers {
   readonly #transport: Transport
   constructor(transport: Transport) {
@@ -97,51 +164,14 @@ class Customers {
     params: CustomerListParams = {},
     options: PerRequestOptions = {},
   ): Promise<Page<Customer> | NotModified> {
-    return this.#read(params, options)
-  }
-
-  async #read(
-    params: CustomerListParams,
-    options: PerRequestOptions & { ifNoneMatch?: string },
-  ): Promise<Page<Customer> | NotModified> {
-    const query = toWire(params, parameterNames('listCustomers'))
-    refuse(customersIssues(query))
-    const url = this.#transport.url(`${PREFIX.slice(1)}customers`, query)
-    return pageOrNotModified<Customer>(await this.#transport.getJson(url, options))
+    return readPage(this.#transport, CUSTOMERS, params, options)
   }
 
   /** Every active customer, newest first, without a miss: see `AutoPaginator`. */
   all(options: AllOptions = {}): AutoPaginator<Customer> {
-    const pageSize = checkPageSize(options.pageSize)
-    return new AutoPaginator(
-      (stats, paginator) =>
-        paginate<Customer>(
-          {
-            fetchPage: conditionalFetch(
-              (offset, limit, request) => this.#read({ offset, limit }, request),
-              options,
-              paginator,
-            ),
-            sortKey: (customer) => customer.createdAt,
-            id: (customer) => customer.id,
-            pageSize,
-            resumeFrom: options.resumeFrom,
-            seen: options.seen,
-          },
-          stats,
-        ),
-      async (etag) =>
-        (
-          await this.#read(
-            { offset: 0, limit: Math.min(100, pageSize + 1) },
-            { ifNoneMatch: etag, signal: options.signal },
-          )
-        ).notModified === true,
-    )
+    return everyRow(this.#transport, CUSTOMERS, {}, options)
   }
 }
-
-const APPOINTMENT_PARAMS = parameterNames('listAppointments')
 
 class Appointments {
   readonly #transport: Transport
@@ -159,56 +189,12 @@ class Appointments {
     params: AppointmentListParams = {},
     options: PerRequestOptions = {},
   ): Promise<Page<Appointment> | NotModified> {
-    return this.#read(params, options)
-  }
-
-  async #read(
-    params: AppointmentListParams,
-    options: PerRequestOptions & { ifNoneMatch?: string },
-  ): Promise<Page<Appointment> | NotModified> {
-    const query = toWire(params, APPOINTMENT_PARAMS)
-    refuse(appointmentsIssues(query))
-    const url = this.#transport.url(`${PREFIX.slice(1)}appointments`, query)
-    return pageOrNotModified<Appointment>(await this.#transport.getJson(url, options))
+    return readPage(this.#transport, APPOINTMENTS, params, options)
   }
 
   /** Every active appointment the filters select, latest start first, without a miss: see `AutoPaginator`. */
   all(filters: AppointmentFilters = {}, options: AllOptions = {}): AutoPaginator<Appointment> {
-    const pageSize = checkPageSize(options.pageSize)
-    // Refused now, before any request, rather than at the first page.
-    refuse(
-      appointmentsIssues(
-        toWire(
-          filters,
-          APPOINTMENT_PARAMS.filter((name) => name !== 'limit' && name !== 'offset'),
-        ),
-      ),
-    )
-    return new AutoPaginator(
-      (stats, paginator) =>
-        paginate<Appointment>(
-          {
-            fetchPage: conditionalFetch(
-              (offset, limit, request) => this.#read({ ...filters, offset, limit }, request),
-              options,
-              paginator,
-            ),
-            sortKey: (appointment) => appointment.start,
-            id: (appointment) => appointment.id,
-            pageSize,
-            resumeFrom: options.resumeFrom,
-            seen: options.seen,
-          },
-          stats,
-        ),
-      async (etag) =>
-        (
-          await this.#read(
-            { ...filters, offset: 0, limit: Math.min(100, pageSize + 1) },
-            { ifNoneMatch: etag, signal: options.signal },
-          )
-        ).notModified === true,
-    )
+    return everyRow(this.#transport, APPOINTMENTS, filters, options)
   }
 }
 

@@ -11,7 +11,7 @@ import { QUERY_PARAMETERS } from './generated/api.js'
  * Values are checked as the server receives them: as the query string's text.
  */
 
-type Operation = keyof typeof QUERY_PARAMETERS
+export type Operation = keyof typeof QUERY_PARAMETERS
 type ParameterCheck = (typeof QUERY_PARAMETERS)[Operation][number]
 
 /** The query parameters of an operation, in the document's order. */
