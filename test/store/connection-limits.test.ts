@@ -57,19 +57,15 @@ describe.skipIf(!postgresAvailable())('connection limits (PostgreSQL)', () => {
     }
   }
   const connectionLimit = (limit: number) => asOwner(`ALTER ROLE ${role.name} CONNECTION LIMIT ${limit}`)
-  const sessionsNamed = async (name: string) =>
+  /** The database's sessions whose `application_name` or role (`usename`) is `value`. */
+  const sessionsWhere = async (column: 'application_name' | 'usename', value: string) =>
     Number(
       (
         await asOwner(
-          `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`,
-          [name],
+          `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND ${column} = $1`,
+          [value],
         )
       )[0]?.n,
-    )
-
-  const sessionsOfRole = async () =>
-    Number(
-      (await asOwner(`SELECT count(*) AS n FROM pg_stat_activity WHERE usename = $1`, [role.name]))[0]?.n,
     )
 
   beforeAll(async () => {
@@ -90,7 +86,7 @@ describe.skipIf(!postgresAvailable())('connection limits (PostgreSQL)', () => {
     await connectionLimit(-1)
     // The next test's limit counts the sessions whose backends are still exiting: wait for them.
     const deadline = performance.now() + patience(2_000)
-    while ((await sessionsOfRole()) > 0 && performance.now() < deadline) await sleep(50)
+    while ((await sessionsWhere('usename', role.name)) > 0 && performance.now() < deadline) await sleep(50)
   })
   afterAll(async () => {
     await database?.drop()
@@ -157,12 +153,12 @@ describe.skipIf(!postgresAvailable())('connection limits (PostgreSQL)', () => {
     })
     const burst = store
     await Promise.all(Array.from({ length: 4 }, () => burst.read((sql) => sql.query('SELECT pg_sleep(0.3)'))))
-    expect(await sessionsNamed(name)).toBe(4)
+    expect(await sessionsWhere('application_name', name)).toBe(4)
     const idleSince = performance.now()
     let left = 4
     while (left > 0 && performance.now() - idleSince < 5_000) {
       await sleep(100)
-      left = await sessionsNamed(name)
+      left = await sessionsWhere('application_name', name)
     }
     const gone = performance.now() - idleSince
     console.log(

@@ -84,17 +84,21 @@ function toWire(params: object, allowed: readonly string[]): Wire {
 /** One list of the API: the operation that names its parameters and their checks, its path, its order's key. */
 interface ListOf<T> {
   readonly operation: Operation
+  /** Its query parameters' names (`parameterNames`). */
+  readonly params: readonly string[]
   readonly path: string
   readonly sortKey: (item: T) => string
 }
 
 const CUSTOMERS: ListOf<Customer> = {
   operation: 'listCustomers',
+  params: parameterNames('listCustomers'),
   path: 'customers',
   sortKey: (customer) => customer.createdAt,
 }
 const APPOINTMENTS: ListOf<Appointment> = {
   operation: 'listAppointments',
+  params: parameterNames('listAppointments'),
   path: 'appointments',
   sortKey: (appointment) => appointment.start,
 }
@@ -108,7 +112,7 @@ async function readPage<T>(
   params: object,
   options: ReadOptions,
 ): Promise<Page<T> | NotModified> {
-  const query = toWire(params, parameterNames(list.operation))
+  const query = toWire(params, list.params)
   refuse(queryIssues(list.operation, query))
   const url = transport.url(`${PREFIX.slice(1)}${list.path}`, query)
   return pageOrNotModified<T>(await transport.getJson(url, options))
@@ -125,7 +129,7 @@ function everyRow<T extends { id: string }>(
   options: AllOptions,
 ): AutoPaginator<T> {
   const pageSize = checkPageSize(options.pageSize)
-  const filterNames = parameterNames(list.operation).filter((name) => name !== 'limit' && name !== 'offset')
+  const filterNames = list.params.filter((name) => name !== 'limit' && name !== 'offset')
   refuse(queryIssues(list.operation, toWire(filters, filterNames)))
   const read = (offset: number, limit: number, request: ReadOptions) =>
     readPage<T>(transport, list, { ...filters, offset, limit }, request)

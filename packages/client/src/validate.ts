@@ -218,12 +218,6 @@ export function queryIssues(operation: Operation, query: Wire): ValidationIssue[
   return issues
 }
 
-/** The issues the server would report for a customers query, in its order. */
-export const customersIssues = (query: Wire): ValidationIssue[] => queryIssues('listCustomers', query)
-
-/** The issues the server would report for an appointments query, in its order. */
-export const appointmentsIssues = (query: Wire): ValidationIssue[] => queryIssues('listAppointments', query)
-
 /** The server's one-line summary of the issues. */
 export function issuesMessage(issues: readonly ValidationIssue[]): string {
   return issues.map((issue) => `${issue.path.join('.') || 'query'}: ${issue.message}`).join('; ')

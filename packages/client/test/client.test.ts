@@ -21,7 +21,9 @@ import {
   UsageError,
 } from '../src/index.js'
 import { runPgSync, runSync, SyncTargetError } from '../src/sync/index.js'
-import { appointmentsIssues } from '../src/validate.js'
+import { queryIssues, type Wire } from '../src/validate.js'
+
+const appointmentsIssues = (query: Wire) => queryIssues('listAppointments', query)
 
 const KEY = `svc_test_${'ab12'.repeat(16)}`
 const BASE = 'http://api.test'
