@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { FoldReport } from '../store/types.js'
 
-/** Told of each fold's report, and of each fold that failed (the metrics). */
+/** Told of each fold's report (its lists that failed among them), and of each fold that failed (the metrics). */
 export interface ListFoldObserver {
   listsFolded(report: FoldReport): void
   listFoldFailed(): void
@@ -20,8 +20,9 @@ const INSUFFICIENT_PRIVILEGE = '42501'
  * Folds the lists' pending changes in the background (`Store.foldLists`, migration 017), so that
  * they stay few whatever isolation level the salon software writes in: a writer's commit folds only
  * in READ COMMITTED. One fold at a time, the next `everyMs` after the last ended, never on a
- * request's connection. A failure (the store unreachable, a missing grant) is logged once until a
- * fold succeeds again, and the folds go on.
+ * request's connection. A failure (the store unreachable, a missing grant, a list whose fold fails
+ * in the database while the others are folded) is logged once until a fold succeeds again, and
+ * the folds go on.
  */
 export class ListFolder {
   private timer: NodeJS.Timeout | undefined
@@ -70,7 +71,16 @@ export class ListFolder {
     try {
       const report = await this.fold()
       this.options.observer?.listsFolded(report)
-      if (this.failing) {
+      if (report.failed > 0) {
+        // The other lists were folded; these stay pending, and their pages slow down.
+        if (this.failing || this.stopped) return
+        this.failing = true
+        this.log.warn(
+          { failedLists: report.failed, failure: report.failure },
+          "list folds: a list's fold failed in the database and its changes stay pending; " +
+            'the other lists were folded; trying again, said once until every fold succeeds',
+        )
+      } else if (this.failing) {
         this.failing = false
         this.log.info({ pending: report.mostPending }, 'list folds: running again')
       }

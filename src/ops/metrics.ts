@@ -215,6 +215,7 @@ export class Metrics implements LastUsedObserver, ListFoldObserver {
     this.#listFolds?.pending.set(report.mostPending)
     this.#listFolds?.allPending.set(report.allPending)
     this.#listFolds?.folds.inc(report.folded)
+    if (report.failed > 0) this.#listFolds?.failures.inc(report.failed)
   }
 
   listFoldFailed(): void {
@@ -257,7 +258,7 @@ function listFoldMetrics(registers: Registry[]) {
   })
   const failures = new Counter({
     name: 'openbook_list_fold_failures_total',
-    help: 'Background folds that failed (store unreachable, missing grant)',
+    help: 'Background folds that failed (store unreachable, missing grant), and lists whose fold failed in the database while the call folded the others',
     registers,
   })
   return { pending, allPending, folds, failures }

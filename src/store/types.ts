@@ -76,6 +76,9 @@ export interface FoldReport {
   readonly mostPending: number
   /** Pending changes of all lists, after the call. */
   readonly allPending: number
+  /** Lists whose fold failed in the database (the others were folded), and the first one's error. */
+  readonly failed: number
+  readonly failure?: string
 }
 
 /** A connection pool's state, for the metrics; `database` names it (`primary`, `embedded`). */

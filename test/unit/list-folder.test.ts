@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { ListFolder } from '../../src/domain/list-folder.js'
 import type { FoldReport } from '../../src/store/types.js'
 
-const REPORT: FoldReport = { folded: 1, mostPending: 12, allPending: 30 }
+const REPORT: FoldReport = { folded: 1, mostPending: 12, allPending: 30, failed: 0 }
 
 /** A logger that keeps each line as `level: message`. */
 function recordingLog() {
@@ -42,6 +42,24 @@ describe('the background fold (ListFolder)', () => {
       'info: list folds: running again',
       'warn: list folds: a fold failed; trying again, said once until one succeeds',
       'info: list folds: running again',
+    ])
+  })
+
+  it("says once that a list's fold failed in the database while the others were folded, and once that all fold again", async () => {
+    const failedOne: FoldReport = { ...REPORT, failed: 1, failure: 'org_1/appointments: an injected fault' }
+    const reports = [failedOne, failedOne, REPORT, failedOne]
+    const { lines, log } = recordingLog()
+    const seen: number[] = []
+    const folder = new ListFolder(async () => reports.shift() ?? REPORT, log, {
+      everyMs: 1_000,
+      observer: { listsFolded: (report) => seen.push(report.failed), listFoldFailed: () => seen.push(-1) },
+    })
+    for (let i = 0; i < 4; i++) await folder.once()
+    expect(seen).toEqual([1, 1, 0, 1])
+    expect(lines).toEqual([
+      expect.stringMatching(/^warn: list folds: a list's fold failed in the database/),
+      'info: list folds: running again',
+      expect.stringMatching(/^warn: list folds: a list's fold failed in the database/),
     ])
   })
 

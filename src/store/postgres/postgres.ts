@@ -152,13 +152,19 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     },
     foldLists: () =>
       folder.transaction(FOLDING, async (sql): Promise<FoldReport> => {
-        const [row] = await sql.query<{ folded: number; most_pending: string; all_pending: string }>(
-          'SELECT folded, most_pending, all_pending FROM list_fold_pending()',
-        )
+        const [row] = await sql.query<{
+          folded: number
+          most_pending: string
+          all_pending: string
+          failed: number
+          failure: string | null
+        }>('SELECT folded, most_pending, all_pending, failed, failure FROM list_fold_pending()')
         return {
           folded: row?.folded ?? 0,
           mostPending: Number(row?.most_pending ?? 0),
           allPending: Number(row?.all_pending ?? 0),
+          failed: row?.failed ?? 0,
+          ...(row?.failure ? { failure: row.failure } : {}),
         }
       }),
     async probe(work) {

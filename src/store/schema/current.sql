@@ -406,9 +406,14 @@ DECLARE
   v_count integer := coalesce((v_held ->> v_list)::integer, 0);
 BEGIN
   IF v_count < 2 THEN
-    IF list_fold(NEW.org_id, NEW.list, false, CASE v_count WHEN 0 THEN 5000 END) THEN
-      PERFORM set_config('openbook.folds_held', jsonb_set(v_held, ARRAY[v_list], to_jsonb(v_count + 1))::text, true);
-    END IF;
+    BEGIN
+      IF list_fold(NEW.org_id, NEW.list, false, CASE v_count WHEN 0 THEN 5000 END) THEN
+        PERFORM set_config('openbook.folds_held', jsonb_set(v_held, ARRAY[v_list], to_jsonb(v_count + 1))::text, true);
+      END IF;
+    EXCEPTION WHEN OTHERS THEN
+      RAISE WARNING 'openbook: the fold of % at this commit was given up (%); its changes stay pending until the next fold',
+        v_list, SQLERRM;
+    END;
   END IF;
   RETURN NULL;
 END $$;
@@ -438,7 +443,7 @@ END $$;
 -- Name: list_fold_pending(); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.list_fold_pending(OUT folded integer, OUT most_pending bigint, OUT all_pending bigint) RETURNS record
+CREATE FUNCTION public.list_fold_pending(OUT folded integer, OUT most_pending bigint, OUT all_pending bigint, OUT failed integer, OUT failure text) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public'
     SET jit TO 'off'
@@ -455,6 +460,7 @@ BEGIN
     RAISE EXCEPTION 'list_fold_pending() folds in READ COMMITTED only' USING ERRCODE = 'invalid_transaction_state';
   END IF;
   folded := 0;
+  failed := 0;
   IF pg_try_advisory_xact_lock(hashtext('openbook.list_fold_pending'), 0) THEN
     FOR v IN
       WITH p AS MATERIALIZED (
@@ -463,9 +469,15 @@ BEGIN
       UNION ALL
       (SELECT p.org_id, p.list FROM p WHERE p.n < 256 AND p.oldest <= v_last - 10000 ORDER BY p.oldest LIMIT 32)
     LOOP
-      IF list_fold(v.org_id, v.list, false, 5000) THEN
-        folded := folded + 1;
-      END IF;
+      BEGIN
+        IF list_fold(v.org_id, v.list, false, 5000) THEN
+          folded := folded + 1;
+        END IF;
+      EXCEPTION WHEN OTHERS THEN
+        failed := failed + 1;
+        failure := coalesce(failure, format('%s/%s: %s', v.org_id, v.list, SQLERRM));
+        RAISE WARNING 'openbook: the fold of %/% was given up (%); its changes stay pending', v.org_id, v.list, SQLERRM;
+      END;
     END LOOP;
   END IF;
   SELECT coalesce(max(p.n), 0), coalesce(sum(p.n), 0) INTO most_pending, all_pending
@@ -796,7 +808,7 @@ $$;
 
 CREATE FUNCTION public.openbook_schema_version(OUT version smallint, OUT compatible_from smallint) RETURNS record
     LANGUAGE sql IMMUTABLE
-    AS $$ SELECT 21::smallint, 12::smallint $$;
+    AS $$ SELECT 22::smallint, 12::smallint $$;
 
 SET default_tablespace = '';
 
@@ -1949,11 +1961,11 @@ REVOKE ALL ON FUNCTION public.list_fold_all() FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.list_fold_entries(p_org text, p_list text, p_at timestamp with time zone[], p_id text[], p_attrs jsonb[], p_delta integer[]) FROM PUBLIC;
 
 --
--- Name: FUNCTION list_fold_pending(OUT folded integer, OUT most_pending bigint, OUT all_pending bigint); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION list_fold_pending(OUT folded integer, OUT most_pending bigint, OUT all_pending bigint, OUT failed integer, OUT failure text); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.list_fold_pending(OUT folded integer, OUT most_pending bigint, OUT all_pending bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.list_fold_pending(OUT folded integer, OUT most_pending bigint, OUT all_pending bigint) TO openbook_reader;
+REVOKE ALL ON FUNCTION public.list_fold_pending(OUT folded integer, OUT most_pending bigint, OUT all_pending bigint, OUT failed integer, OUT failure text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.list_fold_pending(OUT folded integer, OUT most_pending bigint, OUT all_pending bigint, OUT failed integer, OUT failure text) TO openbook_reader;
 
 --
 -- Name: FUNCTION list_index(p_list text); Type: ACL; Schema: public; Owner: -
