@@ -20,18 +20,29 @@ export const utcDay = (timestamp: string): string => new Date(timestamp).toISOSt
 /** A field type's check, from its rule (field-rules.ts): what the table's CHECK also enforces. */
 function scalarOf(type: Exclude<FieldType, readonly string[]>): z.ZodType {
   const rule: FieldRule = FIELD_RULES[type]
-  if (rule.sqlType === 'timestamp with time zone') return timestamp
   if (rule.sqlType === 'boolean') return z.boolean()
   if (rule.sqlType === 'integer')
     return z
       .int()
       .min(rule.minimum ?? -2_147_483_648)
       .max(rule.maximum ?? 2_147_483_647)
-  let schema = z.string()
+  let schema = rule.sqlType === 'timestamp with time zone' ? timestamp : z.string()
   if (rule.minLength !== undefined) schema = schema.min(rule.minLength)
   if (rule.maxLength !== undefined) schema = schema.max(rule.maxLength)
   if (rule.pattern !== undefined) schema = schema.regex(new RegExp(rule.pattern), rule.patternMessage)
-  return schema
+  return rule.range
+    ? schema.refine(within(rule.range), `must be from ${rule.range.from} to ${rule.range.to}`)
+    : schema
+}
+
+/** Whether a date or a date-time (an instant, its offset applied) lies in `range`. */
+function within(range: NonNullable<FieldRule['range']>): (value: string) => boolean {
+  const from = Date.parse(range.from)
+  const to = Date.parse(range.to)
+  return (value) => {
+    const instant = Date.parse(value)
+    return instant >= from && instant <= to
+  }
 }
 
 const schemaOf = (type: FieldType): z.ZodType => (typeof type === 'string' ? scalarOf(type) : z.enum(type))
@@ -60,6 +71,8 @@ interface AppointmentTimes {
   dayKey?: string | null
 }
 const times = (record: Record<string, unknown>) => record as unknown as AppointmentTimes
+/** A date-time's instant in milliseconds; NaN for anything else (a value its field check refused). */
+const instantOf = (value: unknown) => (typeof value === 'string' ? Date.parse(value) : Number.NaN)
 
 export const RECORD_SCHEMAS = {
   organization: record({
@@ -73,14 +86,17 @@ export const RECORD_SCHEMAS = {
   staff: record({ id, orgId: id, name: opt(text), isActive: z.boolean().optional() }),
   service: record({ id, orgId: id, name: opt(text), isActive: z.boolean().optional() }),
   customer: resourceRecord(CUSTOMER),
+  // The checks below read start and end as instants; one that is no date-time has its own issue
+  // already, and they say nothing of it (utcDay would throw on it).
   appointment: resourceRecord(APPOINTMENT)
-    .refine((record) => Date.parse(times(record).end) >= Date.parse(times(record).start), {
+    .refine((record) => !(instantOf(times(record).end) < instantOf(times(record).start)), {
       message: 'must not be before start',
       path: ['end'],
     })
     // dayKey is the UTC day of start (README): derived when absent, refused when it says otherwise.
     .transform((record, context) => {
       const a = times(record)
+      if (Number.isNaN(instantOf(a.start))) return record
       const day = utcDay(a.start)
       if (a.dayKey == null) a.dayKey = day
       else if (a.dayKey !== day) {

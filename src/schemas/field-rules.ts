@@ -23,6 +23,12 @@ export interface FieldRule {
   readonly minimum?: number
   /** The integer column's own bound: the type refuses more, so no CHECK says it. */
   readonly maximum?: number
+  /**
+   * A date's or a timestamp's span, both ends included, in UTC: the API writes a year of four
+   * digits (RFC 3339), and the types also take `infinity`, `-infinity`, years before 1 and after
+   * 9999, which it cannot say. A CHECK.
+   */
+  readonly range?: { readonly from: string; readonly to: string }
   /** The enumeration's values: the CHECK's `IN` list. */
   readonly values?: readonly string[]
   /** How docs/writers.md says the rule (test/docs/writers-columns.test.ts holds its table to it). */
@@ -58,17 +64,19 @@ export const FIELD_RULES = {
   },
   timestamp: {
     sqlType: 'timestamp with time zone',
-    words: 'a `timestamptz`',
-    refused: [],
-    accepted: ['2025-06-01T10:00:00.000Z'],
+    range: { from: '0001-01-01T00:00:00Z', to: '9999-12-31T23:59:59.999999Z' },
+    words: 'a `timestamptz` from year 1 to 9999 in UTC',
+    refused: ['infinity', '-infinity', '9999-12-31T23:59:59.500-15:00', '0001-01-01T00:00:00.000+01:00'],
+    accepted: ['2025-06-01T10:00:00.000Z', '0001-01-01T00:00:00.000Z', '9999-12-31T23:59:59.999Z'],
   },
   date: {
     sqlType: 'date',
     pattern: DAY,
     patternMessage: 'must be YYYY-MM-DD',
-    words: 'a `date`',
-    refused: [],
-    accepted: ['1990-02-28'],
+    range: { from: '0001-01-01', to: '9999-12-31' },
+    words: 'a `date` from year 1 to 9999',
+    refused: ['infinity', '-infinity', '10000-01-01'],
+    accepted: ['1990-02-28', '0001-01-01', '9999-12-31'],
   },
   day: {
     sqlType: 'text',
@@ -122,7 +130,7 @@ const literal = (value: string) => `'${value.replaceAll("'", "''")}'`
 
 /**
  * The CHECK expression that enforces the rule on `column`, as a migration writes it; undefined
- * when the column's type is the whole rule (a date, a timestamp, a boolean).
+ * when the column's type is the whole rule (a boolean).
  */
 export function checkOf(column: string, type: FieldType): string | undefined {
   const rule = ruleOf(type)
@@ -136,6 +144,8 @@ export function checkOf(column: string, type: FieldType): string | undefined {
     if (rule.values !== undefined) parts.push(`${column} IN (${rule.values.map(literal).join(', ')})`)
   }
   if (rule.sqlType === 'integer' && rule.minimum !== undefined) parts.push(`${column} >= ${rule.minimum}`)
+  if (rule.range !== undefined)
+    parts.push(`${column} BETWEEN ${literal(rule.range.from)} AND ${literal(rule.range.to)}`)
   return parts.length > 0 ? parts.join(' AND ') : undefined
 }
 

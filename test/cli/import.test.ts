@@ -202,6 +202,18 @@ describeEachStoreKind('bulk import on %s', (kind) => {
     expect(message).toMatch(/^line 6: customer\.dateOfBirth: .*1990-02-30/)
   })
 
+  it.each([
+    ['no date-time', 'start', 'soon', ''],
+    ['infinity', 'start', 'infinity', ''],
+    ['a year the API cannot write', 'end', '9999-12-31T23:59:59.500-15:00', 'must be from 0001-01-01'],
+  ])("an appointment's %s names its line and field", async (_case, field, value, message) => {
+    const org = organizationLines('org_times', 'o@times.test')
+    const at = org.findIndex((line) => line.type === 'appointment')
+    const lines = [...org.slice(0, at), { ...(org[at] as Line), [field]: value }]
+    const expected = `line ${at + 1}: appointment.${field}: ${message}`
+    expect((await failure(importNdjson(await open(), input(ndjson(lines))))).startsWith(expected)).toBe(true)
+  })
+
   it('importing the same file again writes nothing; a changed record rewrites only its own row', async () => {
     const store = await open()
     const lines = organizationLines('org_again', 'o@again.test')

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -10,6 +12,7 @@ import { checkName, checkOf, FIELD_RULES, ruleOf } from '../../src/schemas/field
 import { createPostgresStore } from '../../src/store/postgres/postgres.js'
 import { migrate, schemaState } from '../../src/store/schema/migrate.js'
 import { migrateTo } from '../helpers/migrate-to.js'
+import { ROOT } from '../helpers/process.js'
 import {
   createTestDatabase,
   createTestRole,
@@ -44,6 +47,9 @@ const BASE: Record<ResourceDescription['table'], Record<string, unknown>> = {
   },
 }
 
+/** Columns held to each other by a CHECK of their own, written together. */
+const PAIRED = ['appointments.start_at', 'appointments.end_at']
+
 const shown = (value: unknown) => {
   const text = JSON.stringify(value)
   return text.length > 24 ? `${text.slice(0, 12)}… (${String(value).length} characters)` : text
@@ -66,6 +72,8 @@ async function attempt(
     org_id: ORGS[resource.table],
     id: `row_${n}`,
     ...BASE[resource.table],
+    // An appointment ends at or after its start (its own CHECK): both ends take the value.
+    ...(PAIRED.includes(`${resource.table}.${column}`) ? { start_at: value, end_at: value } : {}),
     [column]: value,
   }
   const columns = Object.keys(row)
@@ -214,3 +222,42 @@ describe.skipIf(!postgresAvailable())('migration 020 over rows that break a rule
     }
   })
 })
+
+describe.skipIf(!postgresAvailable())(
+  'migration 023 over dates and timestamps out of range (PostgreSQL)',
+  () => {
+    it('fails, naming the constraint, and upgrading.md’s query finds the rows to correct', async () => {
+      const database = await createTestDatabase()
+      const store = createPostgresStore({ connectionString: database.url, maxConnections: 2 })
+      try {
+        await migrateTo(store, 22)
+        await store.admin(async (sql) => {
+          await sql.exec(`INSERT INTO organizations (id, name, plan) VALUES ('org_old', 'Old', 'free')`)
+          await sql.exec(
+            `INSERT INTO appointments (org_id, id, start_at, end_at, status, is_active, created_at, updated_at)
+           VALUES ('org_old', 'apt_open', now(), 'infinity', 'scheduled', true, now(), now()),
+                  ('org_old', 'apt_ok', now(), now(), 'scheduled', true, now(), now())`,
+          )
+        })
+        await expect(migrate(store)).rejects.toThrow(
+          'check constraint "appointments_end_at_check" of relation "appointments" is violated by some row',
+        )
+        expect((await schemaState(store)).version).toBe(22)
+        const upgrading = readFileSync(join(ROOT, 'docs', 'operators', 'upgrading.md'), 'utf8')
+        const query = /```sql\n\s*(SELECT org_id, id FROM appointments WHERE NOT \([^;]*;)/.exec(
+          upgrading,
+        )?.[1]
+        expect(query, 'upgrading.md names the rows migration 023 refuses').toBeDefined()
+        const found = await store.admin((sql) => sql.query<{ id: string }>(query ?? ''))
+        expect(found.map((row) => row.id)).toEqual(['apt_open'])
+        await store.admin((sql) =>
+          sql.exec(`UPDATE appointments SET end_at = start_at WHERE id = 'apt_open'`),
+        )
+        expect((await migrate(store)).applied).toEqual(['023_dates_and_times_in_range.sql'])
+      } finally {
+        await store.close()
+        await database.drop()
+      }
+    })
+  },
+)

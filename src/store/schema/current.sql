@@ -808,7 +808,7 @@ $$;
 
 CREATE FUNCTION public.openbook_schema_version(OUT version smallint, OUT compatible_from smallint) RETURNS record
     LANGUAGE sql IMMUTABLE
-    AS $$ SELECT 22::smallint, 12::smallint $$;
+    AS $$ SELECT 23::smallint, 12::smallint $$;
 
 SET default_tablespace = '';
 
@@ -947,9 +947,11 @@ CREATE TABLE public.appointments (
     updated_at timestamp with time zone NOT NULL,
     CONSTRAINT appointments_amount_paid_cents_check CHECK ((amount_paid_cents >= 0)),
     CONSTRAINT appointments_check CHECK ((end_at >= start_at)),
+    CONSTRAINT appointments_created_at_check CHECK (((created_at >= '0001-01-01 00:00:00+00'::timestamp with time zone) AND (created_at <= '9999-12-31 23:59:59.999999+00'::timestamp with time zone))),
     CONSTRAINT appointments_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT appointments_customer_id_check CHECK (((length(customer_id) >= 1) AND (length(customer_id) <= 128))),
     CONSTRAINT appointments_day_key_check CHECK ((day_key ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}$'::text)),
+    CONSTRAINT appointments_end_at_check CHECK (((end_at >= '0001-01-01 00:00:00+00'::timestamp with time zone) AND (end_at <= '9999-12-31 23:59:59.999999+00'::timestamp with time zone))),
     CONSTRAINT appointments_id_check CHECK (((length(id) >= 1) AND (length(id) <= 128))),
     CONSTRAINT appointments_invoice_id_check CHECK (((length(invoice_id) >= 1) AND (length(invoice_id) <= 128))),
     CONSTRAINT appointments_location_type_check CHECK ((location_type = ANY (ARRAY['in_person'::text, 'online'::text, 'phone'::text, 'customer_address'::text]))),
@@ -962,7 +964,9 @@ CREATE TABLE public.appointments (
     CONSTRAINT appointments_resource_id_check CHECK (((length(resource_id) >= 1) AND (length(resource_id) <= 128))),
     CONSTRAINT appointments_service_id_check CHECK (((length(service_id) >= 1) AND (length(service_id) <= 128))),
     CONSTRAINT appointments_staff_id_check CHECK (((length(staff_id) >= 1) AND (length(staff_id) <= 128))),
-    CONSTRAINT appointments_status_check CHECK ((status = ANY (ARRAY['scheduled'::text, 'confirmed'::text, 'checked_in'::text, 'no_show'::text, 'cancelled'::text, 'completed'::text])))
+    CONSTRAINT appointments_start_at_check CHECK (((start_at >= '0001-01-01 00:00:00+00'::timestamp with time zone) AND (start_at <= '9999-12-31 23:59:59.999999+00'::timestamp with time zone))),
+    CONSTRAINT appointments_status_check CHECK ((status = ANY (ARRAY['scheduled'::text, 'confirmed'::text, 'checked_in'::text, 'no_show'::text, 'cancelled'::text, 'completed'::text]))),
+    CONSTRAINT appointments_updated_at_check CHECK (((updated_at >= '0001-01-01 00:00:00+00'::timestamp with time zone) AND (updated_at <= '9999-12-31 23:59:59.999999+00'::timestamp with time zone)))
 );
 
 ALTER TABLE ONLY public.appointments FORCE ROW LEVEL SECURITY;
@@ -1043,6 +1047,8 @@ CREATE TABLE public.customers (
     CONSTRAINT customers_address_line1_check CHECK ((length(address_line1) <= 10000)),
     CONSTRAINT customers_city_check CHECK ((length(city) <= 10000)),
     CONSTRAINT customers_country_check CHECK ((country ~ '^[A-Z]{2}$'::text)),
+    CONSTRAINT customers_created_at_check CHECK (((created_at >= '0001-01-01 00:00:00+00'::timestamp with time zone) AND (created_at <= '9999-12-31 23:59:59.999999+00'::timestamp with time zone))),
+    CONSTRAINT customers_date_of_birth_check CHECK (((date_of_birth >= '0001-01-01'::date) AND (date_of_birth <= '9999-12-31'::date))),
     CONSTRAINT customers_display_name_check CHECK ((length(display_name) <= 10000)),
     CONSTRAINT customers_email_check CHECK ((length(email) <= 10000)),
     CONSTRAINT customers_first_name_check CHECK ((length(first_name) <= 10000)),
@@ -1058,7 +1064,8 @@ CREATE TABLE public.customers (
     CONSTRAINT customers_primary_phone_check CHECK ((length(primary_phone) <= 10000)),
     CONSTRAINT customers_region_check CHECK ((length(region) <= 10000)),
     CONSTRAINT customers_secondary_phone_check CHECK ((length(secondary_phone) <= 10000)),
-    CONSTRAINT customers_support_id_check CHECK ((length(support_id) <= 10000))
+    CONSTRAINT customers_support_id_check CHECK ((length(support_id) <= 10000)),
+    CONSTRAINT customers_updated_at_check CHECK (((updated_at >= '0001-01-01 00:00:00+00'::timestamp with time zone) AND (updated_at <= '9999-12-31 23:59:59.999999+00'::timestamp with time zone)))
 );
 
 ALTER TABLE ONLY public.customers FORCE ROW LEVEL SECURITY;
