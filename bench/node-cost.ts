@@ -7,9 +7,12 @@
  * `--together` loads the builds at the same time, each through its own connections, so that the
  * machine's other work falls on both alike (their ratio, round by round, is the figure to read).
  * `--profile DIR` writes a V8 CPU profile of each server run instead (one round).
+ * `--env` and `--against-env` (`NAME=value,…`) set each build's environment: with `--against-env`
+ * alone, the same build is weighed against itself under another setting (`DATABASE_POOL_SIZE=4`).
  *
  *   npm run build && node --import tsx bench/node-cost.ts [DATABASE_URL] --against DIR
  *     [--rounds 5] [--seconds 5] [--connections 16] [--pages customers-50,…] [--together]
+ *     [--env NAME=value,…] [--against-env NAME=value,…]
  */
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -31,6 +34,8 @@ const { values, positionals } = parseArgs({
     pages: { type: 'string' },
     profile: { type: 'string' },
     together: { type: 'boolean', default: false },
+    env: { type: 'string', default: '' },
+    'against-env': { type: 'string' },
   },
   allowPositionals: true,
 })
@@ -47,9 +52,22 @@ const PAGES: Record<string, string> = {
 const pages = values.pages ? values.pages.split(',') : Object.keys(PAGES)
 for (const page of pages)
   if (!PAGES[page]) throw new Error(`no page ${page}: ${Object.keys(PAGES).join(', ')}`)
+/** `NAME=value,…` as an environment. */
+const envOf = (text: string): Record<string, string> =>
+  Object.fromEntries(
+    text
+      .split(',')
+      .filter(Boolean)
+      .map((pair) => {
+        const at = pair.indexOf('=')
+        if (at < 1) throw new Error(`not NAME=value: ${pair}`)
+        return [pair.slice(0, at), pair.slice(at + 1)]
+      }),
+  )
+const against = values.against ?? (values['against-env'] === undefined ? undefined : '.')
 const builds = [
-  { name: 'this', dir: '.' },
-  ...(values.against ? [{ name: 'against', dir: values.against }] : []),
+  { name: 'this', dir: '.', env: envOf(values.env) },
+  ...(against ? [{ name: 'against', dir: against, env: envOf(values['against-env'] ?? '') }] : []),
 ]
 const encodings = ['identity', ACCEPT_ENCODING]
 const rounds = values.profile ? 1 : Number(values.rounds)
@@ -72,9 +90,13 @@ async function start(build: (typeof builds)[number]): Promise<Running> {
   const variant = values.profile
     ? {
         preload: resolve('bench/cpu-profile.mjs'),
-        env: { OPS_PORT: '0', CPU_PROFILE_FILE: resolve(values.profile, `${build.name}.cpuprofile`) },
+        env: {
+          ...build.env,
+          OPS_PORT: '0',
+          CPU_PROFILE_FILE: resolve(values.profile, `${build.name}.cpuprofile`),
+        },
       }
-    : { env: { OPS_PORT: '0' } }
+    : { env: { ...build.env, OPS_PORT: '0' } }
   return { build, target: await startOpenbook(`cost-${build.name}`, build.dir, url, variant) }
 }
 
