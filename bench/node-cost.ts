@@ -21,6 +21,7 @@ import { ACCEPT_ENCODING } from '../packages/client/src/transport.js'
 import { largestOrgWithKey } from './bench-org.js'
 import { httpLoad } from './load.js'
 import { backendPids, metered, quiesce } from './meter.js'
+import { parseEnvList } from './options.js'
 import { runFromRoot } from './paths.js'
 import { startOpenbook, type Target } from './servers.js'
 
@@ -52,22 +53,10 @@ const PAGES: Record<string, string> = {
 const pages = values.pages ? values.pages.split(',') : Object.keys(PAGES)
 for (const page of pages)
   if (!PAGES[page]) throw new Error(`no page ${page}: ${Object.keys(PAGES).join(', ')}`)
-/** `NAME=value,…` as an environment. */
-const envOf = (text: string): Record<string, string> =>
-  Object.fromEntries(
-    text
-      .split(',')
-      .filter(Boolean)
-      .map((pair) => {
-        const at = pair.indexOf('=')
-        if (at < 1) throw new Error(`not NAME=value: ${pair}`)
-        return [pair.slice(0, at), pair.slice(at + 1)]
-      }),
-  )
 const against = values.against ?? (values['against-env'] === undefined ? undefined : '.')
 const builds = [
-  { name: 'this', dir: '.', env: envOf(values.env) },
-  ...(against ? [{ name: 'against', dir: against, env: envOf(values['against-env'] ?? '') }] : []),
+  { name: 'this', dir: '.', env: parseEnvList(values.env) },
+  ...(against ? [{ name: 'against', dir: against, env: parseEnvList(values['against-env'] ?? '') }] : []),
 ]
 const encodings = ['identity', ACCEPT_ENCODING]
 const rounds = values.profile ? 1 : Number(values.rounds)

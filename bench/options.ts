@@ -217,3 +217,17 @@ export function shapeLoadSettings(
     poolSize,
   }
 }
+
+/** `NAME=value,…` (a server's environment on the command line) as an environment. */
+export function parseEnvList(text: string): Record<string, string> {
+  return Object.fromEntries(
+    text
+      .split(',')
+      .filter(Boolean)
+      .map((pair) => {
+        const at = pair.indexOf('=')
+        if (at < 1) throw new Error(`not NAME=value: ${pair}`)
+        return [pair.slice(0, at), pair.slice(at + 1)]
+      }),
+  )
+}

@@ -17,16 +17,25 @@
  *
  *   npm run build && npm run bench:shapes -- [--shapes spread,instant,ninety,sparse] [--duration 3]
  *     [--connections 16] [--shape-size 300000,600000] [--only cus-l,apt-l] [--pending 0,1000,5000]
- *     [--pending-rows random|newest] [--write]
+ *     [--pending-rows random|newest] [--server-env NAME=value,…] [--write]
  *
  * `--write` puts the table into bench/RESULTS.md between the postgres-shapes markers.
+ * `--server-env NAME=value,…` sets the server's environment beyond `npm start`'s
+ * (`DATABASE_POOL_SIZE=4`).
  */
 import { cpus } from 'node:os'
 import { parseArgs } from 'node:util'
 import pg from 'pg'
 import { type DataSet, databaseUrl } from './data.js'
 import { halfLoad, type LoadSettings, saturate, warmServer } from './measure.js'
-import { assertLoopbackUrl, parseCrowd, SCALES, SHAPE_OPTIONS, shapeLoadSettings } from './options.js'
+import {
+  assertLoopbackUrl,
+  parseCrowd,
+  parseEnvList,
+  SCALES,
+  SHAPE_OPTIONS,
+  shapeLoadSettings,
+} from './options.js'
 import { leaveMovesPending, type PendingRows, pendingOf } from './page-times.js'
 import { runFromRoot } from './paths.js'
 import { prepareMixes } from './prepared-mixes.js'
@@ -42,11 +51,14 @@ const { values } = parseArgs({
     only: { type: 'string', default: 'cus-l,apt-l' },
     pending: { type: 'string', default: '0,1000,5000' },
     'pending-rows': { type: 'string', default: 'random' },
+    'server-env': { type: 'string', default: '' },
     pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://root@127.0.0.1:5432' },
   },
 })
 assertLoopbackUrl(values.pg)
 const settings: LoadSettings = shapeLoadSettings(values, 10)
+/** The server's environment beyond `npm start`'s (`--server-env DATABASE_POOL_SIZE=4`). */
+const serverEnv = parseEnvList(values['server-env'])
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 /** The shapes' target on PostgreSQL: p50 at half load, ms. */
 const TARGET_P50_MS = 5
@@ -95,7 +107,7 @@ for (const shape of values.shapes.split(',')) {
       only: values.only,
     })
     stops.push(() => monitor.end())
-    const openbook = await startOpenbook('openbook', '.', databaseUrl(data))
+    const openbook = await startOpenbook('openbook', '.', databaseUrl(data), { env: serverEnv })
     stops.push(openbook.service.stop)
     await warmServer(
       openbook,
@@ -144,7 +156,7 @@ killAll()
 const loadAfter = loadAverageText()
 
 const table = [
-  `\`npm run bench:shapes -- --shapes ${values.shapes} --duration ${values.duration} --pending ${values.pending} --pending-rows ${pendingRows}\`: openbook (the built ` +
+  `\`npm run bench:shapes -- --shapes ${values.shapes} --duration ${values.duration} --pending ${values.pending} --pending-rows ${pendingRows}${values['server-env'] ? ` --server-env ${values['server-env']}` : ''}\`: openbook (the built ` +
     `server) on PostgreSQL, the 100k scale with a crowd of ${values['shape-size'].replace(',', ' customers and ')} ` +
     `appointments at each shape as its largest organization; each of the crowd's pages at saturation ` +
     `(${settings.connections} connections, ${settings.duration} s after 1 s of warm-up), then at half that rate, ` +
