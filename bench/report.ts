@@ -116,8 +116,9 @@ function setup(report: BenchReport): string[] {
       'runs them (SQL captured from src/queries, the same parameters), as openbook_reader with the settings of ' +
       "openbook's transactions made per session (bench/ladder.ts), metered from its second second on. The minimal " +
       'handler (bench/baseline-server.ts: node:http and pg, no framework) runs the same ' +
-      "SQL in openbook's round trips (BEGIN, its settings, the key lookup and the page's EXECUTE in one message, then " +
-      'COMMIT) with the same prepared statements. Every server uses a pool of ' +
+      "SQL as openbook sends it (its settings, the key lookup and the page's EXECUTE in one message that is its own " +
+      'transaction, the messages of requests that come in the same turn pipelined on one connection, up to 4) ' +
+      'with the same prepared statements. Every server uses a pool of ' +
       `${load.poolSize} connections. CPU per request: CPU time of the process (Node) or of the backends serving ` +
       'that target (PostgreSQL) during saturation, divided by the requests answered. "By CPU": the other ' +
       "target's Node + PostgreSQL CPU per request over openbook's, the req/s ratio that a machine running " +

@@ -9,6 +9,7 @@ import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { ACCEPT_ENCODING } from '../packages/client/src/transport.js'
+import { PIPELINE_DEPTH } from '../src/store/postgres/pipeline.js'
 import type { BenchReport, MixResult, ScaleReport } from './checks.js'
 import {
   type CountPlan,
@@ -238,7 +239,12 @@ async function measureScale(
   }
 
   const url = databaseUrl(data)
-  const baseline = await startBaseline(url, options.poolSize)
+  // The minimal handler sends its requests' messages as openbook does: pipelined on a shared
+  // connection when they come in the same turn.
+  const baseline = await startBaseline(url, options.poolSize, {
+    name: 'baseline',
+    env: { PIPELINE_DEPTH: String(PIPELINE_DEPTH), PIPELINE_JOIN: 'tick' },
+  })
   stops.push(baseline.service.stop)
   const openbook = await startOpenbook('openbook', options.openbookDir, url)
   stops.push(openbook.service.stop)

@@ -48,13 +48,24 @@ async function start(
   return { name, service, applicationName, baseUrl: `http://127.0.0.1:${port}` }
 }
 
-/** The minimal node:http + pg handler (bench/baseline-server.ts). */
-export function startBaseline(databaseUrl: string, poolSize: number): Promise<Target> {
-  const applicationName = 'openbook-bench-baseline'
+/**
+ * The minimal node:http + pg handler (bench/baseline-server.ts); a variant of it named `name`,
+ * with `env` besides (its `PIPELINE_DEPTH`), has connections of its own application_name.
+ */
+export function startBaseline(
+  databaseUrl: string,
+  poolSize: number,
+  variant: { readonly name: string; readonly env: NodeJS.ProcessEnv } = { name: 'baseline', env: {} },
+): Promise<Target> {
+  const applicationName = `openbook-bench-${variant.name}`
   return start(
-    'baseline',
+    variant.name,
     ['--import', 'tsx', 'bench/baseline-server.ts'],
-    { DATABASE_URL: `${databaseUrl}?application_name=${applicationName}`, POOL_SIZE: String(poolSize) },
+    {
+      DATABASE_URL: `${databaseUrl}?application_name=${applicationName}`,
+      POOL_SIZE: String(poolSize),
+      ...variant.env,
+    },
     applicationName,
   )
 }

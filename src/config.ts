@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { PIPELINE_DEPTH } from './store/postgres/pipeline.js'
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 
@@ -48,6 +49,12 @@ export const environmentSchema = z.object({
     .pipe(z.number().int().min(1).max(1_000))
     .default('10'),
   DATABASE_IDLE_TIMEOUT_MS: milliseconds(3_600_000, '10000'),
+  DATABASE_PIPELINE_DEPTH: z
+    .string()
+    .regex(/^\d{1,2}$/, 'must be a whole number of requests')
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(8))
+    .default(String(PIPELINE_DEPTH)),
   DATA_DIR: z.string().min(1).default('./data'),
   DATA_DIR_TEMPLATE: z.string().min(1).optional(),
   API_KEY_BRAND: z
@@ -82,6 +89,8 @@ export interface Config {
   readonly databasePoolSize: number
   /** A pooled connection idle this long is closed (0: never), so that a burst's connections go back to the server. */
   readonly databaseIdleTimeoutMs: number
+  /** How many read-only requests of one turn of the event loop share a connection, pipelined (1: none). */
+  readonly databasePipelineDepth: number
   readonly dataDir: string
   /**
    * What a new embedded DATA_DIR is copied from (store/embedded/embedded-template.ts): a template directory,
@@ -135,6 +144,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databasePreparedStatements: value.DATABASE_PREPARED_STATEMENTS,
     databasePoolSize: value.DATABASE_POOL_SIZE,
     databaseIdleTimeoutMs: value.DATABASE_IDLE_TIMEOUT_MS,
+    databasePipelineDepth: value.DATABASE_PIPELINE_DEPTH,
     dataDir: value.DATA_DIR,
     dataDirTemplate: value.DATA_DIR_TEMPLATE === 'none' ? false : value.DATA_DIR_TEMPLATE,
     apiKeyBrand: value.API_KEY_BRAND,

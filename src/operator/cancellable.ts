@@ -43,7 +43,7 @@ export function cancellable(store: Store, signal: AbortSignal): Store {
   return {
     ...store,
     kind: store.kind,
-    read: (work) => store.read((sql) => work(guarded(sql, signal))),
+    read: (work, options) => store.read((sql) => work(guarded(sql, signal)), options),
     asReader: (work) => store.asReader((sql) => work(guarded(sql, signal))),
     admin: (work) => store.admin((sql) => work(guarded(sql, signal))),
     close: () => store.close(),

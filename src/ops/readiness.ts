@@ -1,7 +1,7 @@
 import { PoolExhaustedError, StoreBusyError } from '../store/busy.js'
 import { isStoreUnreachable } from '../store/postgres/postgres.js'
 import { assertServing } from '../store/schema/serving.js'
-import type { Sql, Store } from '../store/types.js'
+import type { ReadOptions, Sql, Store } from '../store/types.js'
 
 /**
  * How often the background check asks the store whether this release can serve it (the schema,
@@ -161,9 +161,9 @@ export function storeReadiness(store: Store, outageGraceMs: number): Readiness {
  * says it answers, sooner than the next check; one that could not says it is unreachable.
  */
 export function observedStore(store: Store, readiness: Readiness): Store {
-  async function read<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+  async function read<T>(work: (sql: Sql) => Promise<T>, options?: ReadOptions): Promise<T> {
     try {
-      const result = await store.read(work)
+      const result = await store.read(work, options)
       readiness.succeeded()
       return result
     } catch (error) {

@@ -111,14 +111,18 @@ export default fp<AuthOptions>(
      * is found active before the work's result counts; the work reads as the key's organization.
      */
     function readForKey<T>(keyHash: string, reply: FastifyReply, work: TenantWork<T>): Promise<T> {
-      return app.store.read(async (sql) => {
-        if (!sql.sendWithNext || !techniques.oneTrip) {
-          const key = accepted(await authenticateKey(sql, keyHash), reply)
-          tracker.seen(key.orgId, key.keyId, key.lastUsedAt)
-          return work(sql, key.orgId)
-        }
-        return withKeyInOneTrip(sql, keyHash, reply, work)
-      })
+      return app.store.read(
+        async (sql) => {
+          if (!sql.sendWithNext || !techniques.oneTrip) {
+            const key = accepted(await authenticateKey(sql, keyHash), reply)
+            tracker.seen(key.orgId, key.keyId, key.lastUsedAt)
+            return work(sql, key.orgId)
+          }
+          return withKeyInOneTrip(sql, keyHash, reply, work)
+        },
+        // A list's read is its one message (list-route.ts, page.ts).
+        { oneMessage: techniques.oneTrip },
+      )
     }
 
     // A callback hook: no promise per request.

@@ -38,6 +38,7 @@ export async function openStore(
         | 'databasePreparedStatements'
         | 'databasePoolSize'
         | 'databaseIdleTimeoutMs'
+        | 'databasePipelineDepth'
         | 'requestDeadlineMs'
         | 'dataDirTemplate'
       >
@@ -57,6 +58,7 @@ export async function openStore(
       ...(options.onPoolerDetected ? { onPoolerDetected: options.onPoolerDetected } : {}),
       ...(config.requestDeadlineMs !== undefined ? { requestDeadlineMs: config.requestDeadlineMs } : {}),
       ...(config.databaseIdleTimeoutMs !== undefined ? { idleTimeoutMs: config.databaseIdleTimeoutMs } : {}),
+      ...(config.databasePipelineDepth !== undefined ? { pipelineDepth: config.databasePipelineDepth } : {}),
       ...((options.maxConnections ?? config.databasePoolSize)
         ? { maxConnections: options.maxConnections ?? config.databasePoolSize }
         : {}),

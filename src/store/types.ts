@@ -89,6 +89,16 @@ export interface PoolStats {
   readonly waiting: number
 }
 
+/** How a request-path read goes (`Store.read`). */
+export interface ReadOptions {
+  /**
+   * The work sends all it reads in one message with the key lookup (`sendWithNext` and
+   * `KEY_ORGANIZATION`): nothing of it relies on a transaction across messages, so on PostgreSQL
+   * the message may share a connection with other requests' (store/postgres/pipeline.ts).
+   */
+  readonly oneMessage?: boolean
+}
+
 /**
  * One interface over real PostgreSQL and embedded PGlite; the same SQL runs on both.
  *
@@ -104,7 +114,7 @@ export interface Store {
    * run one at a time (PGlite): there a bulk load may lock a table whole, as nobody reads beside it.
    */
   readonly concurrentReads: boolean
-  read<T>(work: (sql: Sql) => Promise<T>): Promise<T>
+  read<T>(work: (sql: Sql) => Promise<T>, options?: ReadOptions): Promise<T>
   asReader<T>(work: (sql: Sql) => Promise<T>): Promise<T>
   admin<T>(work: (sql: AdminSql) => Promise<T>): Promise<T>
   /**

@@ -12,6 +12,7 @@ describe('the environment, validated once at start', () => {
       databasePreparedStatements: 'on',
       databasePoolSize: 10,
       databaseIdleTimeoutMs: 10_000,
+      databasePipelineDepth: 4,
       dataDir: './data',
       apiKeyBrand: 'svc',
       logLevel: 'info',
@@ -35,6 +36,7 @@ describe('the environment, validated once at start', () => {
       DATABASE_PREPARED_STATEMENTS: 'off',
       DATABASE_POOL_SIZE: '4',
       DATABASE_IDLE_TIMEOUT_MS: '0',
+      DATABASE_PIPELINE_DEPTH: '1',
       SHUTDOWN_DELAY_MS: '2000',
       READY_OUTAGE_GRACE_MS: '3000',
       REQUEST_DEADLINE_MS: '4500',
@@ -51,6 +53,7 @@ describe('the environment, validated once at start', () => {
       databasePreparedStatements: 'off',
       databasePoolSize: 4,
       databaseIdleTimeoutMs: 0,
+      databasePipelineDepth: 1,
       shutdownDelayMs: 2000,
       readyOutageGraceMs: 3000,
       requestDeadlineMs: 4500,
@@ -66,6 +69,14 @@ describe('the environment, validated once at start', () => {
     [{ OPS_PORT: 'x' }, 'invalid OPS_PORT: must be a port number'],
     [{ PORT: '70000' }, 'invalid PORT: Number must be less than or equal to 65535'],
     [{ SHUTDOWN_DELAY_MS: '1e3' }, 'invalid SHUTDOWN_DELAY_MS: must be a whole number of milliseconds'],
+    [
+      { DATABASE_PIPELINE_DEPTH: '0' },
+      'invalid DATABASE_PIPELINE_DEPTH: Number must be greater than or equal to 1',
+    ],
+    [
+      { DATABASE_PIPELINE_DEPTH: '9' },
+      'invalid DATABASE_PIPELINE_DEPTH: Number must be less than or equal to 8',
+    ],
     [
       { SHUTDOWN_DELAY_MS: '700000' },
       'invalid SHUTDOWN_DELAY_MS: Number must be less than or equal to 600000',

@@ -12,7 +12,7 @@ import {
   prepareOnServerText,
   prepareText,
 } from '../one-trip.js'
-import type { AdminSql } from '../types.js'
+import type { AdminSql, RowSink } from '../types.js'
 import { rowTap } from './row-tap.js'
 
 /**
@@ -34,6 +34,8 @@ export interface TransactionMode {
   readonly preamble: string
   readonly request: boolean
   readonly readOnly: boolean
+  /** A read whose work is one message (`ReadOptions.oneMessage`): it may share its connection. */
+  readonly oneMessage?: boolean
 }
 
 export const OPERATOR: TransactionMode = { preamble: '', request: false, readOnly: false }
@@ -53,6 +55,21 @@ export interface Database {
 const statementNames = { protocol: new Map<string, string>(), execute: new Map<string, string>() }
 /** Per connection, the statements it has prepared by `PREPARE` (`one-trip.ts`), by name. */
 const preparedBySql = new WeakMap<pg.PoolClient, Set<string>>()
+/**
+ * Per shared connection, the statements a message sent on it PREPAREs whose answer has not come
+ * back: a message sent behind it EXECUTEs them without a PREPARE of its own, which would fail
+ * (42P05) once the first has run.
+ */
+const preparingBySql = new WeakMap<pg.PoolClient, Set<string>>()
+/** The names `byClient` keeps for `client`, a set made on first use. */
+function namesOf(byClient: WeakMap<pg.PoolClient, Set<string>>, client: pg.PoolClient): Set<string> {
+  let names = byClient.get(client)
+  if (!names) {
+    names = new Set()
+    byClient.set(client, names)
+  }
+  return names
+}
 /**
  * A prepared statement's name, the same for the same text in every connection and process.
  * Statements prepared by `PREPARE` are named apart (`e`) from those the extended protocol
@@ -147,6 +164,12 @@ export class TransactionConnection {
    * its own transaction, with no BEGIN or COMMIT (`sendMessage`).
    */
   private readonly implicit: boolean
+  /**
+   * It EXECUTEd a statement that a message sent before it on the shared connection PREPAREs: if
+   * that message failed first, its "prepared statement does not exist" is that failure's, not a
+   * pooler's.
+   */
+  reliedOnAnother = false
 
   constructor(
     private readonly client: pg.PoolClient,
@@ -157,8 +180,16 @@ export class TransactionConnection {
     private readonly onAnswer: () => void,
     /** The request path: how long a round trip may still take (its deadline, or the replica's cap). */
     private readonly roundTripLimitMs?: () => number,
+    /**
+     * The connection carries other requests' messages, sent before and after this one's without
+     * waiting for their answers (pipeline.ts): every message of this transaction is one of its
+     * own, without BEGIN, its settings with it, and the rows a sink takes go with the message.
+     */
+    private readonly shared = false,
   ) {
     this.implicit = mode.request && mode.readOnly && prepare !== 'off'
+    if (shared && !(this.implicit && prepare === 'on'))
+      throw new Error('a shared connection carries one-trip reads only')
     this.owe()
     const query = this.query.bind(this)
     const oneTrip = mode.request && prepare !== 'off'
@@ -174,7 +205,8 @@ export class TransactionConnection {
       ...(rowTap?.tapped(client)
         ? {
             queryInto: async (sink, text, params) => {
-              await rowTap?.into(client, sink, () => query(text, params))
+              if (shared) await this.execute(text, params ?? [], sink)
+              else await rowTap?.into(client, sink, () => query(text, params))
             },
           }
         : {}),
@@ -208,11 +240,15 @@ export class TransactionConnection {
 
   private async roundTrip<R>(send: () => Promise<R>): Promise<R> {
     let result: R
+    const sent = this.preparing.slice()
+    if (this.shared) for (const name of sent) this.preparingHere().add(name)
     try {
       result = await (this.roundTripLimitMs ? this.bounded(send(), this.roundTripLimitMs()) : send())
     } catch (error) {
       if (this.preparing.length > 0) this.broken = true
       throw error
+    } finally {
+      if (this.shared) for (const name of sent) this.preparingHere().delete(name)
     }
     const prepared = this.preparedHere()
     for (const name of this.preparing.splice(0)) prepared.add(name)
@@ -221,14 +257,14 @@ export class TransactionConnection {
     return result
   }
 
+  /** The statements a message in flight on this shared connection PREPAREs. */
+  private preparingHere(): Set<string> {
+    return namesOf(preparingBySql, this.client)
+  }
+
   /** The statements this connection has PREPAREd (`on`). */
   private preparedHere(): Set<string> {
-    let prepared = preparedBySql.get(this.client)
-    if (!prepared) {
-      prepared = new Set()
-      preparedBySql.set(this.client, prepared)
-    }
-    return prepared
+    return namesOf(preparedBySql, this.client)
   }
 
   /**
@@ -241,6 +277,10 @@ export class TransactionConnection {
     const name = statementName(text, 'execute')
     const execute = executeText(name, params)
     if (this.preparedHere().has(name) || this.preparing.includes(name)) return [execute]
+    if (this.shared && this.preparingHere().has(name)) {
+      this.reliedOnAnother = true
+      return [execute]
+    }
     this.preparing.push(name)
     return [prepareText(name, text), execute]
   }
@@ -251,11 +291,15 @@ export class TransactionConnection {
    */
   private owe(): void {
     const { preamble, request } = this.mode
-    this.owedSettings = !preamble
+    // On a shared connection whether the settings need their PREPARE is known only as the
+    // message goes (`sendMessage`): another request's message may have gone in between.
+    this.owedSettings = this.shared
       ? []
-      : request && this.prepare === 'on'
-        ? this.executeOnce(preamble, [])
-        : [preamble]
+      : !preamble
+        ? []
+        : request && this.prepare === 'on'
+          ? this.executeOnce(preamble, [])
+          : [preamble]
     this.owed = ['BEGIN', ...this.owedSettings].join('; ')
   }
 
@@ -300,13 +344,20 @@ export class TransactionConnection {
    * reads its own snapshot either way (READ COMMITTED); the page and its total are one statement.
    * A statement after it opens a transaction again, with its settings.
    */
-  private async sendMessage(statements: readonly string[], last: string | undefined): Promise<object[]> {
+  private async sendMessage(
+    statements: readonly string[],
+    last: string | undefined,
+    sink?: RowSink,
+  ): Promise<object[]> {
     const held = this.held
     this.held = []
+    // A shared connection's every message is a transaction of its own: it opens with the settings.
+    const settings =
+      this.shared && this.mode.preamble ? this.executeOnce(this.mode.preamble, []) : this.owedSettings
     const heldParts = held.map((h) => this.heldText(h))
     const heldCount = heldParts.reduce((sum, part) => sum + part.length, 0)
-    const implicit = this.implicit && this.owed !== undefined && last !== undefined
-    const opening = this.owed === undefined ? [] : implicit ? this.owedSettings : [this.owed]
+    const implicit = this.implicit && this.owed !== undefined && (last !== undefined || this.shared)
+    const opening = this.owed === undefined ? [] : implicit ? settings : [this.owed]
     const texts = [...opening, ...statements, ...heldParts.flat()]
     if (last !== undefined) texts.push(last)
     this.owed = undefined
@@ -315,8 +366,12 @@ export class TransactionConnection {
       if (implicit) this.owe()
     }
     try {
+      const text = texts.join('; ')
       const answer = await this.roundTrip(
-        () => this.client.query(texts.join('; ')) as unknown as Promise<pg.QueryResult | pg.QueryResult[]>,
+        (): Promise<pg.QueryResult | pg.QueryResult[]> =>
+          sink && rowTap
+            ? rowTap.sendInto(this.client, sink, text)
+            : (this.client.query(text) as unknown as Promise<pg.QueryResult | pg.QueryResult[]>),
       )
       const results = Array.isArray(answer) ? answer : [answer]
       // Each held statement's answer is the last of its texts; PREPAREs come before their EXECUTE.
@@ -341,22 +396,34 @@ export class TransactionConnection {
    * first if new: on, if this connection has not; pooler, if the server connection has not, which
    * the database checks in the same message.
    */
-  private async execute<Row extends object>(text: string, params: readonly unknown[]): Promise<Row[]> {
+  private async execute<Row extends object>(
+    text: string,
+    params: readonly unknown[],
+    sink?: RowSink,
+  ): Promise<Row[]> {
     const name = statementName(text, 'execute')
     if (this.prepare === 'pooler') {
       const rows = await this.sendMessage(
         [prepareOnServerText(name, text, this.recheck)],
         executeText(name, params),
+        sink,
       )
       return rows as Row[]
     }
     const texts = this.executeOnce(text, params)
     const execute = texts.pop()
-    return (await this.sendMessage(texts, execute)) as Row[]
+    return (await this.sendMessage(texts, execute, sink)) as Row[]
   }
 
   private async query<Row extends object>(text: string, params: readonly unknown[] = []): Promise<Row[]> {
     const { client, mode } = this
+    // Every statement on a shared connection goes in a message of its own, with the settings:
+    // one with parameters as EXECUTE, one without as it is (never prepared: its text may name
+    // values).
+    if (this.shared)
+      return params.length > 0
+        ? this.execute<Row>(text, params)
+        : ((await this.sendMessage([], text)) as Row[])
     // With one trip switched off (techniques.ts), the page may still go by SQL-level EXECUTE.
     const sqlExecute = !techniques.oneTrip && techniques.sqlExecute && params.length > 0
     if (namesKeyOrganization(params) || (sqlExecute && mode.request && this.prepare !== 'off')) {

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import type { PreparedStatements } from '../../config.js'
+import { techniques } from '../../techniques.js'
 import { CommitOutcomeUnknownError, PoolExhaustedError } from '../busy.js'
 import { isPoolerSymptom, isPreparedStatementMissing } from '../one-trip.js'
 import { isDiskFull } from '../open-failure.js'
@@ -12,6 +13,7 @@ import {
   type TransactionMode,
   within,
 } from './connection.js'
+import { ConnectionSharing, type Lease } from './pipeline.js'
 import { reconnector } from './reconnect.js'
 import { rowTap } from './row-tap.js'
 
@@ -40,6 +42,11 @@ export interface PoolOptions {
   readonly onPoolerDetected?: (detail: string) => void
   /** Called for errors of idle pooled connections (a restarted server, a terminated backend). */
   readonly onIdleError?: (error: Error) => void
+  /**
+   * How many read-only requests of one turn of the event loop may share a connection, their
+   * messages pipelined (pipeline.ts); 1: each its own. Only with prepared statements `on`.
+   */
+  readonly pipelineDepth?: number
 }
 
 export const REQUEST_DEADLINE_MS = 8_000
@@ -144,6 +151,8 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
   /** A connection the server or its pooler would not take or keep: tried again until the deadline. */
   const isRefusal = (error: unknown) => isConnectRefused(error) || isConnectionLost(error)
   const untilBack = reconnector(pool, isRefusal)
+  const depth = options.pipelineDepth ?? 1
+  const sharing = depth > 1 ? new ConnectionSharing(depth) : undefined
 
   /**
    * A connection from the pool. A refused connection (a pooler or server restarting: PgBouncer is
@@ -198,7 +207,18 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
       // Every connection established and in use: this request waits in the pool's queue.
       const crowded = established.size >= maxConnections && pool.idleCount === 0
       const waitFrom = Date.now()
-      const client = await connect(deadline, capped ? answerBy : undefined, crowded)
+      const take = () => connect(deadline, capped ? answerBy : undefined, crowded)
+      // A one-trip read may share its connection with the other requests of its turn.
+      const lease: Lease | undefined =
+        sharing &&
+        mode.oneMessage &&
+        mode.request &&
+        mode.readOnly &&
+        attemptPrepare === 'on' &&
+        techniques.oneTrip
+          ? await sharing.acquire(take)
+          : undefined
+      const client = lease?.client ?? (await take())
       const queuedMs = crowded ? Date.now() - waitFrom : 0
       const wasIdle = reused.has(client)
       const connection = new TransactionConnection(
@@ -213,6 +233,7 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
         capped
           ? () => Math.min(roundTripCapMs, Math.max(MIN_ROUND_TRIP_MS, answerBy - Date.now()))
           : undefined,
+        lease !== undefined,
       )
       // A backend that dies while the connection is checked out emits 'error' on the client, which the
       // pool listens for only while it is idle: unheard, it would crash the process. The query in flight
@@ -281,6 +302,12 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
           recheck = true
           continue
         }
+        // A statement another message on the shared connection was to PREPARE, and that message
+        // failed first: not a pooler's doing. Run again, on another connection.
+        if (connection.reliedOnAnother && isPreparedStatementMissing(error) && attempt <= maxConnections) {
+          connection.broken = true
+          continue
+        }
         // Judged by the form this attempt ran in: a request begun before another one switched the
         // process is run again too.
         if (attemptPrepare === 'on' && mode.request && mode.readOnly && isPoolerSymptom(error)) {
@@ -301,7 +328,8 @@ export function openDatabase(connectionString: string, options: PoolOptions, pat
         if (!released) {
           // A connection that could not even roll back is not given to the next request.
           client.off('error', onCheckedOutError)
-          client.release(connection.broken)
+          if (lease) sharing?.release(lease, connection.broken)
+          else client.release(connection.broken)
         }
       }
     }

@@ -1,7 +1,8 @@
 import type pg from 'pg'
 import { READER_ROLE, readerPreamble } from '../reader-settings.js'
-import type { AdminSql, FoldReport, Store, StoreAdapter } from '../types.js'
+import type { AdminSql, FoldReport, ReadOptions, Store, StoreAdapter } from '../types.js'
 import { OPERATOR, type TransactionMode } from './connection.js'
+import { PIPELINE_DEPTH } from './pipeline.js'
 import {
   isConnectionLost,
   isConnectRefused,
@@ -79,7 +80,11 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     poolerReported = true
     options.onPoolerDetected?.(detail)
   }
-  const poolOptions: PostgresStoreOptions = { ...options, onPoolerDetected }
+  const poolOptions: PostgresStoreOptions = {
+    ...options,
+    onPoolerDetected,
+    pipelineDepth: options.pipelineDepth ?? PIPELINE_DEPTH,
+  }
   const primary = openDatabase(options.connectionString, poolOptions, {
     retryForMs: deadlineMs,
     roundTripCapMs: deadlineMs,
@@ -110,6 +115,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     ? new ReplicaMonitor(primary, replica, options.maxReplicaLagMs ?? 5_000, options.replicaEvents)
     : undefined
   const reading: TransactionMode = { preamble: readerPreamble(true, timeout), request: true, readOnly: true }
+  const readingOneMessage: TransactionMode = { ...reading, oneMessage: true }
   const recording: TransactionMode = {
     preamble: readerPreamble(false, timeout),
     request: false,
@@ -121,21 +127,22 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
    * A read that cannot even begin on the replica (refused, gone) moves to the primary at once:
    * nothing of it has run, and the replica is marked down until the monitor sees it back.
    */
-  async function read<T>(work: (sql: AdminSql) => Promise<T>): Promise<T> {
-    if (!replica || !monitor) return primary.transaction(reading, work)
+  async function read<T>(work: (sql: AdminSql) => Promise<T>, how?: ReadOptions): Promise<T> {
+    const mode = how?.oneMessage ? readingOneMessage : reading
+    if (!replica || !monitor) return primary.transaction(mode, work)
     const state = monitor.state
     if (state !== 'ok') {
       options.replicaEvents?.fellBack(state)
-      return primary.transaction(reading, work)
+      return primary.transaction(mode, work)
     }
     // A read lost on the replica, even part-way, runs again on the primary: it wrote nothing.
     try {
-      return await replica.transaction(reading, work)
+      return await replica.transaction(mode, work)
     } catch (error) {
       if (!(isConnectionLost(error) || isConnectRefused(error))) throw error
       monitor.markDown(error)
       options.replicaEvents?.fellBack('down')
-      return primary.transaction(reading, work)
+      return primary.transaction(mode, work)
     }
   }
 

@@ -25,7 +25,11 @@ class TappedClient extends pg.Client {
     const connection = (this as unknown as { connection: Connection }).connection
     // As pg's Connection#attachListeners, with the row parser.
     connection.attachListeners = (stream) => {
-      const parser = rowParser(() => this.sink)
+      // A query sent with its own sink (`sendInto`) takes its rows while it is the one answered.
+      const parser = rowParser(
+        () =>
+          (this as unknown as { _activeQuery?: { rowSink?: RowSink } })._activeQuery?.rowSink ?? this.sink,
+      )
       stream.on('data', (buffer: Buffer) =>
         parser.parse(buffer, (message) => {
           if (connection._emitMessage) connection.emit('message', message)
@@ -33,6 +37,22 @@ class TappedClient extends pg.Client {
         }),
       )
     }
+  }
+
+  /**
+   * Sends `text` (simple protocol), the rows of the result `sink` accepts going to it: the sink
+   * goes with the query, so queries sent behind one another on a pipelined client each keep theirs.
+   */
+  sendInto(sink: RowSink, text: string): Promise<pg.QueryResult | pg.QueryResult[]> {
+    const query = new pg.Query(text) as pg.Query & { rowSink?: RowSink }
+    query.rowSink = sink
+    return new Promise((resolve, reject) => {
+      ;(query as unknown as { callback: (error: Error | null, result: pg.QueryResult) => void }).callback = (
+        error,
+        result,
+      ) => (error ? reject(error) : resolve(result))
+      this.query(query)
+    })
   }
 
   /** Runs `query` with `sink` taking the rows of the result it accepts. */
@@ -53,5 +73,7 @@ export const rowTap = rowParserWorks
       tapped: (client: pg.PoolClient) => client instanceof TappedClient,
       into: <T>(client: pg.PoolClient, sink: RowSink, query: () => Promise<T>) =>
         (client as unknown as TappedClient).into(sink, query),
+      sendInto: (client: pg.PoolClient, sink: RowSink, text: string) =>
+        (client as unknown as TappedClient).sendInto(sink, text),
     }
   : undefined
