@@ -66,8 +66,14 @@ export interface BenchReport {
   readonly previous?: { dir: string; commit: string } | undefined
   /** The build measured: its commit, and whether its working tree had changes. */
   readonly openbookCommit: string
-  /** A server that does no work, at a fixed rate: the latency floor of the machine. */
-  readonly floor: LoadResult & { rate: number }
+  /**
+   * A server that does no work, at a fixed rate: the latency floor of the machine; and at
+   * saturation, with its CPU a request (absent from a report written before it was measured).
+   */
+  readonly floor: LoadResult & {
+    rate: number
+    saturation?: { rps: number; nodeMicros: number | null } | undefined
+  }
   readonly scales: ScaleReport[]
   readonly embedded: EmbeddedResult
 }
@@ -256,28 +262,42 @@ function embeddedChecks(embedded: EmbeddedResult): Check[] {
   ]
 }
 
-/** The service benchmark's targets, each with the figures that decide it. */
-/** openbook's req/s over pgbench's tx/s on the same statements: identity, or the client's encoding. */
-export function ofCeiling(mix: MixResult, encoding: 'identity' | 'client'): number | undefined {
-  const ours = encoding === 'identity' ? mix.openbook.saturation.rps : mix.clientEncoding?.rps
+/** A server the ceiling targets are read of: openbook, or the minimal handler beside it. */
+type Server = 'openbook' | 'baseline'
+
+/**
+ * A server's req/s over pgbench's tx/s on the same statements: identity, or the client's encoding
+ * (openbook only: the minimal handler does not compress).
+ */
+export function ofCeiling(
+  mix: MixResult,
+  encoding: 'identity' | 'client',
+  server: Server = 'openbook',
+): number | undefined {
+  const ours =
+    encoding === 'identity'
+      ? mix[server].saturation.rps
+      : server === 'openbook'
+        ? mix.clientEncoding?.rps
+        : undefined
   const ceiling = mix.pgbench?.saturation.rps
   return ours !== undefined && ceiling ? ours / ceiling : undefined
 }
 
-/** openbook's Node CPU per request over its PostgreSQL CPU per request (identity). */
-export function nodeOverPostgres(mix: MixResult): number | undefined {
-  const node = microsPerRequest(mix.openbook.saturation.serverCpu, mix.openbook.saturation.rps)
-  const pg = pgMicros(mix.openbook)
+/** A server's Node CPU per request over its PostgreSQL CPU per request (identity). */
+export function nodeOverPostgres(mix: MixResult, server: Server = 'openbook'): number | undefined {
+  const node = microsPerRequest(mix[server].saturation.serverCpu, mix[server].saturation.rps)
+  const pg = pgMicros(mix[server])
   return node !== null && pg ? node / pg : undefined
 }
 
-/** `pick` of every mix at least `min` (`max`: at most), with the lowest and highest. */
-function everyMixWithin(
-  report: BenchReport,
-  target: string,
-  pick: (mix: MixResult) => number | undefined,
-  bound: { min?: number; max?: number },
-): Check {
+interface Bound {
+  readonly min?: number
+  readonly max?: number
+}
+
+/** `pick` of every mix against a bound: the mixes measured, those outside it, the lowest and highest. */
+function spreadOf(report: BenchReport, pick: (mix: MixResult) => number | undefined, bound: Bound) {
   const values = everyMix(report, (m) => m).map(({ scale, mix }) => ({ scale, mix, value: pick(mix) }))
   const measured = values.filter((v): v is typeof v & { value: number } => v.value !== undefined)
   const outside = measured.filter(
@@ -285,48 +305,72 @@ function everyMixWithin(
       (bound.min !== undefined && value < bound.min) || (bound.max !== undefined && value > bound.max),
   )
   const sorted = [...measured].sort((a, b) => a.value - b.value)
-  const [low, high] = [sorted[0], sorted.at(-1)]
+  return { total: values.length, measured, outside, low: sorted[0], high: sorted.at(-1) }
+}
+
+type Spread = ReturnType<typeof spreadOf>
+
+/** Every mix within its bound (`spreadOf`), with the lowest and highest and those outside. */
+function everyMixWithin(target: string, { total, measured, outside, low, high }: Spread): Check {
   return {
     target,
     measurable: measured.length > 0,
-    met: measured.length > 0 && measured.length === values.length && outside.length === 0,
+    met: measured.length > 0 && measured.length === total && outside.length === 0,
     figures:
       low && high
         ? `${low.value.toFixed(2)} (${tag(low.scale, low.mix)}) to ${high.value.toFixed(2)} (${tag(high.scale, high.mix)})` +
           (outside.length
-            ? `; ${outside.length} of ${values.length} outside: ${outside.map((v) => `${tag(v.scale, v.mix)} ${v.value.toFixed(2)}`).join(', ')}`
-            : `; all ${values.length} mixes`) +
-          (measured.length < values.length ? `; ${values.length - measured.length} not measured` : '')
+            ? `; ${outside.length} of ${total} outside: ${outside.map((v) => `${tag(v.scale, v.mix)} ${v.value.toFixed(2)}`).join(', ')}`
+            : `; all ${total} mixes`) +
+          (measured.length < total ? `; ${total - measured.length} not measured` : '')
         : 'not measured',
+  }
+}
+
+/**
+ * The same bound read of the minimal handler (node:http and pg, the same statements sent the same
+ * way, no framework): whether the target is within reach of any server built so on this machine.
+ */
+function minimalHandlerAlongside(check: Check, { total, measured, outside, low, high }: Spread): Check {
+  if (!low || !high) return check
+  return {
+    ...check,
+    figures:
+      `${check.figures}. The minimal handler on the same mixes: ${low.value.toFixed(2)} to ` +
+      `${high.value.toFixed(2)}, ${outside.length} of ${measured.length} outside` +
+      (measured.length < total ? ` (${total - measured.length} not measured)` : ''),
   }
 }
 
 /** openbook beside the database's own ceiling (pgbench on the same statements, the same run). */
 export function ceilingChecks(report: BenchReport): Check[] {
+  const identity = (server: Server) => (mix: MixResult) => ofCeiling(mix, 'identity', server)
+  const cpu = (server: Server) => (mix: MixResult) => nodeOverPostgres(mix, server)
+  const ceiling = { min: 0.6 }
+  const nodeShare = { max: 0.6 }
   return [
-    everyMixWithin(
-      report,
-      "openbook ≥ 0.6× pgbench's saturated req/s, identity, every mix",
-      (mix) => ofCeiling(mix, 'identity'),
-      { min: 0.6 },
+    minimalHandlerAlongside(
+      everyMixWithin(
+        "openbook ≥ 0.6× pgbench's saturated req/s, identity, every mix",
+        spreadOf(report, identity('openbook'), ceiling),
+      ),
+      spreadOf(report, identity('baseline'), ceiling),
     ),
     everyMixWithin(
-      report,
       "openbook ≥ 0.5× pgbench's saturated req/s with the client's Accept-Encoding, every mix",
-      (mix) => ofCeiling(mix, 'client'),
-      { min: 0.5 },
+      spreadOf(report, (mix) => ofCeiling(mix, 'client'), { min: 0.5 }),
     ),
-    everyMixWithin(
-      report,
-      "openbook's Node CPU per request ≤ 0.6× its PostgreSQL CPU, every mix",
-      nodeOverPostgres,
-      {
-        max: 0.6,
-      },
+    minimalHandlerAlongside(
+      everyMixWithin(
+        "openbook's Node CPU per request ≤ 0.6× its PostgreSQL CPU, every mix",
+        spreadOf(report, cpu('openbook'), nodeShare),
+      ),
+      spreadOf(report, cpu('baseline'), nodeShare),
     ),
   ]
 }
 
+/** The service benchmark's targets, each with the figures that decide it. */
 export function checks(report: BenchReport): Check[] {
   const commit = report.previous?.commit
   return [

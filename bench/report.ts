@@ -127,7 +127,12 @@ function setup(report: BenchReport): string[] {
     '',
     `Latency floor of the machine and load generator: a bare node:http server sending a fixed 25 KB body, ` +
       `loaded the same way at ${report.floor.rate} req/s, answers in p50 ${ms(report.floor.p50)} / p99 ` +
-      `${ms(report.floor.p99)} ms.`,
+      `${ms(report.floor.p99)} ms.` +
+      (report.floor.saturation
+        ? ` At saturation it answers ${int(report.floor.saturation.rps)} req/s for ` +
+          `${micros(report.floor.saturation.nodeMicros)} µs of its CPU a request: the HTTP exchange's own part ` +
+          "of a server's Node CPU a request."
+        : ''),
   ]
 }
 

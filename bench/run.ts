@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { ACCEPT_ENCODING } from '../packages/client/src/transport.js'
 import { PIPELINE_DEPTH } from '../src/store/postgres/pipeline.js'
-import type { BenchReport, MixResult, ScaleReport } from './checks.js'
+import { type BenchReport, type MixResult, microsPerRequest, type ScaleReport } from './checks.js'
 import {
   type CountPlan,
   type DataSet,
@@ -21,7 +21,7 @@ import {
 } from './data.js'
 import { measureEmbedded } from './embedded.js'
 import { CEILING, type PgbenchRun, pgbenchRun } from './ladder.js'
-import type { LoadResult } from './load.js'
+import { httpLoad, type LoadResult } from './load.js'
 import {
   halfLoad,
   type LoadSettings,
@@ -32,6 +32,7 @@ import {
   targetResult,
   warmServer,
 } from './measure.js'
+import { metered } from './meter.js'
 import { type BenchOrg, type Mix, type OrgSize, PAGE_SIZE } from './mixes.js'
 import { type BenchOptions, parseOptions, type Scale } from './options.js'
 import { pacedLoad } from './paced.js'
@@ -132,18 +133,31 @@ async function checkSameAnswers(
 
 const FLOOR_RATE = 200
 
-/** The machine's own latency: a server that does no work, loaded like the others at half load. */
-async function measureFloor(load: LoadSettings): Promise<LoadResult> {
+/**
+ * The machine's own latency and the HTTP exchange's own cost: a server that does no work, loaded
+ * like the others at half load, then at saturation with its CPU a request.
+ */
+async function measureFloor(load: LoadSettings): Promise<BenchReport['floor']> {
   const target = await startStatic()
   try {
     const url = `${target.baseUrl}/`
-    return await pacedLoad({
+    const paced = await pacedLoad({
       url,
       headers: {},
       connections: load.connections,
       seconds: load.duration,
       rate: FLOOR_RATE,
     })
+    const { result, usage } = await metered(
+      target.service.pid,
+      async () => [],
+      () => httpLoad({ url, headers: {}, connections: load.connections, seconds: load.duration }),
+    )
+    return {
+      ...paced,
+      rate: FLOOR_RATE,
+      saturation: { rps: result.rps, nodeMicros: microsPerRequest(usage.serverCpu, result.rps) },
+    }
   } finally {
     await target.service.stop()
   }
@@ -415,7 +429,8 @@ async function main(): Promise<void> {
 
   const floor = await measureFloor(settings)
   log(
-    `latency floor (static server, ${FLOOR_RATE}/s): p50 ${floor.p50?.toFixed(2)} p99 ${floor.p99?.toFixed(2)} ms`,
+    `latency floor (static server, ${FLOOR_RATE}/s): p50 ${floor.p50?.toFixed(2)} p99 ${floor.p99?.toFixed(2)} ms; ` +
+      `saturated ${floor.saturation?.rps.toFixed(0)}/s, node ${floor.saturation?.nodeMicros?.toFixed(0)} µs a request`,
   )
 
   const scales: ScaleReport[] = []
@@ -444,7 +459,7 @@ async function main(): Promise<void> {
     load: settings,
     previous,
     openbookCommit,
-    floor: { rate: FLOOR_RATE, ...floor },
+    floor,
     scales,
     embedded,
   }

@@ -171,6 +171,30 @@ describe('checks', () => {
     ).toBe('not measurable')
   })
 
+  it('read the same ceiling bounds of the minimal handler, without deciding them by it', () => {
+    const r = report([
+      // The minimal handler: 500/s against pgbench's 750 (0.67), Node 50 % against PostgreSQL's
+      // 100 % of a core (0.50); openbook's the same 0.67, but Node 1.00.
+      mix('cus-s-first', 'small', {}),
+      // The minimal handler: 550/1,000 (0.55) and Node 50 % against 25 % (2.00).
+      mix('apt-l-middle', 'large', {
+        pgbench: target(1_000, 100, 1, 4),
+        baseline: target(550, 25, 2, 8),
+        openbook: target(650, 50, 2, 8),
+      }),
+    ])
+    const identity = find(r, 'openbook ≥ 0.6× pgbench')
+    expect(identity?.met).toBe(true)
+    expect(identity?.figures).toContain(
+      '. The minimal handler on the same mixes: 0.55 to 0.67, 1 of 2 outside',
+    )
+    const node = find(r, "openbook's Node CPU")
+    expect(node?.met).toBe(false)
+    expect(node?.figures).toContain('. The minimal handler on the same mixes: 0.50 to 2.00, 1 of 2 outside')
+    // The client's encoding is openbook's alone: nothing of the minimal handler is said.
+    expect(find(r, 'openbook ≥ 0.5× pgbench')?.figures).not.toContain('minimal handler')
+  })
+
   it('compare openbook with the minimal handler on every mix', () => {
     const check = find(
       report([mix('cus-l-last', 'large', { baseline: target(600, 100, 2, 8) })]),
