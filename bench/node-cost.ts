@@ -9,10 +9,12 @@
  * `--profile DIR` writes a V8 CPU profile of each server run instead (one round).
  * `--env` and `--against-env` (`NAME=value,…`) set each build's environment: with `--against-env`
  * alone, the same build is weighed against itself under another setting (`DATABASE_POOL_SIZE=4`).
+ * `--half` also loads each page at half the rate it saturated at (evenly spaced, bench/paced.ts)
+ * and reports the latency there. A page is a name below or a path and query under /api/public/v1.
  *
  *   npm run build && node --import tsx bench/node-cost.ts [DATABASE_URL] --against DIR
- *     [--rounds 5] [--seconds 5] [--connections 16] [--pages customers-50,…] [--together]
- *     [--env NAME=value,…] [--against-env NAME=value,…]
+ *     [--rounds 5] [--seconds 5] [--connections 16] [--pages customers-50,/appointments?…,…]
+ *     [--together] [--half] [--env NAME=value,…] [--against-env NAME=value,…]
  */
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -22,6 +24,7 @@ import { largestOrgWithKey } from './bench-org.js'
 import { httpLoad } from './load.js'
 import { backendPids, metered, quiesce } from './meter.js'
 import { parseEnvList } from './options.js'
+import { pacedLoad } from './paced.js'
 import { runFromRoot } from './paths.js'
 import { startOpenbook, type Target } from './servers.js'
 
@@ -35,6 +38,7 @@ const { values, positionals } = parseArgs({
     pages: { type: 'string' },
     profile: { type: 'string' },
     together: { type: 'boolean', default: false },
+    half: { type: 'boolean', default: false },
     env: { type: 'string', default: '' },
     'against-env': { type: 'string' },
   },
@@ -52,7 +56,9 @@ const PAGES: Record<string, string> = {
 }
 const pages = values.pages ? values.pages.split(',') : Object.keys(PAGES)
 for (const page of pages)
-  if (!PAGES[page]) throw new Error(`no page ${page}: ${Object.keys(PAGES).join(', ')}`)
+  if (!PAGES[page] && !page.startsWith('/'))
+    throw new Error(`no page ${page}: ${Object.keys(PAGES).join(', ')}, or a path`)
+if (values.half && values.together) throw new Error('--half loads one build at a time: not with --together')
 const against = values.against ?? (values['against-env'] === undefined ? undefined : '.')
 const builds = [
   { name: 'this', dir: '.', env: parseEnvList(values.env) },
@@ -64,7 +70,7 @@ const rounds = values.profile ? 1 : Number(values.rounds)
 const org = await largestOrgWithKey(url)
 const monitor = new pg.Client({ connectionString: url })
 await monitor.connect()
-type Figures = { rps: number; nodeUs: number; postgresUs: number }
+type Figures = { rps: number; nodeUs: number; postgresUs: number; halfP50?: number; halfP99?: number }
 /** Each page's figures by build, a list of one entry a round. */
 const results = new Map<string, Figures[]>()
 const keyOf = (page: string, encoding: string, build: string) => `${page}\t${encoding}\t${build}`
@@ -90,7 +96,7 @@ async function start(build: (typeof builds)[number]): Promise<Running> {
 }
 
 const loadOf = ({ target }: Running, page: string, encoding: string) => ({
-  url: `${target.baseUrl}/api/public/v1${PAGES[page]}`,
+  url: `${target.baseUrl}/api/public/v1${PAGES[page] ?? page}`,
   headers: { authorization: `Bearer ${org.key}`, 'accept-encoding': encoding },
   connections: Number(values.connections),
 })
@@ -114,16 +120,24 @@ async function measure(running: Running, page: string, encoding: string, round: 
   )
   if (result.failures > 0) throw new Error(`${build.name} ${page}: ${result.failures} failures`)
   const perRequest = (percent: number) => (percent / 100 / result.rps) * 1e6
-  const figures = {
+  const half = values.half
+    ? await pacedLoad({ ...load, seconds: Number(values.seconds), rate: Math.round(result.rps / 2) })
+    : undefined
+  if (half?.failures) throw new Error(`${build.name} ${page}: ${half.failures} failures at half load`)
+  const figures: Figures = {
     rps: result.rps,
     nodeUs: perRequest(usage.serverCpu ?? 0),
     postgresUs: perRequest(usage.postgresCpu),
+    ...(half?.p50 != null && half.p99 != null ? { halfP50: half.p50, halfP99: half.p99 } : {}),
   }
   const key = keyOf(page, encoding, build.name)
   results.set(key, [...(results.get(key) ?? []), figures])
   console.log(
     `round ${round} ${build.name} ${page} ${encoding}: ${figures.rps.toFixed(0)} req/s, ` +
-      `Node ${figures.nodeUs.toFixed(0)} µs, PostgreSQL ${figures.postgresUs.toFixed(0)} µs a request`,
+      `Node ${figures.nodeUs.toFixed(0)} µs, PostgreSQL ${figures.postgresUs.toFixed(0)} µs a request` +
+      (figures.halfP50 === undefined
+        ? ''
+        : `; at ${Math.round(figures.rps / 2)} req/s p50 ${figures.halfP50.toFixed(2)} ms, p99 ${figures.halfP99?.toFixed(2)} ms`),
   )
 }
 
@@ -173,16 +187,18 @@ const median = (numbers: number[]) => {
   const sorted = [...numbers].sort((a, b) => a - b)
   return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN
 }
-console.log('\n| page | Accept-Encoding | build | req/s | Node µs/req | PostgreSQL µs/req |')
-console.log('| --- | --- | --- | ---: | ---: | ---: |')
+const halfColumn = values.half ? ' p50 ms at half the rate |' : ''
+console.log(`\n| page | Accept-Encoding | build | req/s | Node µs/req | PostgreSQL µs/req |${halfColumn}`)
+console.log(`| --- | --- | --- | ---: | ---: | ---: |${values.half ? ' ---: |' : ''}`)
 for (const [key, figures] of results) {
   const [page, encoding, build] = key.split('\t')
-  const cell = (pick: (f: Figures) => number) => {
+  const cell = (pick: (f: Figures) => number, digits = 0) => {
     const all = figures.map(pick)
-    return `${median(all).toFixed(0)} (${Math.min(...all).toFixed(0)}-${Math.max(...all).toFixed(0)})`
+    return `${median(all).toFixed(digits)} (${Math.min(...all).toFixed(digits)}-${Math.max(...all).toFixed(digits)})`
   }
   console.log(
-    `| ${page} | ${encoding} | ${build} | ${cell((f) => f.rps)} | ${cell((f) => f.nodeUs)} | ${cell((f) => f.postgresUs)} |`,
+    `| ${page} | ${encoding} | ${build} | ${cell((f) => f.rps)} | ${cell((f) => f.nodeUs)} | ${cell((f) => f.postgresUs)} |` +
+      (values.half ? ` ${cell((f) => f.halfP50 ?? Number.NaN, 2)} |` : ''),
   )
 }
 
