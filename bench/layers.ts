@@ -16,7 +16,6 @@
  *   npm run build && node --import tsx bench/layers.ts [DATABASE_URL] [--rounds 3] [--seconds 4]
  *     [--servers server,app,store,minimal]
  */
-import { spawn } from 'node:child_process'
 import { parseArgs } from 'node:util'
 import pg from 'pg'
 import { PIPELINE_DEPTH } from '../src/store/postgres/pipeline.js'
@@ -24,7 +23,7 @@ import { largestOrgWithKey } from './bench-org.js'
 import { httpLoad } from './load.js'
 import { backendPids, metered, quiesce } from './meter.js'
 import { runFromRoot } from './paths.js'
-import { accepts, freePort } from './proc.js'
+import { freePort, type Service, startService } from './proc.js'
 
 runFromRoot()
 const { values, positionals } = parseArgs({
@@ -46,10 +45,13 @@ const SERVERS: Record<string, readonly string[]> = {
 const servers = values.servers.split(',')
 for (const name of servers) if (!SERVERS[name]) throw new Error(`no server ${name}: ${Object.keys(SERVERS)}`)
 
-async function start(name: string): Promise<{ pid: number; port: number; stop(): Promise<void> }> {
+/** One of the servers, as the other benchmarks start theirs (proc.ts). */
+async function start(name: string): Promise<Service> {
   const port = await freePort()
-  const child = spawn(process.execPath, [...(SERVERS[name] ?? [])], {
-    env: {
+  return startService(
+    process.execPath,
+    SERVERS[name] ?? [],
+    {
       PATH: process.env.PATH,
       PORT: String(port),
       HOST: '127.0.0.1',
@@ -60,22 +62,8 @@ async function start(name: string): Promise<{ pid: number; port: number; stop():
       PIPELINE_DEPTH: String(PIPELINE_DEPTH),
       POOL_SIZE: '10',
     },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  })
-  const exited = new Promise<void>((resolve) => child.on('close', () => resolve()))
-  while (!(await accepts(port))) {
-    if (child.exitCode !== null) throw new Error(`${name} exited ${child.exitCode}`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-  if (child.pid === undefined) throw new Error(`${name} has no pid`)
-  return {
-    pid: child.pid,
     port,
-    stop: async () => {
-      child.kill('SIGINT')
-      await exited
-    },
-  }
+  )
 }
 
 const org = await largestOrgWithKey(url)
