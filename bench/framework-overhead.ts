@@ -1,20 +1,22 @@
 /**
  * Node's own cost per request, without the database: openbook's app (Fastify, hooks, Zod, metrics,
- * the request log) or the minimal handler's node:http path, both over a store that answers every
- * statement at once with the same canned rows. What one costs more than the other is framework
+ * the request log), bare Fastify (`fastify`: one route, none of openbook's plugins) or the minimal
+ * handler's node:http path, over a store that answers every statement at once with the same canned
+ * rows. What one costs more than the other is framework
  * work, measured without PostgreSQL's noise.
  *
- * MODE=openbook|minimal PORT=… [DATABASE_URL=…] [NO_METRICS=1] node --import tsx bench/framework-overhead.ts
+ * MODE=openbook|fastify|minimal PORT=… [DATABASE_URL=…] [NO_METRICS=1] node --import tsx bench/framework-overhead.ts
  *
- * With DATABASE_URL, both run on openbook's own PostgreSQL store instead, the minimal mode in
+ * With DATABASE_URL, all run on openbook's own PostgreSQL store instead, the minimal and fastify modes in
  * openbook's one round trip (the key lookup with the page, as plugins/auth.ts sends them) on the
  * list the URL names (`parseListRequest`): the request path's store without the framework, so that
  * openbook's cost over the minimal handler (bench/baseline-server.ts) splits into the store's and
- * the framework's. NO_METRICS=1 leaves the app's metrics out. Load it with autocannon
+ * the framework's, and the framework's into Fastify's and openbook's plugins'. NO_METRICS=1 leaves the app's metrics out. Load it with autocannon
  * and read the process's CPU time per request (/proc/PID/stat) or, under --trace-gc-nvp, the bytes
  * allocated per request; the key may be any well-formed one (`svc_test_` and 64 hex digits).
  */
 import { createServer } from 'node:http'
+import Fastify from 'fastify'
 import { buildApp } from '../src/app.js'
 import { hashSecret } from '../src/domain/api-key-secret.js'
 import { tuneGarbageCollector } from '../src/gc-tuning.js'
@@ -101,37 +103,52 @@ const store: Store = process.env.DATABASE_URL
 // The same V8 setting as openbook's server and the minimal handler: each is measured as it runs.
 tuneGarbageCollector()
 
+/** The store's side of a request without the framework: the key lookup and the page, as a body. */
+function pageFor(authorization: string | undefined, url: string): Promise<Buffer> {
+  const secret = /^Bearer (\S+)$/.exec(authorization ?? '')?.[1] ?? ''
+  const list = parseListRequest(url) ?? {
+    resource: 'customers',
+    page: { limit: 50, offset: 0 },
+    filters: {},
+  }
+  return store.read(
+    async (sql) => {
+      if (!sql.sendWithNext) {
+        const key = await authenticateKey(sql, hashSecret(secret))
+        return pageBody(await listPage(sql, typeof key === 'string' ? '' : key.orgId, list))
+      }
+      // openbook's one round trip (plugins/auth.ts): the lookup goes with the page's statement.
+      const lookup = authenticateKey(sql, hashSecret(secret), { withNext: true })
+      const page = listPage(sql, KEY_ORGANIZATION, list)
+      page.catch(() => undefined)
+      await sql.flush?.()
+      await lookup
+      return pageBody(await page)
+    },
+    // As the server reads a list: its one message may share a connection (pipeline.ts).
+    { oneMessage: true },
+  )
+}
+
 const port = Number(process.env.PORT ?? 3400)
 if (process.env.MODE === 'minimal') {
   createServer((request, response) => {
-    const secret = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')?.[1] ?? ''
-    const list = parseListRequest(request.url ?? '') ?? {
-      resource: 'customers',
-      page: { limit: 50, offset: 0 },
-      filters: {},
-    }
-    void store
-      .read(async (sql) => {
-        if (!sql.sendWithNext) {
-          const key = await authenticateKey(sql, hashSecret(secret))
-          return pageBody(await listPage(sql, typeof key === 'string' ? '' : key.orgId, list))
-        }
-        // openbook's one round trip (plugins/auth.ts): the lookup goes with the page's statement.
-        const lookup = authenticateKey(sql, hashSecret(secret), { withNext: true })
-        const page = listPage(sql, KEY_ORGANIZATION, list)
-        page.catch(() => undefined)
-        await sql.flush?.()
-        await lookup
-        return pageBody(await page)
+    void pageFor(request.headers.authorization, request.url ?? '').then((text) => {
+      response.writeHead(200, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(text),
       })
-      .then((text) => {
-        response.writeHead(200, {
-          'content-type': 'application/json; charset=utf-8',
-          'content-length': Buffer.byteLength(text),
-        })
-        response.end(text)
-      })
+      response.end(text)
+    })
   }).listen(port, '127.0.0.1')
+} else if (process.env.MODE === 'fastify') {
+  // Fastify itself, none of openbook's plugins: its request and reply, routing and query parsing.
+  const app = Fastify({ logger: false })
+  app.get('/api/public/v1/:list', async (request, reply) => {
+    reply.type('application/json; charset=utf-8')
+    return pageFor(request.headers.authorization, request.url)
+  })
+  await app.listen({ port, host: '127.0.0.1' })
 } else {
   const metrics = new Metrics({ version: 'bench', contractVersion: 'bench' })
   const app = await buildApp({

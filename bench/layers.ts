@@ -1,20 +1,23 @@
 /**
- * Where openbook's Node CPU a request goes beyond the minimal handler's: four servers on the same
+ * Where openbook's Node CPU a request goes beyond the minimal handler's: five servers on the same
  * pages of a seeded database's largest organization, each alone at saturation in rounds that take
  * turns, Node's CPU a request (the server process, from /proc) and PostgreSQL's (its backends):
  *
  * - `server`: openbook as `npm start` runs it (dist/server.js);
  * - `app`: openbook's app (Fastify, hooks, metrics) over its PostgreSQL store, in
  *   bench/framework-overhead.ts;
+ * - `fastify`: bare Fastify (one route, none of openbook's plugins) over the same store work as
+ *   `store`, in the same file;
  * - `store`: openbook's PostgreSQL store and page statements without the framework (the same file's
  *   minimal mode: node:http, the key lookup with the page in one trip);
  * - `minimal`: the minimal handler (bench/baseline-server.ts: node:http and pg).
  *
- * `app` − `store` is the framework's part, `store` − `minimal` the store's. Every one shares its
- * connections as the server does (4 requests a connection, a pool of 10).
+ * `app` − `fastify` is openbook's plugins' and route's part, `fastify` − `store` Fastify's own,
+ * `store` − `minimal` the store's. Every one shares its connections as the server does (4 requests
+ * a connection, a pool of 10).
  *
  *   npm run build && node --import tsx bench/layers.ts [DATABASE_URL] [--rounds 3] [--seconds 4]
- *     [--servers server,app,store,minimal]
+ *     [--servers server,app,fastify,store,minimal]
  */
 import { parseArgs } from 'node:util'
 import pg from 'pg'
@@ -30,7 +33,7 @@ const { values, positionals } = parseArgs({
   options: {
     rounds: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '4' },
-    servers: { type: 'string', default: 'server,app,store,minimal' },
+    servers: { type: 'string', default: 'server,app,fastify,store,minimal' },
   },
   allowPositionals: true,
 })
@@ -39,6 +42,7 @@ const PAGES = ['/api/public/v1/customers?limit=1', '/api/public/v1/customers?lim
 const SERVERS: Record<string, readonly string[]> = {
   server: ['dist/server.js'],
   app: ['--import', 'tsx', 'bench/framework-overhead.ts'],
+  fastify: ['--import', 'tsx', 'bench/framework-overhead.ts'],
   store: ['--import', 'tsx', 'bench/framework-overhead.ts'],
   minimal: ['--import', 'tsx', 'bench/baseline-server.ts'],
 }
@@ -58,7 +62,7 @@ async function start(name: string): Promise<Service> {
       LOG_LEVEL: 'warn',
       OPS_PORT: '0',
       DATABASE_URL: `${url}?application_name=openbook-bench-layers-${name}`,
-      MODE: name === 'store' ? 'minimal' : 'openbook',
+      MODE: name === 'store' ? 'minimal' : name === 'fastify' ? 'fastify' : 'openbook',
       PIPELINE_DEPTH: String(PIPELINE_DEPTH),
       POOL_SIZE: '10',
     },

@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
+import { sha256 } from './sha256.js'
 
 export const KEY_ENVS = ['test', 'live'] as const
 export type KeyEnv = (typeof KEY_ENVS)[number]
@@ -18,7 +19,7 @@ export function generateSecret(brand: string, env: KeyEnv): NewSecret {
 }
 
 export function hashSecret(secret: string): string {
-  return createHash('sha256').update(secret).digest('hex')
+  return sha256(secret, 'hex')
 }
 
 /** Enough to recognise a key in a list, never enough to use it. */

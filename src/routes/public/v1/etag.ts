@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { sha256 } from '../../../domain/sha256.js'
 import type { KnownVersions } from '../../../queries/page-statement.js'
 
 /**
@@ -47,7 +47,7 @@ export function listEtag(page: PageIdentity, encoding: string): string {
   const named = [PAGE_FORMAT, page.list, page.fields, page.orgId, page.query, page.version, encoding]
   // Without a time, the tag an earlier release gave the same page: an upgrade costs no re-read.
   if (page.latest !== null) named.push(page.latest)
-  const digest = createHash('sha256').update(JSON.stringify(named)).digest('base64url').slice(0, 22)
+  const digest = sha256(JSON.stringify(named), 'base64url').slice(0, 22)
   return `"${page.version}-${digest}"`
 }
 
