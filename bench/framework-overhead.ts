@@ -1,19 +1,20 @@
 /**
  * Node's own cost per request, without the database: openbook's app (Fastify, hooks, Zod, metrics,
  * the request log), bare Fastify (`fastify`: one route, none of openbook's plugins) or the minimal
- * handler's node:http path, over a store that answers every statement at once with the same canned
- * rows. What one costs more than the other is framework
- * work, measured without PostgreSQL's noise.
+ * handler's node:http path, over a store that answers every statement at once with the same
+ * canned rows. What one costs more than the other is framework work, measured without
+ * PostgreSQL's noise.
  *
  * MODE=openbook|fastify|minimal PORT=… [DATABASE_URL=…] [NO_METRICS=1] node --import tsx bench/framework-overhead.ts
  *
- * With DATABASE_URL, all run on openbook's own PostgreSQL store instead, the minimal and fastify modes in
- * openbook's one round trip (the key lookup with the page, as plugins/auth.ts sends them) on the
- * list the URL names (`parseListRequest`): the request path's store without the framework, so that
- * openbook's cost over the minimal handler (bench/baseline-server.ts) splits into the store's and
- * the framework's, and the framework's into Fastify's and openbook's plugins'. NO_METRICS=1 leaves the app's metrics out. Load it with autocannon
- * and read the process's CPU time per request (/proc/PID/stat) or, under --trace-gc-nvp, the bytes
- * allocated per request; the key may be any well-formed one (`svc_test_` and 64 hex digits).
+ * With DATABASE_URL, all run on openbook's own PostgreSQL store instead, the minimal and fastify
+ * modes in openbook's one round trip (the key lookup with the page, as plugins/auth.ts sends them)
+ * on the list the URL names (`parseListRequest`): the request path's store without the framework,
+ * so that openbook's cost over the minimal handler (bench/baseline-server.ts) splits into the
+ * store's and the framework's, and the framework's into Fastify's and openbook's plugins'.
+ * NO_METRICS=1 leaves the app's metrics out. Load it with autocannon and read the process's CPU
+ * time per request (/proc/PID/stat) or, under --trace-gc-nvp, the bytes allocated per request; the
+ * key may be any well-formed one (`svc_test_` and 64 hex digits).
  */
 import { createServer } from 'node:http'
 import Fastify from 'fastify'
